@@ -1,0 +1,85 @@
+"""``Context``: the devices of a compilation and their ``KEY=VALUE;`` properties."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nnadapter_tvm.device import Device
+from nnadapter_tvm.errors import check, fail
+from nnadapter_tvm.targets import DRIVERS, Property
+
+
+def _opt_level(text: str) -> int:
+    level = int(text)
+    if not 0 <= level <= 3:
+        raise ValueError("must be 0..3")
+    return level
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+COMMON_PROPERTIES = (
+    Property("TVM_OPT_LEVEL", "TVM pass-context optimization level, 0..3", _opt_level, 3),
+    Property("TVM_NUM_THREADS", "worker threads of the TVM runtime (default: one per core)", _positive, codegen=False),
+)
+
+
+def known_properties() -> dict[str, Property]:
+    """Every key a context accepts: the common ones and each device's own."""
+    props = {p.key: p for p in COMMON_PROPERTIES}
+    for driver in DRIVERS.values():
+        props.update({p.key: p for p in driver.properties})
+    return props
+
+
+def parse_properties(text: str) -> dict[str, object]:
+    """``"K1=V1;K2=V2;"`` -> {K1: parsed V1, ...}; unknown keys and bad values fail by name."""
+    known = known_properties()
+    result: dict[str, object] = {p.key: p.default for p in known.values() if p.default is not None}
+    for item in (text or "").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        check(sep, f"context property {item!r} is not KEY=VALUE")
+        prop = known.get(key)
+        if prop is None:
+            fail(f"unknown context property {key!r}; known: {', '.join(sorted(known))}")
+        try:
+            result[key] = prop.parse(value)
+        except ValueError as err:
+            fail(f"context property {key}={value!r}: {err} ({prop.description})")
+    return result
+
+
+class Context:
+    """``NNAdapterContext``: devices in priority order plus properties."""
+
+    def __init__(self, devices: Sequence[Device] | Device, properties: str = ""):
+        devices = [devices] if isinstance(devices, Device) else list(devices)
+        check(devices, "a context needs at least one device")
+        for d in devices:
+            check(isinstance(d, Device), f"context devices must be Device objects, got {d!r}")
+            check(not d.released, f"device {d.name} was released")
+        self.devices = devices
+        self.properties_text = properties or ""
+        self.properties = parse_properties(self.properties_text)
+
+    def codegen_properties(self) -> dict[str, object]:
+        known = known_properties()
+        return {k: v for k, v in sorted(self.properties.items()) if known[k].codegen}
+
+    def destroy(self) -> None:
+        self.devices = []
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()

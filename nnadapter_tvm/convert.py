@@ -1,0 +1,146 @@
+"""Model -> one Relax function through the ``op_converters`` registry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tvm
+from tvm import relax, tirx
+
+from nnadapter_tvm import op_converters
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.model import Model, Operand, Operation
+from nnadapter_tvm.op_converters.args import OpArgs, dequantize_array
+from nnadapter_tvm.types import QUANT_PER_CHANNEL, UNKNOWN, OperandType, ResultCode, is_quantized
+
+
+class ConvertContext:
+    """The state of one conversion: the block builder and the expression of each operand."""
+
+    def __init__(self, bb: relax.BlockBuilder):
+        self.bb = bb
+        self._exprs: dict[int, relax.Expr] = {}
+        self._dequantized: dict[int, relax.Expr] = {}
+
+    def bind(self, operand: Operand, expr: relax.Expr) -> None:
+        self._exprs[operand.index] = expr
+
+    def expr(self, operand: Operand) -> relax.Expr:
+        if operand.index not in self._exprs:
+            if not operand.is_constant:
+                fail(f"{operand.describe()} is used before it is defined")
+            self._exprs[operand.index] = relax.const(np.ascontiguousarray(operand.value()))
+        return self._exprs[operand.index]
+
+    def dequantized(self, operand: Operand) -> relax.Expr:
+        t = operand.type
+        if not is_quantized(t.precision):
+            return self.expr(operand)
+        if operand.index not in self._dequantized:
+            if operand.is_constant:
+                expr = relax.const(dequantize_array(operand.value(), t))
+            else:
+                expr = self.bb.emit(_dequantize_expr(self.expr(operand), t))
+            self._dequantized[operand.index] = expr
+        return self._dequantized[operand.index]
+
+
+def _scale_const(t: OperandType, rank: int) -> relax.Expr:
+    scale = np.asarray(t.scale, "float32")
+    if t.precision in QUANT_PER_CHANNEL:
+        shape = [1] * rank
+        shape[t.channel_dim] = -1
+        scale = scale.reshape(shape)
+    return relax.const(scale)
+
+
+def _dequantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
+    y = relax.op.astype(x, "float32")
+    if t.zero_point:
+        y = relax.op.subtract(y, relax.const(np.float32(t.zero_point)))
+    return relax.op.multiply(y, _scale_const(t, len(t.dimensions)))
+
+
+def quantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
+    """float32 -> the storage of ``t``: round half to even, add the zero point, saturate."""
+    info = np.iinfo(t.dtype)
+    y = relax.op.round(relax.op.divide(x, _scale_const(t, len(t.dimensions))))
+    if t.zero_point:
+        y = relax.op.add(y, relax.const(np.float32(t.zero_point)))
+    y = relax.op.clip(y, float(info.min), float(info.max))
+    return relax.op.astype(y, t.dtype)
+
+
+def input_var(operand: Operand, position: int) -> relax.Var:
+    """A function parameter; unknown dimensions become symbolic int64 variables."""
+    t = operand.type
+    dims = [tirx.Var(f"in{position}_d{axis}", "int64") if d == UNKNOWN else d for axis, d in enumerate(t.dimensions)]
+    return relax.Var(f"input{position}", relax.TensorType(dims, t.dtype))
+
+
+def _static_dims(expr: relax.Expr) -> list[int | None]:
+    return [int(d.value) if isinstance(d, tirx.IntImm) else None for d in expr.ty.shape.values]
+
+
+def _bind_outputs(ctx: ConvertContext, op: Operation, result: object) -> None:
+    results = list(result) if isinstance(result, (list, tuple)) else [result]
+    if len(results) != len(op.outputs):
+        fail(f"{op.describe()}: converter produced {len(results)} outputs, the operation has {len(op.outputs)}")
+    for i, (operand, expr) in enumerate(zip(op.outputs, results)):
+        t = operand.type
+        expr = ctx.bb.emit(expr) if not isinstance(expr, relax.Var) else expr
+        if is_quantized(t.precision) and expr.ty.dtype != t.dtype:
+            expr = ctx.bb.emit(quantize_expr(expr, t))
+        where = f"{op.describe()} output {i}: {operand.describe()}"
+        if expr.ty.dtype != t.dtype:
+            fail(f"{where} is declared {t.dtype}, the operation produces {expr.ty.dtype}")
+        inferred = _static_dims(expr)
+        declared = list(t.dimensions)
+        if declared and len(declared) != len(inferred):
+            fail(f"{where} is declared rank {len(declared)}, the operation produces rank {len(inferred)} {inferred}")
+        for axis, (want, got) in enumerate(zip(declared, inferred)):
+            if want != UNKNOWN and got is not None and want != got:
+                fail(f"{where} dimension {axis} is declared {want}, the operation produces {got} (all: {inferred})")
+        ctx.bind(operand, expr)
+
+
+def convert_model(model: Model, operations: Sequence[Operation] | None = None) -> tuple[tvm.IRModule, list[list[int]]]:
+    """Build ``main(inputs...) -> (outputs...)``.
+
+    Returns the module and the inferred dimensions of each output (UNKNOWN where symbolic).
+    """
+    operations = model.operations if operations is None else operations
+    unsupported = sorted({op.type.name for op in operations if op_converters.get_converter(op.type) is None})
+    if unsupported:
+        fail(
+            f"no converter for {len(unsupported)} operation type(s): {', '.join(unsupported)}",
+            ResultCode.FEATURE_NOT_SUPPORTED,
+        )
+    bb = relax.BlockBuilder()
+    params = [input_var(o, i) for i, o in enumerate(model.inputs)]
+    ctx = ConvertContext(bb)
+    with bb.function("main", params):
+        with bb.dataflow():
+            for operand, var in zip(model.inputs, params):
+                ctx.bind(operand, var)
+            for op in operations:
+                convert_fn = op_converters.get_converter(op.type)
+                try:
+                    result = convert_fn(OpArgs(op, ctx))
+                except tvm.error.TVMError as err:
+                    fail(f"{op.describe()}: TVM rejected the operation: {_first_line(err)}")
+                _bind_outputs(ctx, op, result)
+            outputs = []
+            for operand in model.outputs:
+                expr = ctx.expr(operand)
+                outputs.append(expr if isinstance(expr, relax.Var) else bb.emit(expr))
+            result = bb.emit_output(relax.Tuple(outputs))
+        bb.emit_func_output(result)
+    dims = [[d if d is not None else UNKNOWN for d in _static_dims(o)] for o in outputs]
+    return bb.finalize(), dims
+
+
+def _first_line(err: Exception) -> str:
+    lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(err).__name__

@@ -1,0 +1,147 @@
+"""``Execution``: inputs and outputs through the caller's access callbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import tvm
+
+from nnadapter_tvm.compilation import Compilation
+from nnadapter_tvm.errors import check, fail
+from nnadapter_tvm.types import UNKNOWN, NNAdapterError, OperandType, ResultCode
+
+Access = Callable[[object, OperandType], object]
+
+
+def _array_access(memory: object, operand_type: OperandType) -> object:
+    """The shorthand: a plain numpy array is its own memory and access."""
+    return memory
+
+
+class Execution:
+    """``NNAdapterExecution``: ``set_input``/``set_output`` then ``compute()``.
+
+    An input's ``access(memory, type)`` may fill ``type.dimensions`` (dynamic shapes) and
+    returns the data; an output's ``access`` is told the real dimensions and returns a
+    writable buffer of at least that size, which the runtime fills.
+    """
+
+    def __init__(self, compilation: Compilation):
+        check(isinstance(compilation, Compilation), f"Execution needs a Compilation, got {compilation!r}")
+        check(compilation.finished, "execution before Compilation.finish()")
+        self.compilation = compilation
+        self._program = compilation.program
+        self._inputs: dict[int, tuple[object, Access]] = {}
+        self._outputs: dict[int, tuple[object, Access]] = {}
+
+    def _check_index(self, index: int, count: int, what: str) -> None:
+        check(
+            isinstance(index, (int, np.integer)) and 0 <= index < count,
+            f"{what} index {index!r} is out of range: the model has {count} {what}s",
+        )
+
+    def set_input(self, index: int, memory: object, access: Access | None = None) -> None:
+        self._check_index(index, len(self.compilation.input_types), "input")
+        self._inputs[int(index)] = (memory, access or _array_access)
+
+    def set_output(self, index: int, memory: object, access: Access | None = None) -> None:
+        self._check_index(index, len(self.compilation.output_types), "output")
+        self._outputs[int(index)] = (memory, access or _array_access)
+
+    def compute(self) -> None:
+        input_types = self.compilation.input_types
+        output_types = self.compilation.output_types
+        missing = [i for i in range(len(input_types)) if i not in self._inputs]
+        check(not missing, f"inputs {missing} were not set (set_input)")
+        missing = [i for i in range(len(output_types)) if i not in self._outputs]
+        check(not missing, f"outputs {missing} were not set (set_output)")
+        arrays = [self._read_input(i, t) for i, t in enumerate(input_types)]
+        try:
+            results = self._program.run(arrays)
+        except tvm.error.TVMError as err:
+            lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+            fail(f"execution failed: {lines[-1] if lines else err}", ResultCode.INVALID_DIMENSIONS)
+        for i, t in enumerate(output_types):
+            self._write_output(i, t, results[i])
+
+    def _read_input(self, index: int, declared: OperandType) -> np.ndarray:
+        memory, access = self._inputs[index]
+        t = declared.copy()
+        where = f"input {index} ({declared.describe()})"
+        try:
+            data = access(memory, t)
+        except NNAdapterError:
+            raise
+        except Exception as err:
+            fail(f"{where}: the access callback raised {type(err).__name__}: {err}")
+        dims = list(t.dimensions)
+        if isinstance(data, np.ndarray) and (not dims or UNKNOWN in dims) and data.ndim == len(declared.dimensions):
+            dims = list(data.shape)  # the array itself says the dimensions
+        check(
+            len(dims) == len(declared.dimensions), f"{where}: got rank {len(dims)}, expected {len(declared.dimensions)}"
+        )
+        for axis, (want, got) in enumerate(zip(declared.dimensions, dims)):
+            if got == UNKNOWN or got < 0:
+                fail(
+                    f"{where}: dimension {axis} is still unknown; the access callback must set it",
+                    ResultCode.INVALID_DIMENSIONS,
+                )
+            if want != UNKNOWN and want != got:
+                fail(f"{where}: dimension {axis} is {got}, expected {want}", ResultCode.INVALID_DIMENSIONS)
+        try:
+            view = memoryview(data)
+        except TypeError:
+            fail(f"{where}: the access callback returned {type(data).__name__}, expected a buffer (numpy array, bytes)")
+        dtype = np.dtype(declared.dtype)
+        count = int(np.prod(dims, dtype=np.int64))
+        if isinstance(data, np.ndarray):
+            if data.dtype != dtype:
+                fail(f"{where}: data has dtype {data.dtype}, expected {dtype}")
+            if data.size != count:
+                fail(f"{where}: data has {data.size} elements, dimensions {dims} need {count}")
+            return np.ascontiguousarray(data).reshape(dims)
+        if view.nbytes != count * dtype.itemsize:
+            fail(f"{where}: buffer is {view.nbytes} bytes, dimensions {dims} of {dtype} need {count * dtype.itemsize}")
+        return np.frombuffer(view.cast("B"), dtype=dtype).reshape(dims)
+
+    def _write_output(self, index: int, declared: OperandType, result: tvm.runtime.Tensor) -> None:
+        memory, access = self._outputs[index]
+        value = result.numpy()
+        t = declared.copy(dimensions=list(value.shape))
+        where = f"output {index} ({t.describe()})"
+        try:
+            buffer = access(memory, t)
+        except NNAdapterError:
+            raise
+        except Exception as err:
+            fail(f"{where}: the access callback raised {type(err).__name__}: {err}")
+        if isinstance(buffer, np.ndarray):
+            if buffer.dtype != value.dtype or buffer.size < value.size or not buffer.flags.writeable:
+                fail(
+                    f"{where}: the access callback returned a {buffer.dtype} array of {buffer.size} elements "
+                    f"(writeable={buffer.flags.writeable}), expected a writeable {value.dtype} array of {value.size}"
+                )
+            if buffer.shape == value.shape:
+                np.copyto(buffer, value)
+                return
+        try:
+            view = memoryview(buffer)
+        except TypeError:
+            fail(f"{where}: the access callback returned {type(buffer).__name__}, expected a writable buffer")
+        if view.readonly or not view.c_contiguous:
+            fail(f"{where}: the buffer returned by the access callback is read-only or not contiguous")
+        nbytes = value.nbytes
+        if view.nbytes < nbytes:
+            fail(f"{where}: buffer is {view.nbytes} bytes, the output needs {nbytes}")
+        view.cast("B")[:nbytes] = value.tobytes()
+
+    def destroy(self) -> None:
+        self._inputs.clear()
+        self._outputs.clear()
+
+    def __enter__(self) -> Execution:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()

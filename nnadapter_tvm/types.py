@@ -1,0 +1,362 @@
+"""NNAdapter enums and operand types, with the values of upstream ``nnadapter.h``."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from enum import IntEnum
+
+import numpy as np
+
+VERSION = 1
+UNKNOWN = -65535
+MAX_SIZE_OF_DIMENSIONS = 8
+MAX_SIZE_OF_DYNAMIC_DIMENSIONS = 8
+
+
+class ResultCode(IntEnum):
+    NO_ERROR = 0
+    OUT_OF_MEMORY = 1
+    INVALID_DIMENSIONS = 2
+    INVALID_PARAMETER = 3
+    DEVICE_NOT_FOUND = 4
+    DEVICE_INTERNAL_ERROR = 5
+    FEATURE_NOT_SUPPORTED = 6
+
+
+class NNAdapterError(Exception):
+    """Every failure of the Pythonic API; ``code`` is the spec's result code."""
+
+    def __init__(self, code: ResultCode, message: str):
+        super().__init__(message)
+        self.code = ResultCode(code)
+
+    def __str__(self) -> str:
+        return f"[{self.code.name}] {self.args[0]}"
+
+
+class Precision(IntEnum):
+    BOOL8 = 0
+    INT8 = 1
+    UINT8 = 2
+    INT16 = 3
+    UINT16 = 4
+    INT32 = 5
+    UINT32 = 6
+    INT64 = 7
+    UINT64 = 8
+    FLOAT16 = 9
+    FLOAT32 = 10
+    FLOAT64 = 11
+    QUANT_INT8_SYMM_PER_LAYER = 24
+    QUANT_INT8_SYMM_PER_CHANNEL = 25
+    QUANT_UINT8_ASYMM_PER_LAYER = 26
+    QUANT_INT16_SYMM_PER_LAYER = 27
+    QUANT_INT16_SYMM_PER_CHANNEL = 28
+    QUANT_UINT16_ASYMM_PER_LAYER = 29
+    QUANT_INT32_SYMM_PER_LAYER = 30
+    QUANT_INT32_SYMM_PER_CHANNEL = 31
+    QUANT_UINT32_ASYMM_PER_LAYER = 32
+
+
+class Layout(IntEnum):
+    NCHW = 0
+    NHWC = 1
+    HWCN = 2
+    HWNC = 3
+
+
+class Lifetime(IntEnum):
+    TEMPORARY_VARIABLE = 0
+    TEMPORARY_SHAPE = 1
+    CONSTANT_COPY = 2
+    CONSTANT_REFERENCE = 3
+    MODEL_INPUT = 4
+    MODEL_OUTPUT = 5
+
+
+class OperationType(IntEnum):
+    """Operation codes in upstream order (the enum's values are positional there)."""
+
+    ABS = 0
+    ADAPTIVE_AVERAGE_POOL_2D = 1
+    ADAPTIVE_MAX_POOL_2D = 2
+    ADD = 3
+    AND = 4
+    ARG_MAX = 5
+    ARG_MIN = 6
+    ASSIGN = 7
+    AVERAGE_POOL_2D = 8
+    BATCH_NORMALIZATION = 9
+    CAST = 10
+    CHANNEL_SHUFFLE = 11
+    CLIP = 12
+    CONCAT = 13
+    CONV_2D = 14
+    CONV_2D_TRANSPOSE = 15
+    COS = 16
+    CUM_SUM = 17
+    DEFORMABLE_CONV_2D = 18
+    DEQUANTIZE = 19
+    DIV = 20
+    EQUAL = 21
+    EXP = 22
+    EXPAND = 23
+    FILL = 24
+    FILL_LIKE = 25
+    FLATTEN = 26
+    FLOOR = 27
+    FLOOR_DIV = 28
+    FULLY_CONNECTED = 29
+    GATHER = 30
+    GELU = 31
+    GREATER = 32
+    GREATER_EQUAL = 33
+    GRID_SAMPLE = 34
+    GROUP_NORMALIZATION = 35
+    HARD_SIGMOID = 36
+    HARD_SWISH = 37
+    INSTANCE_NORMALIZATION = 38
+    LAYER_NORMALIZATION = 39
+    LEAKY_RELU = 40
+    LESS = 41
+    LESS_EQUAL = 42
+    LOG = 43
+    LOG_SOFTMAX = 44
+    LP_NORMALIZATION = 45
+    LRN = 46
+    MAT_MUL = 47
+    MAX = 48
+    MAX_POOL_2D = 49
+    MESHGRID = 50
+    MIN = 51
+    MUL = 52
+    NOT = 53
+    NOT_EQUAL = 54
+    OR = 55
+    PAD = 56
+    POW = 57
+    PRIOR_BOX = 58
+    PRELU = 59
+    QUANTIZE = 60
+    RANGE = 61
+    REDUCE_MEAN = 62
+    REDUCE_MAX = 63
+    REDUCE_SUM = 64
+    RELU = 65
+    RELU6 = 66
+    RESHAPE = 67
+    RESIZE_NEAREST = 68
+    RESIZE_LINEAR = 69
+    ROI_ALIGN = 70
+    ROLL = 71
+    RSQRT = 72
+    SHAPE = 73
+    SIGMOID = 74
+    SIN = 75
+    SLICE = 76
+    SOFTMAX = 77
+    SOFTPLUS = 78
+    SPLIT = 79
+    SQUARE = 80
+    SQUEEZE = 81
+    STACK = 82
+    SUB = 83
+    SUM = 84
+    SWISH = 85
+    TANH = 86
+    TILE = 87
+    TOP_K = 88
+    TRANSPOSE = 89
+    UNSQUEEZE = 90
+    UNSTACK = 91
+    WHERE = 92
+    XOR = 93
+    NON_MAX_SUPPRESSION = 94
+    YOLO_BOX = 95
+
+
+class FuseCode(IntEnum):
+    NONE = 0
+    RELU = 1
+    RELU1 = 2
+    RELU6 = 3
+
+
+class AutoPad(IntEnum):
+    NONE = 0
+    SAME = 1
+    VALID = 2
+
+
+class DeviceType(IntEnum):
+    CPU = 0
+    GPU = 1
+    ACCELERATOR = 2
+
+
+class PadMode(IntEnum):
+    NONE = 0
+    CONSTANT = 1
+    REFLECT = 2
+    REPLICATE = 3
+    EDGE = 4
+
+
+class InterpolateMode(IntEnum):
+    NONE = 0
+    BILINEAR = 1
+    NEAREST = 2
+
+
+_STORAGE_DTYPES = {
+    Precision.BOOL8: "bool",
+    Precision.INT8: "int8",
+    Precision.UINT8: "uint8",
+    Precision.INT16: "int16",
+    Precision.UINT16: "uint16",
+    Precision.INT32: "int32",
+    Precision.UINT32: "uint32",
+    Precision.INT64: "int64",
+    Precision.UINT64: "uint64",
+    Precision.FLOAT16: "float16",
+    Precision.FLOAT32: "float32",
+    Precision.FLOAT64: "float64",
+    Precision.QUANT_INT8_SYMM_PER_LAYER: "int8",
+    Precision.QUANT_INT8_SYMM_PER_CHANNEL: "int8",
+    Precision.QUANT_UINT8_ASYMM_PER_LAYER: "uint8",
+    Precision.QUANT_INT16_SYMM_PER_LAYER: "int16",
+    Precision.QUANT_INT16_SYMM_PER_CHANNEL: "int16",
+    Precision.QUANT_UINT16_ASYMM_PER_LAYER: "uint16",
+    Precision.QUANT_INT32_SYMM_PER_LAYER: "int32",
+    Precision.QUANT_INT32_SYMM_PER_CHANNEL: "int32",
+    Precision.QUANT_UINT32_ASYMM_PER_LAYER: "uint32",
+}
+
+QUANT_PER_CHANNEL = frozenset(
+    {
+        Precision.QUANT_INT8_SYMM_PER_CHANNEL,
+        Precision.QUANT_INT16_SYMM_PER_CHANNEL,
+        Precision.QUANT_INT32_SYMM_PER_CHANNEL,
+    }
+)
+QUANT_ASYMM = frozenset(
+    {
+        Precision.QUANT_UINT8_ASYMM_PER_LAYER,
+        Precision.QUANT_UINT16_ASYMM_PER_LAYER,
+        Precision.QUANT_UINT32_ASYMM_PER_LAYER,
+    }
+)
+
+
+def storage_dtype(precision: Precision) -> str:
+    """The numpy/TVM dtype that holds one element of ``precision``."""
+    return _STORAGE_DTYPES[Precision(precision)]
+
+
+def is_quantized(precision: Precision) -> bool:
+    return int(precision) >= int(Precision.QUANT_INT8_SYMM_PER_LAYER)
+
+
+def _is_unknown(dim: int) -> bool:
+    return dim in (UNKNOWN, -1)
+
+
+@dataclasses.dataclass
+class OperandType:
+    """Type of an operand: precision, dimensions, layout, lifetime and quantization.
+
+    ``scale`` is a float for per-layer quantization and a sequence for per-channel;
+    a dimension of ``UNKNOWN`` (or -1) is only known at execution time.
+    """
+
+    precision: Precision
+    dimensions: Sequence[int] = ()
+    layout: Layout = Layout.NCHW
+    lifetime: Lifetime = Lifetime.TEMPORARY_VARIABLE
+    scale: float | Sequence[float] | None = None
+    zero_point: int | None = None
+    channel_dim: int | None = None
+    dynamic_dimensions: Sequence[Sequence[int]] = ()
+
+    def __post_init__(self) -> None:
+        try:
+            self.precision = Precision(self.precision)
+            self.layout = Layout(self.layout)
+            self.lifetime = Lifetime(self.lifetime)
+        except ValueError as err:
+            raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"invalid operand type: {err}") from None
+        self.dimensions = [UNKNOWN if _is_unknown(int(d)) else int(d) for d in self.dimensions]
+        self.dynamic_dimensions = [[int(d) for d in dims] for dims in self.dynamic_dimensions]
+        if len(self.dimensions) > MAX_SIZE_OF_DIMENSIONS:
+            raise NNAdapterError(
+                ResultCode.INVALID_DIMENSIONS,
+                f"rank {len(self.dimensions)} exceeds the maximum of {MAX_SIZE_OF_DIMENSIONS}",
+            )
+        for d in self.dimensions:
+            if d < 0 and d != UNKNOWN:
+                raise NNAdapterError(
+                    ResultCode.INVALID_DIMENSIONS,
+                    f"dimension {d} in {self.dimensions} is negative; use nna.UNKNOWN for unknown",
+                )
+        self._check_quant_params()
+
+    def _check_quant_params(self) -> None:
+        if not is_quantized(self.precision):
+            return
+        name = self.precision.name
+        if self.precision in QUANT_PER_CHANNEL:
+            scales = np.atleast_1d(np.asarray(self.scale if self.scale is not None else [], "float32"))
+            if scales.size == 0 or self.channel_dim is None:
+                raise NNAdapterError(
+                    ResultCode.INVALID_PARAMETER, f"{name} needs per-channel 'scale' values and 'channel_dim'"
+                )
+            self.scale = [float(s) for s in scales]
+            self.channel_dim = int(self.channel_dim)
+        else:
+            if self.scale is None or np.ndim(self.scale) != 0:
+                raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"{name} needs one float 'scale'")
+            self.scale = float(self.scale)
+        if not all(s > 0 and np.isfinite(s) for s in np.atleast_1d(self.scale)):
+            raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"{name} scale must be finite and > 0, got {self.scale}")
+        if self.precision in QUANT_ASYMM:
+            self.zero_point = int(self.zero_point or 0)
+
+    @property
+    def dtype(self) -> str:
+        return storage_dtype(self.precision)
+
+    @property
+    def rank(self) -> int:
+        return len(self.dimensions)
+
+    def is_static(self) -> bool:
+        return all(d != UNKNOWN for d in self.dimensions)
+
+    def element_count(self) -> int:
+        if not self.is_static():
+            raise NNAdapterError(ResultCode.INVALID_DIMENSIONS, f"dimensions {self.dimensions} are not all known")
+        return int(np.prod(self.dimensions, dtype=np.int64))
+
+    def byte_length(self) -> int:
+        return self.element_count() * np.dtype(self.dtype).itemsize
+
+    def copy(self, **changes) -> OperandType:
+        fields = dataclasses.asdict(self)
+        fields.update(changes)
+        return OperandType(**fields)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        for key in ("precision", "layout", "lifetime"):
+            d[key] = int(d[key])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> OperandType:
+        return cls(**d)
+
+    def describe(self) -> str:
+        dims = "x".join("?" if d == UNKNOWN else str(d) for d in self.dimensions) or "scalar"
+        quant = f", scale={self.scale}" if self.scale is not None else ""
+        return f"{self.precision.name}[{dims}]{quant}"

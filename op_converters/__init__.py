@@ -1,0 +1,17 @@
+"""Converters from NNAdapter standard operations to TVM Relax, one file per family.
+
+Importing this package registers every converter.
+"""
+
+from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registration)
+    activation,
+    conv,
+    elementwise,
+    matmul,
+    norm,
+    pool,
+    shape,
+)
+from nnadapter_tvm.op_converters.registry import converter, get_converter, supported_operations
+
+__all__ = ["converter", "get_converter", "supported_operations"]

@@ -1,0 +1,162 @@
+"""``OpArgs``: how a converter reads its operands, in the spec's order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+from tvm import relax
+
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.model import Operand, Operation, assign_slots
+from nnadapter_tvm.op_schema import SCHEMAS
+from nnadapter_tvm.types import QUANT_PER_CHANNEL, OperandType, ResultCode, is_quantized
+
+if TYPE_CHECKING:
+    from nnadapter_tvm.convert import ConvertContext
+
+_REQUIRED = object()
+
+
+class OpArgs:
+    """The operands of one operation as a converter sees them.
+
+    Tensors come back as Relax expressions (quantized tensors already dequantized to
+    float32), attributes as Python values read from constant operands, with the spec's
+    defaults for operands that are omitted or empty.
+    """
+
+    def __init__(self, operation: Operation, ctx: ConvertContext):
+        self.operation = operation
+        self.type = operation.type
+        self._ctx = ctx
+        schema = SCHEMAS.get(operation.type)
+        self._names = (
+            [a.name for _, a in assign_slots(self.type.name, "input", schema.inputs, self.count)] if schema else []
+        )
+
+    # -- description --------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return len(self.operation.inputs)
+
+    @property
+    def output_count(self) -> int:
+        return len(self.operation.outputs)
+
+    def name(self, i: int) -> str:
+        label = f"input {i}"
+        return f"{label} '{self._names[i]}'" if i < len(self._names) else label
+
+    def fail(self, message: str, i: int | None = None, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NoReturn:
+        where = f" {self.name(i)}" if i is not None else ""
+        fail(f"{self.operation.describe()}{where}: {message}", code)
+
+    def operand(self, i: int) -> Operand:
+        return self.operation.inputs[i]
+
+    def input_type(self, i: int) -> OperandType:
+        return self.operation.inputs[i].type
+
+    def output_type(self, i: int = 0) -> OperandType:
+        return self.operation.outputs[i].type
+
+    def has(self, i: int) -> bool:
+        """Whether operand ``i`` was given (omitted trailing and empty constants count as absent)."""
+        if i >= self.count:
+            return False
+        operand = self.operand(i)
+        return not (operand.is_constant and operand.type.is_static() and operand.type.element_count() == 0)
+
+    # -- tensors ------------------------------------------------------------------
+    def tensor(self, i: int) -> relax.Expr:
+        """Operand ``i`` as a Relax expression, dequantized to float32 if quantized."""
+        if not self.has(i):
+            self.fail("is required", i)
+        return self._ctx.dequantized(self.operand(i))
+
+    def raw_tensor(self, i: int) -> relax.Expr:
+        """Operand ``i`` in its storage dtype (no dequantization)."""
+        if not self.has(i):
+            self.fail("is required", i)
+        return self._ctx.expr(self.operand(i))
+
+    def tensors(self, start: int, stop: int | None = None) -> list[relax.Expr]:
+        stop = self.count if stop is None else stop
+        return [self.tensor(i) for i in range(start, stop)]
+
+    def shape(self, expr: relax.Expr) -> list:
+        """Static dims as ints, symbolic ones as TIR expressions."""
+        return [int(d) if isinstance(d, int) or hasattr(d, "value") else d for d in _shape(expr)]
+
+    # -- constant attributes ------------------------------------------------------
+    def value(self, i: int, default: Any = _REQUIRED) -> np.ndarray:
+        if not self.has(i):
+            if default is _REQUIRED:
+                self.fail("is required", i)
+            return default
+        operand = self.operand(i)
+        if not operand.is_constant:
+            self.fail(
+                "must be a constant operand (its value is needed at compile time)", i, ResultCode.FEATURE_NOT_SUPPORTED
+            )
+        value = operand.value()
+        if is_quantized(operand.type.precision):
+            value = dequantize_array(value, operand.type)
+        return value
+
+    def int(self, i: int, default: Any = _REQUIRED) -> int:
+        value = self.value(i, default)
+        if value is default and default is not _REQUIRED:
+            return default
+        if np.size(value) != 1:
+            self.fail(f"must hold one value, got {np.size(value)}", i)
+        return int(np.reshape(value, -1)[0])
+
+    def ints(self, i: int, default: Any = _REQUIRED) -> list[int]:
+        value = self.value(i, default)
+        if value is default and default is not _REQUIRED:
+            return default
+        return [int(v) for v in np.reshape(value, -1)]
+
+    def float(self, i: int, default: Any = _REQUIRED) -> float:
+        value = self.value(i, default)
+        if value is default and default is not _REQUIRED:
+            return default
+        if np.size(value) != 1:
+            self.fail(f"must hold one value, got {np.size(value)}", i)
+        return float(np.reshape(value, -1)[0])
+
+    def bool(self, i: int, default: Any = _REQUIRED) -> bool:
+        return bool(self.int(i, default))
+
+    def axis(self, i: int, rank: int, default: Any = _REQUIRED) -> int:
+        """An axis operand normalized to [0, rank); out of range fails naming the range."""
+        axis = self.int(i, default)
+        if not -rank <= axis < rank:
+            self.fail(f"axis {axis} is out of range [-{rank}, {rank}) for a rank-{rank} input", i)
+        return axis % rank
+
+    # -- building -----------------------------------------------------------------
+    def emit(self, expr: relax.Expr) -> relax.Var:
+        return self._ctx.bb.emit(expr)
+
+    def emit_te(self, fn: Callable, *args: Any, **kwargs: Any) -> relax.Var:
+        return self._ctx.bb.emit_te(fn, *args, **kwargs)
+
+
+def _shape(expr: relax.Expr) -> list:
+    ty = expr.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        raise TypeError(f"expected a tensor with a known rank, got {ty}")
+    return list(ty.shape.values)
+
+
+def dequantize_array(value: np.ndarray, t: OperandType) -> np.ndarray:
+    scale = np.asarray(t.scale, "float32")
+    if t.precision in QUANT_PER_CHANNEL:
+        shape = [1] * value.ndim
+        shape[t.channel_dim] = -1
+        scale = scale.reshape(shape)
+    return ((value.astype("float32") - np.float32(t.zero_point or 0)) * scale).astype("float32")

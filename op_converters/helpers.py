@@ -1,0 +1,75 @@
+"""Small pieces shared by converters."""
+
+from __future__ import annotations
+
+import math
+
+from nnadapter_tvm.op_converters.args import OpArgs
+from tvm import relax
+
+from nnadapter_tvm.types import AutoPad, FuseCode, ResultCode
+
+
+def fuse(args: OpArgs, expr: relax.Expr, i: int) -> relax.Expr:
+    """Apply the fused activation read from input ``i`` (the spec's ``fuse_code``)."""
+    code = args.int(i, FuseCode.NONE)
+    if code == FuseCode.NONE:
+        return expr
+    if code == FuseCode.RELU:
+        return relax.op.nn.relu(expr)
+    if code == FuseCode.RELU1:
+        return relax.op.clip(expr, -1.0, 1.0)
+    if code == FuseCode.RELU6:
+        return relax.op.clip(expr, 0.0, 6.0)
+    args.fail(f"fuse_code {code} is not one of {[f'{c.name}={c.value}' for c in FuseCode]}", i)
+
+
+def pair(args: OpArgs, i: int, default: list[int] | None = None) -> list[int]:
+    values = args.ints(i, default)
+    if len(values) != 2:
+        args.fail(f"must hold 2 values (height, width), got {values}", i)
+    if any(v <= 0 for v in values):
+        args.fail(f"values must be positive, got {values}", i)
+    return values
+
+
+def spatial_pads(
+    args: OpArgs, auto_pad_i: int, pads_i: int, in_hw: list, kernel: list[int], strides: list[int], dilations: list[int]
+) -> list[int]:
+    """Padding as the spec orders it, [top, bottom, left, right], after ``auto_pad``.
+
+    SAME follows Paddle: total = max((ceil(in / stride) - 1) * stride + effective_kernel - in, 0),
+    the smaller half before, the larger after.
+    """
+    mode = args.int(auto_pad_i, AutoPad.NONE)
+    if mode == AutoPad.NONE:
+        pads = args.ints(pads_i, [0, 0, 0, 0])
+        if len(pads) != 4 or any(p < 0 for p in pads):
+            args.fail(f"must hold 4 non-negative values (top, bottom, left, right), got {pads}", pads_i)
+        return pads
+    if mode == AutoPad.VALID:
+        return [0, 0, 0, 0]
+    if mode == AutoPad.SAME:
+        result = []
+        for size, k, s, d in zip(in_hw, kernel, strides, dilations):
+            if not isinstance(size, int):
+                args.fail("auto_pad SAME needs static spatial dimensions", auto_pad_i, ResultCode.FEATURE_NOT_SUPPORTED)
+            effective = (k - 1) * d + 1
+            total = max((math.ceil(size / s) - 1) * s + effective - size, 0)
+            result += [total // 2, total - total // 2]
+        return result
+    args.fail(f"auto_pad {mode} is not one of {[f'{c.name}={c.value}' for c in AutoPad]}", auto_pad_i)
+
+
+def relax_padding(pads: list[int]) -> list[int]:
+    """[top, bottom, left, right] (spec) -> [top, left, bottom, right] (Relax)."""
+    top, bottom, left, right = pads
+    return [top, left, bottom, right]
+
+
+def rank4(args: OpArgs, expr: relax.Expr, i: int) -> list:
+    """The four dims of an NCHW operand; anything else fails naming the operand."""
+    shape = args.shape(expr)
+    if len(shape) != 4:
+        args.fail(f"must be 4-D, got shape {shape}", i)
+    return shape

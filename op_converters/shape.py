@@ -1,0 +1,113 @@
+"""Shape manipulation: reshape, flatten, transpose, concat, squeeze, unsqueeze."""
+
+from __future__ import annotations
+
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
+from tvm import relax
+
+from nnadapter_tvm.types import OperationType as O
+
+
+@converter(O.RESHAPE)
+def reshape(args: OpArgs) -> relax.Expr:
+    """input, shape -> output; 0 copies the input's dimension, one -1 is inferred."""
+    x = args.tensor(0)
+    in_shape = args.shape(x)
+    target = args.ints(1)
+    if target.count(-1) > 1:
+        args.fail(f"at most one -1 is allowed, got {target}", 1)
+    dims = []
+    for axis, d in enumerate(target):
+        if d == 0:
+            if axis >= len(in_shape):
+                args.fail(f"0 at position {axis} has no input dimension to copy (input rank {len(in_shape)})", 1)
+            dims.append(in_shape[axis])
+        elif d < -1:
+            args.fail(f"dimension {d} at position {axis} is invalid", 1)
+        else:
+            dims.append(d)
+    static = [d for d in in_shape if isinstance(d, int)]
+    if len(static) == len(in_shape) and -1 not in dims:
+        count = 1
+        for d in in_shape:
+            count *= d
+        wanted = 1
+        for d in dims:
+            wanted *= d
+        if count != wanted:
+            args.fail(f"shape {target} needs {wanted} elements, the input {in_shape} has {count}", 1)
+    return relax.op.reshape(x, dims)
+
+
+@converter(O.FLATTEN)
+def flatten(args: OpArgs) -> relax.Expr:
+    """input, start_axis, end_axis -> dims start..end merged into one."""
+    x = args.tensor(0)
+    shape = args.shape(x)
+    rank = max(len(shape), 1)
+    start, end = args.axis(1, rank), args.axis(2, rank)
+    if start > end:
+        args.fail(f"start_axis {start} is after end_axis {end}", 1)
+    merged = 1
+    for d in shape[start : end + 1]:
+        merged = merged * d
+    return relax.op.reshape(x, [*shape[:start], merged, *shape[end + 1 :]])
+
+
+@converter(O.TRANSPOSE)
+def transpose(args: OpArgs) -> relax.Expr:
+    """input, perm -> output_dims[i] = input_dims[perm[i]]."""
+    x = args.tensor(0)
+    rank = len(args.shape(x))
+    perm = args.ints(1, list(reversed(range(rank))))
+    if sorted(p % rank if -rank <= p < rank else p for p in perm) != list(range(rank)):
+        args.fail(f"{perm} is not a permutation of the {rank} axes", 1)
+    return relax.op.permute_dims(x, [p % rank for p in perm])
+
+
+@converter(O.CONCAT)
+def concat(args: OpArgs) -> relax.Expr:
+    """input0 .. input(n-1), axis -> output."""
+    tensors = args.tensors(0, args.count - 1)
+    shapes = [args.shape(t) for t in tensors]
+    rank = len(shapes[0])
+    axis = args.axis(args.count - 1, rank)
+    for i, s in enumerate(shapes):
+        if len(s) != rank:
+            args.fail(f"rank {len(s)} differs from input 0's rank {rank}", i)
+        for a, (d0, d) in enumerate(zip(shapes[0], s)):
+            if a != axis and isinstance(d0, int) and isinstance(d, int) and d0 != d:
+                args.fail(f"dimension {a} is {d}, input 0 has {d0} (only axis {axis} may differ)", i)
+    return relax.op.concat(tensors, axis)
+
+
+@converter(O.SQUEEZE)
+def squeeze(args: OpArgs) -> relax.Expr:
+    """input, axes (empty: every size-1 axis) -> output."""
+    x = args.tensor(0)
+    shape = args.shape(x)
+    rank = len(shape)
+    axes = args.ints(1, [])
+    for a in axes:
+        if not -rank <= a < rank:
+            args.fail(f"axis {a} is out of range [-{rank}, {rank})", 1)
+        if isinstance(shape[a], int) and shape[a] != 1:
+            args.fail(f"axis {a} has size {shape[a]}, only size-1 axes can be squeezed", 1)
+    return relax.op.squeeze(x, [a % rank for a in axes] if axes else None)
+
+
+@converter(O.UNSQUEEZE)
+def unsqueeze(args: OpArgs) -> relax.Expr:
+    """input, axes -> output with size-1 axes inserted (axes index the output)."""
+    x = args.tensor(0)
+    axes = args.ints(1)
+    out_rank = len(args.shape(x)) + len(axes)
+    norm = []
+    for a in axes:
+        if not -out_rank <= a < out_rank:
+            args.fail(f"axis {a} is out of range [-{out_rank}, {out_rank}) for the output", 1)
+        norm.append(a % out_rank)
+    if len(set(norm)) != len(norm):
+        args.fail(f"axes {axes} repeat an axis", 1)
+    return relax.op.expand_dims(x, sorted(norm))

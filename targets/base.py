@@ -1,0 +1,82 @@
+"""The device interface (the spec's HAL) that every TVM target implements."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from nnadapter_tvm.types import DeviceType, OperationType
+
+
+@dataclasses.dataclass(frozen=True)
+class Property:
+    """A context property a device understands (``KEY=VALUE;`` in the properties string)."""
+
+    key: str
+    description: str
+    parse: Callable[[str], object]
+    default: object = None
+    codegen: bool = True  # changes the compiled code, so it enters the model token
+
+
+class Program:
+    """A loaded, runnable module: the spec's ``program`` of ``execute_program``."""
+
+    def __init__(self, module: tvm.runtime.Module, device: tvm.runtime.Device):
+        self.module = module
+        self.device = device
+        self.vm = relax.VirtualMachine(module, device)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[tvm.runtime.Tensor]:
+        args = [tvm.runtime.tensor(x, self.device) for x in inputs]
+        result = self.vm["main"](*args)
+        return list(result)
+
+
+class Driver(abc.ABC):
+    """One kind of device: its identity, the context keys it reads, build/export/load."""
+
+    name: str
+    vendor: str = "Apache TVM"
+    type: DeviceType = DeviceType.CPU
+    version: int = 1
+    properties: tuple[Property, ...] = ()
+
+    @abc.abstractmethod
+    def can_run_here(self) -> tuple[bool, str]:
+        """Whether modules built for this device can execute in this process, and why not."""
+
+    @abc.abstractmethod
+    def tvm_target(self, props: dict) -> tvm.target.Target: ...
+
+    @abc.abstractmethod
+    def tvm_device(self) -> tvm.runtime.Device: ...
+
+    def supports(self, op_type: OperationType, props: dict) -> bool:
+        from nnadapter_tvm.op_converters import supported_operations
+
+        return op_type in supported_operations()
+
+    def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
+        target = self.tvm_target(props)
+        with tvm.transform.PassContext(opt_level=int(props.get("TVM_OPT_LEVEL", 3))):
+            return tvm.compile(mod, target)
+
+    def export(self, executable: relax.VMExecutable, path: str) -> None:
+        executable.export_library(path)
+
+    def load(self, path: str, props: dict) -> Program:
+        return Program(tvm.runtime.load_module(path), self.tvm_device())
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.vendor}, {self.type.name})"
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")

@@ -1,0 +1,174 @@
+"""Build, compile and run a one-operation model through the public API."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+import nnadapter_tvm as nna
+
+P = nna.Precision
+UNKNOWN = nna.UNKNOWN
+
+
+@dataclasses.dataclass
+class In:
+    """A model input: fed at execution time. ``dims`` overrides the declared dimensions (e.g. UNKNOWN)."""
+
+    value: np.ndarray
+    precision: nna.Precision = P.FLOAT32
+    dims: Sequence[int] | None = None
+    scale: float | None = None
+    zero_point: int | None = None
+
+
+@dataclasses.dataclass
+class Const:
+    """A constant operand set with ``set_operand_value``; ``None`` value means an empty operand."""
+
+    value: np.ndarray | None
+    precision: nna.Precision = P.FLOAT32
+    scale: float | Sequence[float] | None = None
+    zero_point: int | None = None
+    channel_dim: int | None = None
+
+
+def i32(v) -> Const:
+    return Const(np.asarray(v, "int32"), P.INT32)
+
+
+def i64(v) -> Const:
+    return Const(np.asarray(v, "int64"), P.INT64)
+
+
+def f32(v) -> Const:
+    return Const(np.asarray(v, "float32"), P.FLOAT32)
+
+
+def b8(v) -> Const:
+    return Const(np.asarray(v, "bool"), P.BOOL8)
+
+
+def fuse(code) -> Const:
+    return i32([int(code)])
+
+
+@dataclasses.dataclass
+class Out:
+    precision: nna.Precision = P.FLOAT32
+    dims: Sequence[int] | None = None  # None: declare the reference's shape
+    scale: float | None = None
+    zero_point: int | None = None
+
+
+def build_model(op_type, inputs: Sequence, outputs: Sequence[Out], ref_shapes: Sequence[tuple]) -> nna.Model:
+    model = nna.Model()
+    operands, model_inputs = [], []
+    for arg in inputs:
+        if isinstance(arg, In):
+            dims = list(arg.value.shape) if arg.dims is None else list(arg.dims)
+            t = nna.OperandType(arg.precision, dims, scale=arg.scale, zero_point=arg.zero_point)
+            operand = model.add_operand(t)
+            model_inputs.append(operand)
+        else:
+            value = np.zeros([0], "int32") if arg.value is None else np.asarray(arg.value)
+            t = nna.OperandType(
+                arg.precision,
+                list(value.shape),
+                scale=arg.scale,
+                zero_point=arg.zero_point,
+                channel_dim=arg.channel_dim,
+            )
+            operand = model.add_operand(t)
+            model.set_operand_value(operand, np.ascontiguousarray(value.astype(t.dtype)))
+        operands.append(operand)
+    outs = []
+    for out, shape in zip(outputs, ref_shapes):
+        dims = list(shape) if out.dims is None else list(out.dims)
+        outs.append(model.add_operand(nna.OperandType(out.precision, dims, scale=out.scale, zero_point=out.zero_point)))
+    model.add_operation(op_type, operands, outs)
+    model.identify_inputs_and_outputs(model_inputs, outs)
+    model.finish()
+    return model
+
+
+def run_model(model: nna.Model, feeds: Sequence[np.ndarray], device: str = "llvm") -> list[np.ndarray]:
+    context = nna.Context([nna.Device.acquire(device)])
+    compilation = nna.Compilation(model, context)
+    compilation.finish()
+    _, output_types = compilation.query_inputs_and_outputs()
+    execution = nna.Execution(compilation)
+    for i, feed in enumerate(feeds):
+        execution.set_input(i, np.ascontiguousarray(feed))
+    results: list[np.ndarray | None] = [None] * len(output_types)
+
+    def make_access(i: int):
+        def access(memory, operand_type: nna.OperandType):
+            results[i] = np.empty(operand_type.dimensions, operand_type.dtype)
+            return results[i]
+
+        return access
+
+    for i in range(len(output_types)):
+        execution.set_output(i, None, make_access(i))
+    execution.compute()
+    return results
+
+
+def run_op(op_type, inputs: Sequence, outputs: Sequence[Out], ref_shapes: Sequence[tuple]) -> list[np.ndarray]:
+    model = build_model(op_type, inputs, outputs, ref_shapes)
+    feeds = [arg.value for arg in inputs if isinstance(arg, In)]
+    return run_model(model, feeds)
+
+
+def check_op(
+    op_type,
+    inputs: Sequence,
+    expected: Sequence[np.ndarray] | np.ndarray,
+    outputs: Sequence[Out] | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+) -> list[np.ndarray]:
+    """Run ``op_type`` on ``inputs`` and compare each output with ``expected`` (shape, dtype, values)."""
+    expected = [expected] if isinstance(expected, np.ndarray) else list(expected)
+    outputs = list(outputs) if outputs is not None else [Out(_precision_of(e)) for e in expected]
+    got = run_op(op_type, inputs, outputs, [e.shape for e in expected])
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g.shape == e.shape, f"output {i}: shape {g.shape} != reference {e.shape}"
+        assert g.dtype == e.dtype, f"output {i}: dtype {g.dtype} != reference {e.dtype}"
+        if e.dtype.kind == "f":
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"output {i}")
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=f"output {i}")
+    return got
+
+
+def _precision_of(array: np.ndarray) -> nna.Precision:
+    return {
+        "float32": P.FLOAT32,
+        "float16": P.FLOAT16,
+        "float64": P.FLOAT64,
+        "int32": P.INT32,
+        "int64": P.INT64,
+        "int8": P.INT8,
+        "uint8": P.UINT8,
+        "bool": P.BOOL8,
+    }[str(array.dtype)]
+
+
+def fuse_ref(y: np.ndarray, code) -> np.ndarray:
+    """The spec's fused activations."""
+    code = nna.FuseCode(code)
+    if code == nna.FuseCode.RELU:
+        return np.maximum(y, 0)
+    if code == nna.FuseCode.RELU1:
+        return np.clip(y, -1, 1)
+    if code == nna.FuseCode.RELU6:
+        return np.clip(y, 0, 6)
+    return y
+
+
+def rand(*shape, seed: int = 0, low: float = -2.0, high: float = 2.0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(low, high, shape).astype("float32")
