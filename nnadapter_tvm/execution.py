@@ -37,7 +37,7 @@ class Execution:
 
     def _check_index(self, index: int, count: int, what: str) -> None:
         check(
-            isinstance(index, (int, np.integer)) and 0 <= index < count,
+            isinstance(index, (int, np.integer)) and not isinstance(index, bool) and 0 <= index < count,
             f"{what} index {index!r} is out of range: the model has {count} {what}s",
         )
 

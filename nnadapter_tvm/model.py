@@ -79,13 +79,16 @@ class Model:
         self.inputs: list[Operand] = []
         self.outputs: list[Operand] = []
         self.finished = False
+        self.destroyed = False
         self._producer: dict[int, Operation] = {}
 
     # -- building ---------------------------------------------------------------
     def _check_open(self) -> None:
+        check(not self.destroyed, "the model was destroyed")
         check(not self.finished, "the model is finished and can no longer be changed")
 
     def _check_own(self, operand: object, what: str) -> Operand:
+        check(not self.destroyed, "the model was destroyed")
         check(
             isinstance(operand, Operand) and operand.model is self,
             f"{what} is not an operand of this model (got {operand!r})",
@@ -105,6 +108,7 @@ class Model:
         t = operand.type
         check(t.is_static(), f"{operand.describe()}: a constant needs known dimensions, got {t.dimensions}")
         check(operand.index not in self._producer, f"{operand.describe()} is an operation's output, not a constant")
+        check(t.lifetime != L.MODEL_INPUT, f"{operand.describe()} is a model input, not a constant")
         if isinstance(value, np.ndarray) and value.dtype != np.dtype(t.dtype) and value.dtype != np.uint8:
             fail(f"{operand.describe()}: value has dtype {value.dtype}, expected {t.dtype} for {t.precision.name}")
         view = _as_bytes_view(value)
@@ -228,6 +232,7 @@ class Model:
 
     # -- lifetime ---------------------------------------------------------------
     def destroy(self) -> None:
+        self.destroyed = True
         self.operands.clear()
         self.operations.clear()
         self.inputs, self.outputs = [], []

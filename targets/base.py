@@ -72,6 +72,9 @@ class Driver(abc.ABC):
         executable.export_library(path)
 
     def load(self, path: str, props: dict) -> Program:
+        if props.get("TVM_NUM_THREADS"):
+            # Process-wide: TVM has one worker pool.  Mode 1 = use the big cores first.
+            tvm.get_global_func("runtime.config_threadpool")(1, int(props["TVM_NUM_THREADS"]))
         return Program(tvm.runtime.load_module(path), self.tvm_device())
 
     def describe(self) -> str:

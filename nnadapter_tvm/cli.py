@@ -1,0 +1,125 @@
+"""``nnadapter-tvm``: list devices, run the built-in model (compile, cache, load, execute)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from nnadapter_tvm import builtin_model, cache
+from nnadapter_tvm.compilation import Compilation
+from nnadapter_tvm.context import Context, known_properties
+from nnadapter_tvm.device import Device
+from nnadapter_tvm.execution import Execution
+from nnadapter_tvm.targets import DRIVERS
+from nnadapter_tvm.token import model_token
+from nnadapter_tvm.types import NNAdapterError
+
+
+def default_cache_dir() -> str:
+    if os.environ.get("NNADAPTER_TVM_CACHE_DIR"):
+        return os.environ["NNADAPTER_TVM_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "nnadapter-tvm")
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    print(f"{'name':<8} {'vendor':<12} {'type':<12} {'version':<8} runs here")
+    for name, driver in DRIVERS.items():
+        ok, why = driver.can_run_here()
+        print(
+            f"{name:<8} {driver.vendor:<12} {driver.type.name:<12} {driver.version:<8} {'yes' if ok else 'no'} ({why})"
+        )
+    print("\ncontext properties (KEY=VALUE;):")
+    for prop in known_properties().values():
+        print(f"  {prop.key:<16} {prop.description}")
+    return 0
+
+
+def _timed_compilation(model, context, token, cache_dir) -> tuple[Compilation, float]:
+    start = time.perf_counter()
+    compilation = Compilation(model, context, cache_token=token, cache_dir=cache_dir)
+    compilation.finish()
+    return compilation, time.perf_counter() - start
+
+
+def _execute(compilation: Compilation, x: np.ndarray) -> tuple[np.ndarray, float]:
+    execution = Execution(compilation)
+    execution.set_input(0, x)
+    holder: list[np.ndarray] = []
+
+    def access(memory: object, operand_type) -> np.ndarray:
+        holder.append(np.empty(operand_type.dimensions, operand_type.dtype))
+        return holder[-1]
+
+    execution.set_output(0, None, access)
+    start = time.perf_counter()
+    execution.compute()
+    return holder[-1], time.perf_counter() - start
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    context = Context([Device.acquire(args.device)], args.properties)
+    model = builtin_model.build()
+    token = model_token(model, context)
+    path = cache.cache_path(args.cache_dir, token)
+    if args.fresh and os.path.exists(path):
+        os.unlink(path)
+    print(f"model: built-in CNN, {len(model.operations)} operations, input [N, 3, 32, 32] (N={args.batch})")
+    print(f"device: {args.device}   cache: {path}")
+    print(f"token: {token}")
+    state = "found in the cache" if os.path.exists(path) else "compiling"
+    print(f"{state} ...", flush=True)
+    first, first_s = _timed_compilation(model, context, token, args.cache_dir)
+    # A second compilation with no model at all: it can only load from the cache.
+    loaded, load_s = _timed_compilation(None, context, token, args.cache_dir)
+    x = builtin_model.sample_input(args.batch)
+    y, run_s = _execute(loaded, x)
+    y_first, _ = _execute(first, x)
+    if not np.array_equal(y, y_first):
+        print("error: the cached module's output differs from the freshly compiled one", file=sys.stderr)
+        return 1
+    compile_s = first.compile_seconds or first_s
+    how = "this run" if not first.loaded_from_cache else "recorded when the cache was written"
+    sums = ", ".join(f"{s:.5f}" for s in y.sum(axis=1))
+    print(f"output: shape {list(y.shape)}, dtype {y.dtype}, softmax row sums [{sums}]")
+    for n, row in enumerate(y[:4]):
+        top = np.argsort(row)[::-1][:3]
+        print(f"  sample {n}: top classes " + ", ".join(f"{c} (p={row[c]:.4f})" for c in top))
+    print(f"compile:     {compile_s * 1000:9.1f} ms ({how})")
+    print(f"cached load: {load_s * 1000:9.1f} ms  -> {compile_s / load_s:.0f}x faster than compiling")
+    print(f"inference:   {run_s * 1000:9.1f} ms (batch {args.batch})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nnadapter-tvm", description=__doc__)
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("devices", help="list devices and context properties").set_defaults(func=cmd_devices)
+    run = sub.add_parser("run", help="compile (or load from the cache) and run the built-in CNN")
+    run.add_argument("--device", default="llvm", choices=list(DRIVERS))
+    run.add_argument("--cache-dir", default=default_cache_dir(), help="default: %(default)s")
+    run.add_argument("--properties", default="", help="context properties, KEY=VALUE;...")
+    run.add_argument("--batch", type=int, default=1)
+    run.add_argument("--fresh", action="store_true", help="delete this model's cache file first")
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command is None:
+        args = build_parser().parse_args(["run", *(argv or [])])
+    try:
+        return args.func(args)
+    except NNAdapterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

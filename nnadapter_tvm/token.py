@@ -1,0 +1,48 @@
+"""The framework-level model token: MD5 of everything that changes the compiled code."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from nnadapter_tvm.cache import FORMAT_VERSION, library_versions
+from nnadapter_tvm.context import Context
+from nnadapter_tvm.model import Model
+
+
+def model_token(model: Model, context: Context, extra: dict | None = None) -> str:
+    """32 hex characters over the model's operations, operand types and constant values,
+    the devices and their targets, the codegen-relevant context properties, the library
+    versions and ``extra`` (e.g. the fingerprint of tuning records).  Nothing else enters it."""
+    h = hashlib.md5(usedforsecurity=False)
+
+    def put(obj: object) -> None:
+        h.update(json.dumps(obj, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+
+    for operand in model.operands:
+        t = operand.type
+        put(
+            [
+                "operand",
+                operand.index,
+                int(t.precision),
+                list(t.dimensions),
+                int(t.layout),
+                t.scale,
+                t.zero_point,
+                t.channel_dim,
+                operand.is_constant,
+            ]
+        )
+        if operand.is_constant:
+            h.update(operand.value().tobytes())
+    for op in model.operations:
+        put(["operation", int(op.type), [o.index for o in op.inputs], [o.index for o in op.outputs]])
+    put(["io", [o.index for o in model.inputs], [o.index for o in model.outputs]])
+    props = context.properties
+    put(["devices", [(d.name, str(d.driver.tvm_target(props))) for d in context.devices]])
+    put(["properties", context.codegen_properties()])
+    put(["library", library_versions(), FORMAT_VERSION])
+    put(["extra", extra or {}])
+    return h.hexdigest()
