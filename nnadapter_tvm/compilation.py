@@ -7,12 +7,10 @@ import os
 import tempfile
 import time
 
-import tvm
-
 from nnadapter_tvm import cache
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.convert import convert_model
-from nnadapter_tvm.errors import check, fail
+from nnadapter_tvm.errors import TVM_ERRORS, check, fail
 from nnadapter_tvm.model import Model
 from nnadapter_tvm.targets import DRIVERS, Driver, Program
 from nnadapter_tvm.types import OperandType, ResultCode
@@ -108,7 +106,7 @@ class Compilation:
         mod, out_dims = convert_model(model)
         try:
             executable = driver.build(mod, props)
-        except tvm.error.TVMError as err:
+        except TVM_ERRORS as err:
             fail(
                 f"TVM failed to build for {driver.name}: {str(err).strip().splitlines()[-1]}",
                 ResultCode.DEVICE_INTERNAL_ERROR,
@@ -173,7 +171,7 @@ class Compilation:
                 f.write(container.blobs[int(sub["blob"])])
             try:
                 self._program = driver.load(path, props)
-            except tvm.error.TVMError as err:
+            except TVM_ERRORS as err:
                 raise cache.CacheError(f"{source}: module does not load: {str(err).strip().splitlines()[-1]}") from None
         self._driver = driver
         self._input_types, self._output_types = input_types, output_types

@@ -9,7 +9,7 @@ import tvm
 from tvm import relax, tirx
 
 from nnadapter_tvm import op_converters
-from nnadapter_tvm.errors import fail
+from nnadapter_tvm.errors import TVM_ERRORS, fail
 from nnadapter_tvm.model import Model, Operand, Operation
 from nnadapter_tvm.op_converters.args import OpArgs, dequantize_array
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, UNKNOWN, OperandType, ResultCode, is_quantized
@@ -128,7 +128,7 @@ def convert_model(model: Model, operations: Sequence[Operation] | None = None) -
                 convert_fn = op_converters.get_converter(op.type)
                 try:
                     result = convert_fn(OpArgs(op, ctx))
-                except tvm.error.TVMError as err:
+                except TVM_ERRORS as err:
                     fail(f"{op.describe()}: TVM rejected the operation: {_first_line(err)}")
                 _bind_outputs(ctx, op, result)
             outputs = []

@@ -14,3 +14,9 @@ def fail(message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NoRet
 def check(condition: object, message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> None:
     if not condition:
         fail(message, code)
+
+
+# TVM 0.27 raises its errors through tvm-ffi as Python built-in exceptions (a bad shape is a
+# ValueError, an internal check a tvm.error.InternalError, itself a RuntimeError).
+# NNAdapterError derives from none of them, so catching these never swallows our own errors.
+TVM_ERRORS: tuple[type[Exception], ...] = (RuntimeError, ValueError, TypeError, IndexError)

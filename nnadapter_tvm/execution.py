@@ -8,7 +8,7 @@ import numpy as np
 import tvm
 
 from nnadapter_tvm.compilation import Compilation
-from nnadapter_tvm.errors import check, fail
+from nnadapter_tvm.errors import TVM_ERRORS, check, fail
 from nnadapter_tvm.types import UNKNOWN, NNAdapterError, OperandType, ResultCode
 
 Access = Callable[[object, OperandType], object]
@@ -59,7 +59,7 @@ class Execution:
         arrays = [self._read_input(i, t) for i, t in enumerate(input_types)]
         try:
             results = self._program.run(arrays)
-        except tvm.error.TVMError as err:
+        except TVM_ERRORS as err:
             lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
             fail(f"execution failed: {lines[-1] if lines else err}", ResultCode.INVALID_DIMENSIONS)
         for i, t in enumerate(output_types):

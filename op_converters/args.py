@@ -142,6 +142,10 @@ class OpArgs:
     def emit(self, expr: relax.Expr) -> relax.Var:
         return self._ctx.bb.emit(expr)
 
+    def match_cast(self, expr: relax.Expr, dims: list) -> relax.Var:
+        """Assert at run time that ``expr`` has ``dims`` (e.g. two symbolic batches are equal)."""
+        return self._ctx.bb.match_cast(expr, relax.TensorType(dims, expr.ty.dtype))
+
     def emit_te(self, fn: Callable, *args: Any, **kwargs: Any) -> relax.Var:
         return self._ctx.bb.emit_te(fn, *args, **kwargs)
 

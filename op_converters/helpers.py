@@ -61,6 +61,13 @@ def spatial_pads(
     args.fail(f"auto_pad {mode} is not one of {[f'{c.name}={c.value}' for c in AutoPad]}", auto_pad_i)
 
 
+def check_window(args: OpArgs, in_hw: list, pads: list[int], window: list[int], i: int) -> None:
+    """Fail naming input ``i`` where a static padded input is smaller than the (dilated) window."""
+    for axis, size, before, after, k in zip(("height", "width"), in_hw, pads[0::2], pads[1::2], window):
+        if isinstance(size, int) and size + before + after < k:
+            args.fail(f"the window's {axis} {k} exceeds the padded input's ({size} + {before} + {after})", i)
+
+
 def relax_padding(pads: list[int]) -> list[int]:
     """[top, bottom, left, right] (spec) -> [top, left, bottom, right] (Relax)."""
     top, bottom, left, right = pads

@@ -68,7 +68,11 @@ def transpose(args: OpArgs) -> relax.Expr:
 
 @converter(O.CONCAT)
 def concat(args: OpArgs) -> relax.Expr:
-    """input0 .. input(n-1), axis -> output."""
+    """input0 .. input(n-1), axis -> output.
+
+    Where inputs disagree only symbolically on a non-axis dim (UNKNOWN dims of different model
+    inputs), each is match-cast to a common dim (a static one if any): checked at run time.
+    """
     tensors = args.tensors(0, args.count - 1)
     shapes = [args.shape(t) for t in tensors]
     rank = len(shapes[0])
@@ -76,25 +80,39 @@ def concat(args: OpArgs) -> relax.Expr:
     for i, s in enumerate(shapes):
         if len(s) != rank:
             args.fail(f"rank {len(s)} differs from input 0's rank {rank}", i)
-        for a, (d0, d) in enumerate(zip(shapes[0], s)):
-            if a != axis and isinstance(d0, int) and isinstance(d, int) and d0 != d:
-                args.fail(f"dimension {a} is {d}, input 0 has {d0} (only axis {axis} may differ)", i)
+    common = [next((s[a] for s in shapes if isinstance(s[a], int)), shapes[0][a]) for a in range(rank)]
+    for i, s in enumerate(shapes):
+        for a, (c, d) in enumerate(zip(common, s)):
+            if a != axis and isinstance(c, int) and isinstance(d, int) and c != d:
+                args.fail(f"dimension {a} is {d}, another input has {c} (only axis {axis} may differ)", i)
+        dims = [d if a == axis else common[a] for a, d in enumerate(s)]
+        if any(not _same_dim(d, c) for d, c in zip(s, dims)):
+            tensors[i] = args.match_cast(tensors[i], dims)
     return relax.op.concat(tensors, axis)
+
+
+def _same_dim(a, b) -> bool:
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return a.same_as(b)
 
 
 @converter(O.SQUEEZE)
 def squeeze(args: OpArgs) -> relax.Expr:
-    """input, axes (empty: every size-1 axis) -> output."""
+    """input, axes (empty or omitted: every size-1 axis) -> output; an axis named twice is removed once."""
     x = args.tensor(0)
     shape = args.shape(x)
     rank = len(shape)
-    axes = args.ints(1, [])
-    for a in axes:
+    axes = set()
+    for a in args.ints(1, []):
         if not -rank <= a < rank:
             args.fail(f"axis {a} is out of range [-{rank}, {rank})", 1)
         if isinstance(shape[a], int) and shape[a] != 1:
             args.fail(f"axis {a} has size {shape[a]}, only size-1 axes can be squeezed", 1)
-    return relax.op.squeeze(x, [a % rank for a in axes] if axes else None)
+        axes.add(a % rank)
+    if not args.has(1):  # only dims known to be 1: an UNKNOWN dim is kept, so the rank stays known
+        axes = {a for a, d in enumerate(shape) if isinstance(d, int) and d == 1}
+    return relax.op.squeeze(x, sorted(axes))
 
 
 @converter(O.UNSQUEEZE)

@@ -1,4 +1,18 @@
-"""The device interface (the spec's HAL) that every TVM target implements."""
+"""The device interface (the spec's HAL) that every TVM target implements.
+
+How the spec's ``hal::Device`` maps here:
+
+- ``name``, ``vendor``, ``type``, ``version``  -> the same attributes of ``Driver``
+- ``open_device`` / ``close_device``          -> ``Device.acquire`` / ``release`` (drivers are stateless)
+- ``create_context``                            -> ``Context`` parses the properties a driver declares
+- ``create_program`` (from a model)             -> the runtime converts the model to Relax once, then
+                                                   ``Driver.build`` + ``Driver.export`` + ``Driver.load``
+- ``create_program`` (from a cache)             -> ``Driver.load`` of the module stored in the ``.nnc``
+- ``execute_program``                           -> ``Program.run``
+
+A new target (``arm``, ``cuda``, ``opencl``) subclasses ``Driver``, says which properties it reads
+and how it builds, exports and loads, and is added to ``DRIVERS`` in ``targets/__init__.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,143 @@
+"""FULLY_CONNECTED and MAT_MUL against numpy references written from the spec."""
+
+import numpy as np
+import pytest
+from oputil import Const, In, Out, b8, check_op, f32, fuse, fuse_ref, rand, run_op
+
+import nnadapter_tvm as nna
+
+OP = nna.OperationType
+# float32 dot products of up to ~24 terms: the summation order differs from numpy's, so
+# results agree to a few ulp of the largest partial sum; rtol/atol 1e-5 covers that.
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def _fc_ref(x, w, b, code):
+    """output = activation(input * weight' + bias), input flattened to [-1, weight.shape[1]]."""
+    y = x.reshape(-1, w.shape[1]).astype("float64") @ w.T.astype("float64")
+    if b is not None:
+        y = y + b
+    return fuse_ref(y.astype("float32"), code)
+
+
+FC_SHAPES = [
+    ((3, 4), 4),  # 2-D input [batch, input_size]
+    ((1, 7), 7),
+    ((2, 3, 2, 2), 6),  # rank 4, flattened to [num_elements / 6, 6] = [4, 6]
+    ((2, 3, 2, 2), 24),  # flattened to [1, 24]
+    ((2, 4, 3), 4),  # rank 3 whose last dim differs from input_size: [6, 4]
+]
+
+
+@pytest.mark.parametrize("code", list(nna.FuseCode), ids=lambda c: c.name)
+@pytest.mark.parametrize("x_shape,input_size", FC_SHAPES, ids=str)
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
+def test_fully_connected(code, x_shape, input_size, with_bias):
+    units = 3
+    x = rand(*x_shape, seed=1)
+    w = rand(units, input_size, seed=2)
+    b = rand(units, seed=3) if with_bias else None
+    bias = f32(b) if with_bias else Const(None)
+    check_op(OP.FULLY_CONNECTED, [In(x), f32(w), bias, fuse(code)], _fc_ref(x, w, b, code), **TOL)
+
+
+def test_fully_connected_weight_as_input():
+    """A weight fed at execution time gives the same result as a constant one."""
+    x, w, b = rand(2, 4, seed=4), rand(5, 4, seed=5), rand(5, seed=6)
+    check_op(OP.FULLY_CONNECTED, [In(x), In(w), f32(b), fuse(0)], _fc_ref(x, w, b, 0), **TOL)
+
+
+def test_fully_connected_bad_bias_shape():
+    x, w = rand(2, 4), rand(3, 4)
+    with pytest.raises(nna.NNAdapterError) as info:
+        run_op(OP.FULLY_CONNECTED, [In(x), f32(w), f32(rand(4)), fuse(0)], [Out()], [(2, 3)])
+    assert info.value.code == nna.ResultCode.INVALID_PARAMETER
+    assert "FULLY_CONNECTED" in str(info.value) and "'bias'" in str(info.value)
+
+
+def _matmul_ref(x, y, tx, ty):
+    """numpy.matmul after swapping the last two dims of each operand flagged (a vector is unchanged)."""
+    if tx and x.ndim >= 2:
+        x = np.swapaxes(x, -1, -2)
+    if ty and y.ndim >= 2:
+        y = np.swapaxes(y, -1, -2)
+    return np.asarray(np.matmul(x.astype("float64"), y.astype("float64")), "float32")
+
+
+# (x shape, y shape) as given to numpy.matmul, i.e. before any transposition.
+MATMUL_SHAPES = [
+    ((4,), (4,)),  # vector . vector -> scalar, shape ()
+    ((4,), (4, 3)),  # vector @ matrix -> [3]
+    ((2, 4), (4,)),  # matrix @ vector -> [2]
+    ((2, 4), (4, 3)),
+    ((2, 2, 4), (4, 3)),  # batched @ matrix
+    ((4,), (2, 4, 3)),  # vector @ batched -> [2, 3]
+    ((2, 1, 2, 4), (3, 4, 5)),  # batch dims broadcast: [2, 3, 2, 5]
+    ((1, 3, 2, 4), (2, 1, 4, 2)),  # rank 4 against rank 4, both broadcast
+]
+
+
+@pytest.mark.parametrize("x_shape,y_shape", MATMUL_SHAPES, ids=str)
+@pytest.mark.parametrize("tx", [False, True], ids=["x", "xT"])
+@pytest.mark.parametrize("ty", [False, True], ids=["y", "yT"])
+def test_mat_mul(x_shape, y_shape, tx, ty):
+    # Build operands whose transposed form has the listed shape.
+    x = rand(*x_shape, seed=7)
+    y = rand(*y_shape, seed=8)
+    xin = np.ascontiguousarray(np.swapaxes(x, -1, -2)) if tx and x.ndim >= 2 else x
+    yin = np.ascontiguousarray(np.swapaxes(y, -1, -2)) if ty and y.ndim >= 2 else y
+    check_op(OP.MAT_MUL, [In(xin), In(yin), b8([tx]), b8([ty])], _matmul_ref(xin, yin, tx, ty), **TOL)
+
+
+@pytest.mark.parametrize("x_shape,y_shape", MATMUL_SHAPES[::2], ids=str)
+def test_mat_mul_transposes_omitted(x_shape, y_shape):
+    """transpose_x and transpose_y both default to false."""
+    x, y = rand(*x_shape, seed=9), rand(*y_shape, seed=10)
+    check_op(OP.MAT_MUL, [In(x), In(y)], _matmul_ref(x, y, False, False), **TOL)
+
+
+def test_mat_mul_only_transpose_x_given():
+    x, y = rand(4, 2, seed=11), rand(4, 3, seed=12)
+    check_op(OP.MAT_MUL, [In(x), In(y), b8([True])], _matmul_ref(x, y, True, False), **TOL)
+
+
+def test_mat_mul_constant_y():
+    x, y = rand(2, 3, 4, seed=13), rand(4, 5, seed=14)
+    check_op(OP.MAT_MUL, [In(x), f32(y), b8([False]), b8([False])], _matmul_ref(x, y, False, False), **TOL)
+
+
+def test_mat_mul_mismatched_inner_dims():
+    x, y = rand(2, 4), rand(3, 5)
+    with pytest.raises(nna.NNAdapterError) as info:
+        run_op(OP.MAT_MUL, [In(x), In(y)], [Out()], [(2, 5)])
+    assert info.value.code == nna.ResultCode.INVALID_PARAMETER
+    assert "MAT_MUL" in str(info.value) and "'y'" in str(info.value)
+
+
+def test_mat_mul_batch_dims_do_not_broadcast():
+    x, y = rand(2, 3, 4), rand(3, 4, 5)
+    with pytest.raises(nna.NNAdapterError) as info:
+        run_op(OP.MAT_MUL, [In(x), In(y)], [Out()], [(2, 3, 5)])
+    assert info.value.code == nna.ResultCode.INVALID_PARAMETER
+    assert "MAT_MUL" in str(info.value) and "'y'" in str(info.value)
+
+
+def test_fully_connected_input_not_divisible():
+    x, w = rand(2, 5), rand(3, 4)
+    with pytest.raises(nna.NNAdapterError) as info:
+        run_op(OP.FULLY_CONNECTED, [In(x), f32(w), Const(None), fuse(0)], [Out()], [(2, 3)])
+    assert info.value.code == nna.ResultCode.INVALID_PARAMETER
+    assert "FULLY_CONNECTED" in str(info.value) and "'input'" in str(info.value)
+
+
+def test_fully_connected_unknown_batch():
+    x, w, b = rand(2, 3, 2, 2, seed=15), rand(4, 12, seed=16), rand(4, seed=17)
+    ins = [In(x, dims=[nna.UNKNOWN, 3, 2, 2]), f32(w), f32(b), fuse(nna.FuseCode.RELU)]
+    out = [Out(dims=[nna.UNKNOWN, 4])]
+    check_op(OP.FULLY_CONNECTED, ins, _fc_ref(x, w, b, nna.FuseCode.RELU), out, **TOL)
+
+
+def test_mat_mul_unknown_batch():
+    x, y = rand(2, 3, 4, seed=18), rand(4, 5, seed=19)
+    out = [Out(dims=[nna.UNKNOWN, 3, 5])]
+    check_op(OP.MAT_MUL, [In(x, dims=[nna.UNKNOWN, 3, 4]), f32(y)], _matmul_ref(x, y, False, False), out, **TOL)

@@ -1,0 +1,304 @@
+"""RESHAPE, FLATTEN, TRANSPOSE, CONCAT, SQUEEZE, UNSQUEEZE against numpy references written from the spec.
+
+These only move data, so every comparison is exact (rtol = atol = 0).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from oputil import UNKNOWN, Const, In, Out, check_op, i32, i64, rand, run_op
+
+import nnadapter_tvm as nna
+
+OP = nna.OperationType
+EXACT = {"rtol": 0, "atol": 0}
+
+
+def expect_invalid(op, inputs, out_shape, *words):
+    """Compilation fails with INVALID_PARAMETER, the message naming the operation and ``words``."""
+    with pytest.raises(nna.NNAdapterError) as info:
+        run_op(op, inputs, [Out()], [out_shape])
+    assert info.value.code == nna.ResultCode.INVALID_PARAMETER
+    for word in (op.name, *words):
+        assert word in str(info.value)
+
+
+# -- RESHAPE ------------------------------------------------------------------
+
+
+def _reshape_ref(x, shape):
+    """0 copies the input's dimension at the same position; one -1 is inferred."""
+    dims = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return x.reshape(dims)
+
+
+RESHAPES = [
+    ((6,), [2, 3]),
+    ((2, 3), [6]),
+    ((2, 3), [-1]),
+    ((2, 3, 4), [0, -1]),
+    ((2, 3, 4), [0, 0, 2, 2]),
+    ((2, 3, 4), [-1, 0, 2]),
+    ((2, 3, 4), [4, 0, -1]),
+    ((2, 3, 4, 5), [0, 3, 20]),
+    ((1, 2, 3, 2, 2), [0, 0, -1, 1, 1]),
+    ((2, 3, 4), [1, 1, 24, 1, 1]),
+]
+
+
+@pytest.mark.parametrize("in_shape,shape", RESHAPES, ids=str)
+@pytest.mark.parametrize("shape_op", [i32, i64], ids=["int32", "int64"])
+def test_reshape(in_shape, shape, shape_op):
+    x = rand(*in_shape, seed=1)
+    check_op(OP.RESHAPE, [In(x), shape_op(shape)], _reshape_ref(x, shape), **EXACT)
+
+
+@pytest.mark.parametrize(
+    "in_shape,shape,out_dims",
+    [
+        ((2, 3, 4), [0, -1], [UNKNOWN, 12]),
+        ((2, 3, 4), [0, 0, 2, 2], [UNKNOWN, 3, 2, 2]),
+        ((2, 3, 4), [-1, 4], [UNKNOWN, 4]),
+    ],
+    ids=str,
+)
+def test_reshape_unknown_batch(in_shape, shape, out_dims):
+    """The batch dimension is UNKNOWN when the model is built; the fed input is 2 x ..."""
+    x = rand(*in_shape, seed=2)
+    dims = [UNKNOWN, *in_shape[1:]]
+    check_op(OP.RESHAPE, [In(x, dims=dims), i32(shape)], _reshape_ref(x, shape), [Out(dims=out_dims)], **EXACT)
+
+
+def test_reshape_two_minus_ones():
+    expect_invalid(OP.RESHAPE, [In(rand(2, 3, 4)), i32([-1, -1])], (6, 4), "'shape'")
+
+
+def test_reshape_wrong_element_count():
+    expect_invalid(OP.RESHAPE, [In(rand(2, 3, 4)), i32([5, 5])], (5, 5), "'shape'")
+
+
+# -- FLATTEN ------------------------------------------------------------------
+
+
+def _flatten_ref(x, start, end):
+    start, end = start % x.ndim, end % x.ndim
+    return x.reshape(*x.shape[:start], -1, *x.shape[end + 1 :])
+
+
+FLATTEN_SHAPES = [(5,), (2, 3), (2, 3, 4), (2, 3, 2, 2), (1, 2, 3, 2, 2)]
+FLATTEN_CASES = [
+    (shape, start, end)
+    for shape in FLATTEN_SHAPES
+    for start, end in itertools.product(range(-len(shape), len(shape)), repeat=2)
+    if start % len(shape) <= end % len(shape) and (len(shape) < 4 or (start >= 0) != (end >= 0) or start == end)
+]
+
+
+@pytest.mark.parametrize("shape,start,end", FLATTEN_CASES, ids=str)
+def test_flatten(shape, start, end):
+    x = rand(*shape, seed=3)
+    check_op(OP.FLATTEN, [In(x), i32([start]), i32([end])], _flatten_ref(x, start, end), **EXACT)
+
+
+def test_flatten_start_after_end():
+    expect_invalid(OP.FLATTEN, [In(rand(2, 3, 4)), i32([2]), i32([1])], (2, 3, 4), "'start_axis'")
+
+
+def test_flatten_axis_out_of_range():
+    expect_invalid(OP.FLATTEN, [In(rand(2, 3, 4)), i32([0]), i32([3])], (24,), "'end_axis'")
+
+
+# -- TRANSPOSE ----------------------------------------------------------------
+
+PERMS = [
+    (1, 0),
+    (0, 1),
+    (2, 0, 1),
+    (1, 0, 2),
+    (0, 2, 3, 1),
+    (3, 2, 1, 0),
+    (0, 3, 1, 2),
+    (4, 2, 0, 1, 3),
+    (0, 1, 2, 4, 3),
+    (0,),
+]
+
+
+@pytest.mark.parametrize("perm", PERMS, ids=str)
+def test_transpose(perm):
+    x = rand(*[2 + i for i in range(len(perm))], seed=4)
+    check_op(OP.TRANSPOSE, [In(x), i32(perm)], np.transpose(x, perm), **EXACT)
+
+
+@pytest.mark.parametrize("perm", [(0, 0, 1), (0, 1), (0, 1, 3)], ids=str)
+def test_transpose_invalid_perm(perm):
+    expect_invalid(OP.TRANSPOSE, [In(rand(2, 3, 4)), i32(perm)], (2, 3, 4), "'perm'")
+
+
+# -- CONCAT -------------------------------------------------------------------
+
+CONCAT_CASES = [
+    ([(3,), (4,)], 0),
+    ([(3,), (4,)], -1),
+    ([(2, 3), (2, 1), (2, 2)], 1),
+    ([(2, 3), (1, 3), (4, 3), (2, 3)], 0),
+    ([(2, 3), (1, 3)], -2),
+    ([(2, 1, 4), (2, 3, 4), (2, 2, 4)], 1),
+    ([(2, 3, 1), (2, 3, 2)], -1),
+    ([(1, 2, 3, 2), (2, 2, 3, 2)], 0),
+    ([(1, 2, 3, 2), (1, 1, 3, 2), (1, 3, 3, 2)], -3),
+    ([(1, 2, 2, 2), (1, 2, 2, 1)], 3),
+    ([(1, 2, 1, 2, 2), (1, 2, 3, 2, 2)], 2),
+]
+
+
+@pytest.mark.parametrize("shapes,axis", CONCAT_CASES, ids=str)
+def test_concat(shapes, axis):
+    xs = [rand(*s, seed=10 + i) for i, s in enumerate(shapes)]
+    check_op(OP.CONCAT, [*(In(x) for x in xs), i32([axis])], np.concatenate(xs, axis=axis), **EXACT)
+
+
+def test_concat_with_constant_input():
+    a, b = rand(2, 3, seed=5), rand(2, 2, seed=6)
+    check_op(OP.CONCAT, [In(a), Const(b), i32([1])], np.concatenate([a, b], axis=1), **EXACT)
+
+
+def test_concat_mismatched_dims():
+    expect_invalid(OP.CONCAT, [In(rand(2, 3)), In(rand(3, 3)), i32([1])], (2, 6), "'inputs'", "input 1")
+
+
+def test_concat_mismatched_static_dims_after_unknown():
+    """Input 0's dim is UNKNOWN, inputs 1 and 2 give it two different static sizes."""
+    ins = [In(rand(2, 3), dims=[UNKNOWN, 3]), In(rand(2, 1)), In(rand(3, 1)), i32([1])]
+    expect_invalid(OP.CONCAT, ins, (2, 5), "'inputs'", "input 2")
+
+
+def test_concat_axis_out_of_range():
+    expect_invalid(OP.CONCAT, [In(rand(2, 3)), In(rand(2, 3)), i32([2])], (2, 6), "'axis'")
+
+
+# -- SQUEEZE ------------------------------------------------------------------
+
+SQUEEZE_CASES = [
+    ((1,), [0]),
+    ((3, 1), [1]),
+    ((3, 1), [-1]),
+    ((1, 3, 1), [0]),
+    ((1, 3, 1), [0, 2]),
+    ((1, 3, 1), [-3, -1]),
+    ((2, 1, 3, 1), [3, 1]),
+    ((1, 2, 1, 3, 1), [-5, 2]),
+    ((1, 2, 1, 3, 1), [4]),
+]
+
+
+@pytest.mark.parametrize("shape,axes", SQUEEZE_CASES, ids=str)
+def test_squeeze(shape, axes):
+    x = rand(*shape, seed=7)
+    check_op(OP.SQUEEZE, [In(x), i32(axes)], np.squeeze(x, axis=tuple(axes)), **EXACT)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 1), (2, 1, 3, 1), (1, 2, 1, 3, 1), (2, 3), (3,)], ids=str)
+@pytest.mark.parametrize("how", ["empty", "omitted"])
+def test_squeeze_all(shape, how):
+    """Empty (or omitted) axes remove every size-1 dimension."""
+    x = rand(*shape, seed=8)
+    axes = [i32([])] if how == "empty" else []
+    check_op(OP.SQUEEZE, [In(x), *axes], np.squeeze(x), **EXACT)
+
+
+def test_squeeze_same_axis_twice():
+    """0 and -3 name the same axis of a rank-3 input: it is removed once."""
+    x = rand(1, 3, 1, seed=9)
+    check_op(OP.SQUEEZE, [In(x), i32([0, -3])], x.reshape(3, 1), **EXACT)
+
+
+def test_squeeze_non_one_dim():
+    expect_invalid(OP.SQUEEZE, [In(rand(1, 3, 1)), i32([1])], (1, 3, 1), "'axes'")
+
+
+def test_squeeze_axis_out_of_range():
+    expect_invalid(OP.SQUEEZE, [In(rand(1, 3, 1)), i32([3])], (3, 1), "'axes'")
+
+
+# -- UNSQUEEZE ----------------------------------------------------------------
+
+
+def _unsqueeze_ref(x, axes):
+    """Axes index the output (rank R + len(axes)); negative ones count from its end."""
+    return np.expand_dims(x, tuple(axes))
+
+
+UNSQUEEZE_CASES = [
+    ((3,), [0]),
+    ((3,), [1]),
+    ((3,), [-1]),
+    ((3,), [-2]),
+    ((2, 3), [0, 3]),
+    ((2, 3), [1, 2]),
+    ((2, 3), [-1, 0]),
+    ((2, 3, 4), [2]),
+    ((2, 3, 4), [0, 4]),
+    ((2, 3, 4), [-5, 2]),
+    ((2, 3, 2, 2), [4]),
+    ((2, 3, 2, 2), [-5]),
+    ((2, 3), [0, 1, 2]),
+]
+
+
+@pytest.mark.parametrize("shape,axes", UNSQUEEZE_CASES, ids=str)
+def test_unsqueeze(shape, axes):
+    x = rand(*shape, seed=10)
+    check_op(OP.UNSQUEEZE, [In(x), i32(axes)], _unsqueeze_ref(x, axes), **EXACT)
+
+
+@pytest.mark.parametrize("axes", [[3], [-4], [0, 0]], ids=str)
+def test_unsqueeze_invalid_axes(axes):
+    expect_invalid(OP.UNSQUEEZE, [In(rand(2, 3)), i32(axes)], (1, 2, 3), "'axes'")
+
+
+# -- UNKNOWN (batch) dimensions -------------------------------------------------
+
+
+def test_flatten_unknown_batch():
+    x = rand(2, 3, 2, 2, seed=11)
+    dims = [UNKNOWN, 3, 2, 2]
+    check_op(OP.FLATTEN, [In(x, dims=dims), i32([1]), i32([-1])], x.reshape(2, 12), [Out(dims=[UNKNOWN, 12])], **EXACT)
+
+
+def test_flatten_through_unknown_batch():
+    x = rand(2, 3, 4, seed=12)
+    dims = [UNKNOWN, 3, 4]
+    check_op(OP.FLATTEN, [In(x, dims=dims), i32([0]), i32([1])], x.reshape(6, 4), [Out(dims=[UNKNOWN, 4])], **EXACT)
+
+
+def test_transpose_unknown_batch():
+    x = rand(2, 3, 4, seed=13)
+    out = [Out(dims=[4, UNKNOWN, 3])]
+    check_op(OP.TRANSPOSE, [In(x, dims=[UNKNOWN, 3, 4]), i32([2, 0, 1])], x.transpose(2, 0, 1), out, **EXACT)
+
+
+def test_concat_unknown_batch():
+    a, b = rand(2, 3, seed=14), rand(2, 1, seed=15)
+    ins = [In(a, dims=[UNKNOWN, 3]), In(b, dims=[UNKNOWN, 1]), i32([-1])]
+    check_op(OP.CONCAT, ins, np.concatenate([a, b], axis=1), [Out(dims=[UNKNOWN, 4])], **EXACT)
+
+
+def test_squeeze_all_keeps_unknown_dims():
+    """An UNKNOWN dimension is not known to be 1, so squeezing "every size-1 axis" keeps it."""
+    x = rand(1, 1, 3, seed=16)
+    check_op(OP.SQUEEZE, [In(x, dims=[UNKNOWN, 1, 3])], x.reshape(1, 3), [Out(dims=[UNKNOWN, 3])], **EXACT)
+
+
+def test_unsqueeze_unknown_batch():
+    x = rand(2, 3, seed=17)
+    ins = [In(x, dims=[UNKNOWN, 3]), i32([0, -1])]
+    check_op(OP.UNSQUEEZE, ins, x.reshape(1, 2, 3, 1), [Out(dims=[1, UNKNOWN, 3, 1])], **EXACT)
+
+
+def test_concat_unknown_with_static_batch():
+    """An UNKNOWN dim concatenated with a static one takes the static size."""
+    a, b = rand(2, 3, seed=18), rand(2, 2, seed=19)
+    ins = [In(a, dims=[UNKNOWN, 3]), Const(b), i32([1])]
+    check_op(OP.CONCAT, ins, np.concatenate([a, b], axis=1), [Out(dims=[2, 5])], **EXACT)
