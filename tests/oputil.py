@@ -170,5 +170,17 @@ def fuse_ref(y: np.ndarray, code) -> np.ndarray:
     return y
 
 
+def expect_error(fn, *fragments, code=nna.ResultCode.INVALID_PARAMETER) -> nna.NNAdapterError:
+    """``fn()`` must raise NNAdapterError with ``code`` and a message holding every fragment."""
+    import pytest
+
+    with pytest.raises(nna.NNAdapterError) as err:
+        fn()
+    assert err.value.code == code, err.value
+    for fragment in fragments:
+        assert fragment in str(err.value), f"{fragment!r} not in {err.value}"
+    return err.value
+
+
 def rand(*shape, seed: int = 0, low: float = -2.0, high: float = 2.0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(low, high, shape).astype("float32")

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from conftest import add_relu_ref, build_add_relu
+from oputil import expect_error as expect
 
 import nnadapter_tvm as nna
 
@@ -50,14 +51,6 @@ def test_output_buffer_larger_than_needed_is_fine(add_relu_compilation):
     e.set_output(0, out, access_output)
     e.compute()
     np.testing.assert_array_equal(np.frombuffer(out.buffer[:24], "float32").reshape(2, 3), add_relu_ref(x))
-
-
-def expect(fn, *fragments, code=nna.ResultCode.INVALID_PARAMETER):
-    with pytest.raises(nna.NNAdapterError) as err:
-        fn()
-    assert err.value.code == code, err.value
-    for f in fragments:
-        assert f in str(err.value), f"{f!r} not in {err.value}"
 
 
 def test_index_out_of_range(add_relu_compilation):

@@ -1,8 +1,8 @@
 """Model building: validation against the spec's operand lists, ordering, constants, DOT."""
 
 import numpy as np
-import pytest
 from conftest import add_relu_ref
+from oputil import expect_error
 
 import nnadapter_tvm as nna
 
@@ -17,15 +17,6 @@ def const_i32(model, values):
     o = model.add_operand(nna.OperandType(P.INT32, [len(values)]))
     model.set_operand_value(o, np.asarray(values, "int32"))
     return o
-
-
-def expect_error(fn, *fragments, code=nna.ResultCode.INVALID_PARAMETER):
-    with pytest.raises(nna.NNAdapterError) as err:
-        fn()
-    assert err.value.code == code, err.value
-    for fragment in fragments:
-        assert fragment in str(err.value), f"{fragment!r} not in {err.value}"
-    return err.value
 
 
 def test_wrong_operand_count_names_operation():
