@@ -7,10 +7,17 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     activation,
     conv,
     elementwise,
+    generate,
+    indexing,
+    logical,
     matmul,
     norm,
     pool,
+    quant,
+    reduce,
     shape,
+    unary,
+    vision,
 )
 from nnadapter_tvm.op_converters.registry import converter, get_converter, supported_operations
 

@@ -184,3 +184,52 @@ def expect_error(fn, *fragments, code=nna.ResultCode.INVALID_PARAMETER) -> nna.N
 
 def rand(*shape, seed: int = 0, low: float = -2.0, high: float = 2.0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(low, high, shape).astype("float32")
+
+
+# -- quantized operands -----------------------------------------------------------------
+# The runtime's rule (docs/quantization.md): real = (q - zero_point) * scale on the way in;
+# q = saturate(round_half_to_even(real / scale) + zero_point) on the way out.
+
+
+def quantize(x: np.ndarray, scale, zero_point: int = 0, dtype: str = "int8", axis: int | None = None) -> np.ndarray:
+    """The reference quantizer, written from the rule above (per channel when ``axis`` is given)."""
+    scale = np.asarray(scale, "float32")
+    if axis is not None:
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        scale = scale.reshape(shape)
+    info = np.iinfo(dtype)
+    q = np.rint(x.astype("float32") / scale) + zero_point
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def dequantize(q: np.ndarray, scale, zero_point: int = 0, axis: int | None = None) -> np.ndarray:
+    scale = np.asarray(scale, "float32")
+    if axis is not None:
+        shape = [1] * q.ndim
+        shape[axis] = -1
+        scale = scale.reshape(shape)
+    return ((q.astype("float32") - zero_point) * scale).astype("float32")
+
+
+def q8_input(x: np.ndarray, scale: float) -> tuple[In, np.ndarray]:
+    """A QUANT_INT8_SYMM_PER_LAYER model input for ``x`` and the real values it represents."""
+    q = quantize(x, scale)
+    return In(q, P.QUANT_INT8_SYMM_PER_LAYER, scale=scale), dequantize(q, scale)
+
+
+def q8_const(x: np.ndarray, scale: float) -> tuple[Const, np.ndarray]:
+    q = quantize(x, scale)
+    return Const(q, P.QUANT_INT8_SYMM_PER_LAYER, scale=scale), dequantize(q, scale)
+
+
+def check_quantized(op_type, inputs: Sequence, expected_real: np.ndarray, out_scale: float, lsb: int = 1) -> np.ndarray:
+    """Run with a QUANT_INT8_SYMM_PER_LAYER output of ``out_scale`` and compare with the reference
+    quantization of ``expected_real``: within ``lsb`` steps, since float32 evaluation order may
+    move a value across a rounding boundary."""
+    expected = quantize(expected_real, out_scale)
+    (got,) = run_op(op_type, inputs, [Out(P.QUANT_INT8_SYMM_PER_LAYER, scale=out_scale)], [expected.shape])
+    assert got.dtype == np.int8 and got.shape == expected.shape
+    diff = np.abs(got.astype(np.int32) - expected.astype(np.int32))
+    assert diff.max(initial=0) <= lsb, f"max difference {diff.max()} LSB > {lsb}\n{got}\n{expected}"
+    return got

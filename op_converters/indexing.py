@@ -1,0 +1,3 @@
+"""Gathering, slicing, splitting, stacking, tiling, padding and channel shuffles."""
+
+from __future__ import annotations

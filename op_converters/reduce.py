@@ -1,0 +1,3 @@
+"""Reductions, arg-reductions, cumulative sums and TOP_K."""
+
+from __future__ import annotations

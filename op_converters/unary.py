@@ -1,0 +1,3 @@
+"""Element-wise unary math, ASSIGN and CAST."""
+
+from __future__ import annotations

@@ -1,0 +1,11 @@
+"""docs/operators.md is generated from the registry and must not go stale."""
+
+import pathlib
+
+from nnadapter_tvm import opdoc
+
+DOC = pathlib.Path(__file__).parents[1] / "docs" / "operators.md"
+
+
+def test_operators_doc_is_current():
+    assert DOC.read_text() == opdoc.render(), "regenerate: python -m nnadapter_tvm.opdoc > docs/operators.md"
