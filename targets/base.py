@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import os
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -45,12 +45,19 @@ class Program:
     def __init__(self, module: tvm.runtime.Module, device: tvm.runtime.Device):
         self.module = module
         self.device = device
-        self.vm = relax.VirtualMachine(module, device)
+        self._local = threading.local()
+
+    @property
+    def vm(self) -> relax.VirtualMachine:
+        # A Relax VM keeps per-call state; one per thread lets executions run concurrently.
+        vm = getattr(self._local, "vm", None)
+        if vm is None:
+            vm = self._local.vm = relax.VirtualMachine(self.module, self.device)
+        return vm
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[tvm.runtime.Tensor]:
         args = [tvm.runtime.tensor(x, self.device) for x in inputs]
-        result = self.vm["main"](*args)
-        return list(result)
+        return list(self.vm["main"](*args))
 
 
 class Driver(abc.ABC):
@@ -93,7 +100,3 @@ class Driver(abc.ABC):
 
     def describe(self) -> str:
         return f"{self.name} ({self.vendor}, {self.type.name})"
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")
