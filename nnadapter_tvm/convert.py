@@ -30,7 +30,9 @@ class ConvertContext:
         if operand.index not in self._exprs:
             if not operand.is_constant:
                 fail(f"{operand.describe()} is used before it is defined")
-            self._exprs[operand.index] = relax.const(np.ascontiguousarray(operand.value()))
+            value = np.ascontiguousarray(operand.value())
+            # Without an explicit dtype, relax.const narrows int64 to int32 and float64 to float32.
+            self._exprs[operand.index] = relax.const(value, str(value.dtype))
         return self._exprs[operand.index]
 
     def dequantized(self, operand: Operand) -> relax.Expr:

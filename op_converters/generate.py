@@ -1,3 +1,111 @@
 """Tensors made from values and shapes: FILL, FILL_LIKE, RANGE, SHAPE."""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.reduce import index_dtype
+from nnadapter_tvm.op_converters.registry import converter
+from tvm import relax, tirx
+
+from nnadapter_tvm.types import OperationType as O
+
+
+def _fill_value(args: OpArgs, i: int) -> relax.Expr:
+    """Operand ``i`` (one element, constant or not) as a rank-0 tensor of its own dtype."""
+    dtype = args.input_type(i).dtype
+    if args.operand(i).is_constant:
+        value = args.value(i)
+        if np.size(value) != 1:
+            args.fail(f"must hold one value, got shape {list(np.shape(value))}", i)
+        # relax.const needs the dtype spelled out: by default it narrows int64 to int32.
+        return relax.const(np.reshape(value, []), dtype)
+    value = args.raw_tensor(i)
+    dims = args.shape(value)
+    if all(isinstance(d, int) for d in dims) and math.prod(dims) != 1:
+        args.fail(f"must hold one value, got shape {dims}", i)
+    return relax.op.reshape(value, [])
+
+
+@converter(O.FILL)
+def fill(args: OpArgs) -> relax.Expr:
+    """shape (1-D INT32/INT64), value (one FLOAT32/INT32/INT64/BOOL8 element) -> a tensor of ``shape``
+    whose every element is ``value``, of ``value``'s precision.
+
+    A constant ``shape`` gives static dimensions; a non-constant one (e.g. SHAPE's output) is read at
+    run time and gives UNKNOWN dimensions.  ``value`` may be constant or not.
+    Reference: the spec (Paddle's fill_constant).
+    """
+    value = _fill_value(args, 1)
+    dtype = args.input_type(1).dtype
+    if args.operand(0).is_constant:
+        shape = args.ints(0)
+        if any(d < 0 for d in shape):
+            args.fail(f"dimensions must be non-negative, got {shape}", 0)
+        return relax.op.full(shape, value, dtype)
+    shape_tensor = args.raw_tensor(0)
+    dims = args.shape(shape_tensor)
+    if len(dims) != 1 or not isinstance(dims[0], int):
+        args.fail(f"must be 1-D with a known length, got shape {dims}", 0)
+    shape = args.emit(relax.op.tensor_to_shape(relax.op.astype(shape_tensor, "int64")))
+    y = args.emit(relax.op.full(shape, value, dtype))
+    return args.match_cast(y, [tirx.Var(f"fill_d{a}", "int64") for a in range(dims[0])])
+
+
+@converter(O.FILL_LIKE)
+def fill_like(args: OpArgs) -> relax.Expr:
+    """input, value (one FLOAT32/INT32/INT64/BOOL8 element) -> a tensor of ``input``'s shape whose every
+    element is ``value``, of ``value``'s precision (``input``'s values and precision do not matter).
+
+    Reference: the spec (Paddle's fill_any_like / full_like).
+    """
+    x = args.raw_tensor(0)
+    value = _fill_value(args, 1)
+    return relax.op.full_like(x, value, args.input_type(1).dtype)
+
+
+@converter(O.RANGE)
+def range_(args: OpArgs) -> relax.Expr:
+    """start, end, step (constant FLOAT32 or INT32 scalars of one precision) -> the 1-D tensor
+    [start, start + step, ...] of the values below ``end`` (above it for a negative step), of
+    ``start``'s precision.
+
+    As numpy.arange: the length is ceil((end - start) / step) (computed in float64), element i is
+    start + i * step (float32 results are computed in float64 and rounded once).  A zero step or an
+    empty range is invalid, as in Paddle's range.
+    Reference: the spec; numpy.arange; Paddle's range for the checks.
+    """
+    start, end, step = (args.value(i) for i in range(3))
+    for i, v in enumerate((start, end, step)):
+        if np.size(v) != 1:
+            args.fail(f"must hold one value, got {np.size(v)}", i)
+    dtype = str(args.input_type(0).dtype)
+    start, end, step = (np.reshape(v, -1)[0].item() for v in (start, end, step))
+    if step == 0:
+        args.fail("must not be zero", 2)
+    if dtype.startswith("int"):
+        count = -((start - end) // step)  # exact integer ceil((end - start) / step)
+    else:
+        count = math.ceil((float(end) - float(start)) / float(step))
+    if count <= 0:
+        args.fail(f"the range [{start}, {end}) with step {step} is empty", 2)
+    # Built from 0 .. count-1 (Relax's arange miscounts integer ranges with a negative step).
+    work = "int64" if dtype.startswith("int") else "float64"
+    positions = relax.op.astype(relax.op.arange(0, count, 1, "int64"), work)
+    values = relax.op.add(relax.op.multiply(positions, relax.const(step, work)), relax.const(start, work))
+    return relax.op.astype(values, dtype)
+
+
+@converter(O.SHAPE)
+def shape(args: OpArgs) -> relax.Expr:
+    """input, dtype (INT32 = 5 or INT64 = 7) -> the 1-D tensor of ``input``'s dimensions, as ``dtype``.
+
+    UNKNOWN dimensions are read at run time from the tensor actually fed.
+    Reference: the spec.
+    """
+    x = args.raw_tensor(0)
+    dtype = index_dtype(args, 1)
+    y = relax.op.shape_to_tensor(relax.op.shape_of(x))
+    return relax.op.astype(y, dtype) if dtype != "int64" else y

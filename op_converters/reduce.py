@@ -1,3 +1,121 @@
 """Reductions, arg-reductions, cumulative sums and TOP_K."""
 
 from __future__ import annotations
+
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
+from tvm import relax
+
+from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import Precision
+
+# The index precisions an operation's `dtype`-like operand may ask for, by Precision code.
+_INDEX_DTYPES = {int(Precision.INT32): "int32", int(Precision.INT64): "int64"}
+
+
+def index_dtype(args: OpArgs, i: int, default: Precision | None = None) -> str:
+    """The dtype named by operand ``i`` (a Precision code, INT32 = 5 or INT64 = 7)."""
+    code = args.int(i) if default is None else args.int(i, int(default))
+    if code not in _INDEX_DTYPES:
+        args.fail(f"precision code {code} is not INT32 (5) or INT64 (7)", i)
+    return _INDEX_DTYPES[code]
+
+
+def _at_least_1d(expr: relax.Expr, rank: int) -> relax.Expr:
+    """NNAdapter never produces rank 0: reducing every dimension away gives shape [1]."""
+    return relax.op.reshape(expr, [1]) if rank == 0 else expr
+
+
+@converter(O.ARG_MAX, O.ARG_MIN)
+def arg_max_min(args: OpArgs) -> relax.Expr:
+    """input, axis, keepdim, dtype (INT32 = 5 or INT64 = 7, default INT64) -> the index of the first
+    largest (ARG_MAX) or smallest (ARG_MIN) element along ``axis``, as ``dtype``.
+
+    Ties give the smallest index, as numpy.argmax/argmin and Paddle's arg_max/arg_min do.  Without
+    ``keepdim`` a rank-1 input gives shape [1] (NNAdapter's outputs are never rank 0).
+    Reference: the spec; Paddle's arg_max/arg_min for ties.
+    """
+    x = args.tensor(0)
+    rank = len(args.shape(x))
+    axis = args.axis(1, rank)
+    keepdim = args.bool(2)
+    dtype = index_dtype(args, 3, Precision.INT64)
+    fn = relax.op.argmax if args.type == O.ARG_MAX else relax.op.argmin
+    y = _at_least_1d(fn(x, axis, keepdim), rank if keepdim else rank - 1)
+    return relax.op.astype(y, dtype) if dtype != "int64" else y
+
+
+_REDUCERS = {O.REDUCE_MAX: relax.op.max, O.REDUCE_MEAN: relax.op.mean, O.REDUCE_SUM: relax.op.sum}
+
+
+@converter(O.REDUCE_MAX, O.REDUCE_MEAN, O.REDUCE_SUM)
+def reduce(args: OpArgs) -> relax.Expr:
+    """input, axes (empty: every axis), keepdim (default true) -> the max / mean / sum over ``axes``.
+
+    Without ``keepdim``, reducing every axis gives shape [1] (NNAdapter's outputs are never rank 0).
+    An axis named twice is invalid.
+    Reference: the spec; the header for keepdim's default (true).
+    """
+    x = args.tensor(0)
+    rank = len(args.shape(x))
+    axes = []
+    for a in args.ints(1, []):
+        if not -rank <= a < rank:
+            args.fail(f"axis {a} is out of range [-{rank}, {rank}) for a rank-{rank} input", 1)
+        if a % rank in axes:
+            args.fail(f"axis {a} is named twice in {args.ints(1)}", 1)
+        axes.append(a % rank)
+    if not axes:
+        axes = list(range(rank))
+    keepdim = args.bool(2, True)
+    y = _REDUCERS[args.type](x, sorted(axes), keepdim)
+    return _at_least_1d(y, rank if keepdim else rank - len(axes))
+
+
+@converter(O.CUM_SUM)
+def cum_sum(args: OpArgs) -> relax.Expr:
+    """input, axis (default -1), exclusive (default false), reverse (default false) -> running sums along
+    ``axis``.
+
+    With ``n`` the axis's size: output[i] = sum(x[0..i]); exclusive: sum(x[0..i-1]) (output[0] = 0);
+    reverse: sum(x[i..n-1]); exclusive and reverse: sum(x[i+1..n-1]) (output[n-1] = 0).
+    (Paddle's ``flatten`` attribute has no operand: NNAdapter always names an axis.)
+    Reference: Paddle's cumsum; NNAdapter's reference kernel (math/cum_sum.h) for exclusive with reverse.
+    """
+    x = args.tensor(0)
+    rank = len(args.shape(x))
+    axis = args.axis(1, rank, -1)
+    exclusive = args.bool(2, False)
+    reverse = args.bool(3, False)
+    if reverse:
+        x = relax.op.flip(x, axis)
+    y = relax.op.cumsum(x, axis, exclusive=exclusive)
+    if reverse:
+        y = relax.op.flip(y, axis)
+    return y
+
+
+@converter(O.TOP_K)
+def top_k(args: OpArgs) -> list[relax.Expr]:
+    """input, k, axis, largest, sorted, return_indices_dtype (INT32 = 5 or INT64 = 7) -> output (the ``k``
+    largest or smallest values along ``axis``), indices (their positions, as return_indices_dtype).
+
+    Values come largest first (``largest``) or smallest first; equal values come by smaller index
+    first, and the same rule picks among equal values at the k-th place (Paddle's partial_sort leaves
+    ties unordered; this makes them deterministic, like a stable sort).  ``sorted`` false lets
+    Paddle return the same k elements in any order; this implementation returns them sorted too.
+    ``k`` must be a constant in [1, dim(axis)].
+    Reference: Paddle's top_k_v2 (paddle.topk).
+    """
+    x = args.tensor(0)
+    shape = args.shape(x)
+    rank = len(shape)
+    k = args.int(1)
+    axis = args.axis(2, rank)
+    largest = args.bool(3)
+    args.bool(4)  # sorted: the order is always sorted (allowed either way)
+    dtype = index_dtype(args, 5)
+    if k < 1 or (isinstance(shape[axis], int) and k > shape[axis]):
+        args.fail(f"k {k} is out of range [1, {shape[axis]}] (the size of axis {axis})", 1)
+    both = args.emit(relax.op.topk(x, k, axis, "both", largest, dtype))
+    return [relax.TupleGetItem(both, 0), relax.TupleGetItem(both, 1)]

@@ -1,0 +1,325 @@
+"""ARG_MAX, ARG_MIN, REDUCE_MAX/MEAN/SUM, CUM_SUM and TOP_K against numpy references written from
+the spec (Paddle's cumsum and top_k_v2 where the spec is loose): ranks 1-5, negative axes, omitted
+optional operands, index dtypes, ties, quantized inputs, an UNKNOWN batch, and bad operands."""
+
+import numpy as np
+import pytest
+from oputil import (
+    UNKNOWN,
+    Const,
+    In,
+    Out,
+    P,
+    b8,
+    check_op,
+    check_quantized,
+    expect_error,
+    i32,
+    i64,
+    q8_input,
+    quantize,
+    rand,
+    run_op,
+)
+
+import nnadapter_tvm as nna
+
+OP = nna.OperationType
+EXACT = {"rtol": 0, "atol": 0}
+# Sums and means of at most 120 float32 values of magnitude <= 2, accumulated in a different order
+# than numpy's pairwise float32 summation: a few ulps of the partial sums.
+SUM_TOL = {"rtol": 1e-5, "atol": 1e-5}
+INDEX = {5: "int32", 7: "int64"}  # Precision code -> dtype
+
+
+def invalid(op, inputs, outputs, shapes, *words):
+    """Compiling fails with INVALID_PARAMETER, naming the operation and ``words``."""
+    expect_error(lambda: run_op(op, inputs, outputs, shapes), op.name, *words)
+
+
+def at_least_1d(y: np.ndarray) -> np.ndarray:
+    """NNAdapter has no rank-0 outputs: a reduction to a scalar has shape [1]."""
+    return y.reshape(1) if y.ndim == 0 else y
+
+
+# -- ARG_MAX / ARG_MIN ------------------------------------------------------------------------
+
+# (shape, axis): every rank 1-5, negative axes, the first and the last axis.
+ARG_CASES = [
+    ((5,), 0),
+    ((5,), -1),
+    ((3, 4), 1),
+    ((3, 4), -2),
+    ((2, 3, 4), 1),
+    ((2, 3, 4), -1),
+    ((2, 3, 2, 3), 0),
+    ((2, 3, 2, 3), -2),
+    ((2, 2, 3, 2, 3), 2),
+    ((2, 2, 3, 2, 3), -1),
+]
+
+
+def arg_ref(op, x, axis, keepdim, dtype):
+    """numpy's argmax/argmin: the first index among equal extremes."""
+    y = (np.argmax if op == OP.ARG_MAX else np.argmin)(x, axis=axis, keepdims=keepdim)
+    return at_least_1d(y).astype(dtype)
+
+
+@pytest.mark.parametrize("op", [OP.ARG_MAX, OP.ARG_MIN], ids=lambda o: o.name)
+@pytest.mark.parametrize("shape,axis", ARG_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [False, True], ids=["drop", "keep"])
+def test_arg_max_min(op, shape, axis, keepdim):
+    x = rand(*shape, seed=len(shape) + axis)
+    # dtype: omitted (INT64) for the first axis of each rank, otherwise INT32 / INT64 by keepdim.
+    code = None if axis == 0 else (5 if keepdim else 7)
+    inputs = [In(x), i32([axis]), b8([keepdim])] + ([] if code is None else [i32([code])])
+    check_op(op, inputs, arg_ref(op, x, axis, keepdim, INDEX[code or 7]))
+
+
+@pytest.mark.parametrize("op", [OP.ARG_MAX, OP.ARG_MIN], ids=lambda o: o.name)
+def test_arg_max_min_ties_take_first_index(op):
+    x = np.array([[1, 3, 3, 0, 0], [2, 2, 2, 2, 2], [0, 0, 1, 1, 0]], "float32")
+    for axis in (0, 1):
+        check_op(op, [In(x), i32([axis]), b8([False]), i32([5])], arg_ref(op, x, axis, False, "int32"))
+
+
+@pytest.mark.parametrize("op", [OP.ARG_MAX, OP.ARG_MIN], ids=lambda o: o.name)
+def test_arg_max_min_q8(op):
+    # Quantization makes many ties: the first index still wins, on the dequantized values.
+    q, real = q8_input(rand(3, 4, 5, seed=11), 0.25)
+    check_op(op, [q, i32([-2]), b8([True]), i32([7])], arg_ref(op, real, -2, True, "int64"))
+
+
+def test_arg_max_unknown_batch():
+    x = rand(3, 4, seed=12)
+    out = [Out(P.INT32, dims=[UNKNOWN])]
+    check_op(
+        OP.ARG_MAX, [In(x, dims=[UNKNOWN, 4]), i32([1]), b8([False]), i32([5])], np.argmax(x, 1).astype("int32"), out
+    )
+
+
+@pytest.mark.parametrize("axis", [2, -3])
+def test_arg_max_axis_out_of_range(axis):
+    invalid(OP.ARG_MAX, [In(rand(2, 3)), i32([axis]), b8([False])], [Out(P.INT64)], [(2,)], "'axis'", "out of range")
+
+
+def test_arg_min_bad_dtype():
+    inputs = [In(rand(2, 3)), i32([1]), b8([False]), i32([int(P.FLOAT32)])]
+    invalid(OP.ARG_MIN, inputs, [Out(P.INT64)], [(2,)], "'dtype'", "INT32 (5) or INT64 (7)")
+
+
+# -- REDUCE_MAX / REDUCE_MEAN / REDUCE_SUM ----------------------------------------------------
+
+REDUCERS = {OP.REDUCE_MAX: np.max, OP.REDUCE_MEAN: np.mean, OP.REDUCE_SUM: np.sum}
+# (shape, axes): ranks 1-5, one or several axes, negative axes, unsorted axes, empty (= every axis).
+REDUCE_CASES = [
+    ((6,), [0]),
+    ((6,), []),
+    ((3, 4), [-1]),
+    ((3, 4), [0, 1]),
+    ((2, 3, 4), [1]),
+    ((2, 3, 4), [2, 0]),
+    ((2, 3, 4), []),
+    ((2, 3, 2, 3), [-3, -1]),
+    ((2, 3, 2, 3), [1, 2, 3]),
+    ((2, 2, 3, 2, 3), [0, -2, 4]),
+]
+
+
+def reduce_ref(op, x, axes, keepdim):
+    axis = tuple(axes) if axes else None
+    return at_least_1d(np.asarray(REDUCERS[op](x.astype("float64"), axis=axis, keepdims=keepdim), "float32"))
+
+
+@pytest.mark.parametrize("op", list(REDUCERS), ids=lambda o: o.name)
+@pytest.mark.parametrize("shape,axes", REDUCE_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [False, True, None], ids=["drop", "keep", "omitted"])
+def test_reduce(op, shape, axes, keepdim):
+    x = rand(*shape, seed=len(shape) + len(axes))
+    inputs = [In(x), i32(axes)] + ([] if keepdim is None else [b8([keepdim])])
+    # An omitted keepdim defaults to true (the header).
+    expected = reduce_ref(op, x, axes, True if keepdim is None else keepdim)
+    check_op(op, inputs, expected, **(EXACT if op == OP.REDUCE_MAX else SUM_TOL))
+
+
+@pytest.mark.parametrize("op", list(REDUCERS), ids=lambda o: o.name)
+def test_reduce_q8(op):
+    q, real = q8_input(rand(2, 3, 4, seed=21), 0.02)
+    # Requantized to the output's own scale; at most 1 LSB off (docs/quantization.md).
+    check_quantized(op, [q, i32([-1, 0]), b8([False])], reduce_ref(op, real, [-1, 0], False), out_scale=0.05)
+
+
+def test_reduce_mean_unknown_batch():
+    x = rand(3, 4, 2, seed=22)
+    out = [Out(dims=[UNKNOWN, 1, 2])]
+    check_op(OP.REDUCE_MEAN, [In(x, dims=[UNKNOWN, 4, 2]), i32([1])], x.mean(1, keepdims=True), out, **SUM_TOL)
+
+
+def test_reduce_sum_unknown_batch_reduced():
+    # Reducing the UNKNOWN axis itself: the output is static.
+    x = rand(5, 3, seed=23)
+    check_op(OP.REDUCE_SUM, [In(x, dims=[UNKNOWN, 3]), i32([0]), b8([False])], x.sum(0), **SUM_TOL)
+
+
+@pytest.mark.parametrize("axes,word", [([3], "out of range"), ([-4], "out of range"), ([1, -2], "twice")], ids=str)
+def test_reduce_bad_axes(axes, word):
+    invalid(OP.REDUCE_SUM, [In(rand(2, 3, 4)), i32(axes)], [Out()], [(2, 3, 4)], "'axes'", word)
+
+
+# -- CUM_SUM ----------------------------------------------------------------------------------
+
+
+def cum_sum_ref(x, axis, exclusive, reverse):
+    """Paddle's cumsum: output[i] = sum(x[0..i]); exclusive leaves x[i] out; reverse sums x[i..n-1]."""
+    x = np.moveaxis(x.astype("float64"), axis, -1)
+    if reverse:
+        x = x[..., ::-1]
+    y = np.cumsum(x, -1)
+    if exclusive:
+        y = np.concatenate([np.zeros_like(y[..., :1]), y[..., :-1]], -1)
+    if reverse:
+        y = y[..., ::-1]
+    return np.moveaxis(y, -1, axis).astype("float32")
+
+
+CUM_CASES = [((7,), 0), ((3, 4), -2), ((2, 3, 4), 1), ((2, 3, 2, 3), -1), ((2, 2, 3, 2, 3), 2)]
+
+
+@pytest.mark.parametrize("shape,axis", CUM_CASES, ids=str)
+@pytest.mark.parametrize("exclusive", [False, True], ids=["inclusive", "exclusive"])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_cum_sum(shape, axis, exclusive, reverse):
+    x = rand(*shape, seed=len(shape))
+    inputs = [In(x), i32([axis]), b8([exclusive]), b8([reverse])]
+    check_op(OP.CUM_SUM, inputs, cum_sum_ref(x, axis, exclusive, reverse), **SUM_TOL)
+
+
+@pytest.mark.parametrize("given", [1, 2, 3], ids=["axis_only", "no_reverse", "empty_axis"])
+def test_cum_sum_defaults(given):
+    """Omitted (or empty) operands: axis -1, exclusive false, reverse false."""
+    x = rand(2, 3, 4, seed=31)
+    if given == 3:  # an empty axis operand counts as omitted
+        inputs = [In(x), Const(None, P.INT32), b8([False]), b8([True])]
+        expected = cum_sum_ref(x, -1, False, True)
+    else:
+        inputs = [In(x), i32([1]), b8([True])][: given + 1]
+        expected = cum_sum_ref(x, 1, given == 2, False)
+    check_op(OP.CUM_SUM, inputs, expected, **SUM_TOL)
+
+
+def test_cum_sum_input_only():
+    x = rand(3, 5, seed=32)
+    check_op(OP.CUM_SUM, [In(x)], cum_sum_ref(x, -1, False, False), **SUM_TOL)
+
+
+def test_cum_sum_q8():
+    q, real = q8_input(rand(3, 6, seed=33), 0.02)
+    # Requantized to the output's own scale; at most 1 LSB off (docs/quantization.md).
+    inputs = [q, i32([1]), b8([True]), b8([True])]
+    check_quantized(OP.CUM_SUM, inputs, cum_sum_ref(real, 1, True, True), out_scale=0.1)
+
+
+def test_cum_sum_unknown_batch():
+    x = rand(3, 4, seed=34)
+    out = [Out(dims=[UNKNOWN, 4])]
+    check_op(OP.CUM_SUM, [In(x, dims=[UNKNOWN, 4]), i32([0])], cum_sum_ref(x, 0, False, False), out, **SUM_TOL)
+
+
+def test_cum_sum_axis_out_of_range():
+    invalid(OP.CUM_SUM, [In(rand(2, 3)), i32([-3])], [Out()], [(2, 3)], "'axis'", "out of range")
+
+
+# -- TOP_K ------------------------------------------------------------------------------------
+
+
+def top_k_ref(x, k, axis, largest, dtype):
+    """Paddle's top_k_v2: the k largest (smallest) values, largest (smallest) first; equal values
+    by smaller index first."""
+    key = -x if largest else x
+    order = np.argsort(key, axis=axis, kind="stable")  # stable: equal keys keep index order
+    indices = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, indices, axis), indices.astype(dtype)
+
+
+def top_k_inputs(x, k, axis, largest, sorted_, code, k_op=i32, **kw):
+    return [In(x, **kw), k_op([k]), i32([axis]), b8([largest]), b8([sorted_]), i32([code])]
+
+
+# (shape, k, axis): ranks 1-5, k = 1, k = the whole axis, negative axes.
+TOP_K_CASES = [
+    ((6,), 3, 0),
+    ((6,), 6, -1),
+    ((3, 5), 1, 1),
+    ((3, 5), 2, -2),
+    ((2, 4, 3), 2, 1),
+    ((2, 3, 2, 4), 3, -1),
+    ((2, 2, 3, 2, 3), 2, 2),
+]
+
+
+@pytest.mark.parametrize("shape,k,axis", TOP_K_CASES, ids=str)
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+def test_top_k(shape, k, axis, largest):
+    x = rand(*shape, seed=len(shape) + k)
+    code = 5 if largest else 7
+    k_op = i64 if len(shape) % 2 else i32  # k given as INT32 and as INT64
+    inputs = top_k_inputs(x, k, axis, largest, True, code, k_op)
+    check_op(OP.TOP_K, inputs, top_k_ref(x, k, axis, largest, INDEX[code]), **EXACT)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+def test_top_k_integer_input_with_ties(dtype, largest):
+    # Small integers: many equal values, within a row and at the k-th place.
+    x = np.random.default_rng(41).integers(-3, 4, (3, 8)).astype(dtype)
+    x[0] = [2, 2, 2, 2, 2, 2, 2, 2]
+    inputs = top_k_inputs(x, 4, 1, largest, True, 7, precision=P.INT32 if dtype == "int32" else P.INT64)
+    check_op(OP.TOP_K, inputs, top_k_ref(x, 4, 1, largest, "int64"), **EXACT)
+
+
+def test_top_k_unsorted():
+    """sorted = false: the same k elements in any order (compared after ordering by index)."""
+    x = rand(3, 7, seed=42)
+    values, indices = run_op(OP.TOP_K, top_k_inputs(x, 3, 1, True, False, 5), [Out(), Out(P.INT32)], [(3, 3)] * 2)
+    ref_values, ref_indices = top_k_ref(x, 3, 1, True, "int32")
+    by_index, ref_by_index = np.argsort(indices, 1), np.argsort(ref_indices, 1)
+    np.testing.assert_array_equal(
+        np.take_along_axis(indices, by_index, 1), np.take_along_axis(ref_indices, ref_by_index, 1)
+    )
+    np.testing.assert_array_equal(
+        np.take_along_axis(values, by_index, 1), np.take_along_axis(ref_values, ref_by_index, 1)
+    )
+
+
+def test_top_k_q8():
+    # Values come back requantized to the output's scale; with the input's scale that is exact.
+    q, real = q8_input(rand(2, 3, 6, seed=43), 0.05)
+    ref_values, ref_indices = top_k_ref(real, 3, -1, True, "int32")
+    outputs = [Out(P.QUANT_INT8_SYMM_PER_LAYER, scale=0.05), Out(P.INT32)]
+    values, indices = run_op(OP.TOP_K, [q, *top_k_inputs(real, 3, -1, True, True, 5)[1:]], outputs, [(2, 3, 3)] * 2)
+    assert values.dtype == np.int8 and indices.dtype == np.int32
+    np.testing.assert_array_equal(values, quantize(ref_values, 0.05))
+    np.testing.assert_array_equal(indices, ref_indices)
+
+
+def test_top_k_unknown_batch():
+    x = rand(3, 5, seed=44)
+    outputs = [Out(dims=[UNKNOWN, 2]), Out(P.INT64, dims=[UNKNOWN, 2])]
+    inputs = top_k_inputs(x, 2, 1, False, True, 7, dims=[UNKNOWN, 5])
+    check_op(OP.TOP_K, inputs, top_k_ref(x, 2, 1, False, "int64"), outputs, **EXACT)
+
+
+@pytest.mark.parametrize("k", [0, 6])
+def test_top_k_bad_k(k):
+    inputs = top_k_inputs(rand(2, 5), k, 1, True, True, 7)
+    invalid(OP.TOP_K, inputs, [Out(), Out(P.INT64)], [(2, 1), (2, 1)], "'k'", "out of range [1, 5]")
+
+
+def test_top_k_bad_axis():
+    inputs = top_k_inputs(rand(2, 5), 1, 2, True, True, 7)
+    invalid(OP.TOP_K, inputs, [Out(), Out(P.INT64)], [(2, 1), (2, 1)], "'axis'", "out of range")
+
+
+def test_top_k_bad_indices_dtype():
+    inputs = top_k_inputs(rand(2, 5), 1, 1, True, True, int(P.INT8))
+    invalid(OP.TOP_K, inputs, [Out(), Out(P.INT64)], [(2, 1), (2, 1)], "'return_indices_dtype'", "INT32 (5)")
