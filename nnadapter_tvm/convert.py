@@ -30,7 +30,7 @@ class ConvertContext:
         if operand.index not in self._exprs:
             if not operand.is_constant:
                 fail(f"{operand.describe()} is used before it is defined")
-            value = np.ascontiguousarray(operand.value())
+            value = np.require(operand.value(), requirements="C")  # keeps rank 0 (ascontiguousarray does not)
             # Without an explicit dtype, relax.const narrows int64 to int32 and float64 to float32.
             self._exprs[operand.index] = relax.const(value, str(value.dtype))
         return self._exprs[operand.index]

@@ -180,7 +180,7 @@ SCHEMAS: dict[O, OpSchema] = {
     O.FULLY_CONNECTED: OpSchema(
         (Arg("input", F32_Q8), Arg("weight", FILTER), Arg("bias", BIAS), _fuse()), (Arg("output", F32_Q8),)
     ),
-    O.GATHER: _unary(Arg("indices", INT32_64), Arg("axis", INT32), precisions=F32_INT_Q8),
+    O.GATHER: _unary(Arg("indices", INT32_64), Arg("axis", INT32, optional=True), precisions=F32_INT_Q8),  # axis: -1
     O.GELU: _unary(Arg("approximate", BOOL)),
     O.GREATER: _compare(),
     O.GREATER_EQUAL: _compare(),  # the spec heads this entry NNADAPTER_GREATER by mistake
@@ -238,7 +238,10 @@ SCHEMAS: dict[O, OpSchema] = {
     O.NOT_EQUAL: _compare(),
     O.OR: _logical(),
     O.PAD: _unary(
-        Arg("pads", INT32), Arg("mode", INT32), Arg("value", F32_INT_Q8, same_as="input"), precisions=F32_INT_Q8
+        Arg("pads", INT32),
+        Arg("mode", INT32),
+        Arg("value", F32_INT_Q8),
+        precisions=F32_INT_Q8,  # Paddle-Lite passes a FLOAT32 value for any input
     ),
     O.POW: _binary(),
     O.PRELU: _unary(Arg("alpha", F32)),  # the header calls it `slope`

@@ -1,3 +1,394 @@
-"""Gathering, slicing, splitting, stacking, tiling, padding and channel shuffles."""
+"""Gathering, slicing, splitting, stacking, tiling, padding and channel shuffles.
+
+All of these only move (or replicate) elements, so a quantized input whose output has the same
+scale comes back bit-exact: dequantize, move, requantize is the identity on the moved values.
+"""
 
 from __future__ import annotations
+
+import numpy as np
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
+from tvm import relax, te, tirx
+
+from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import PadMode, ResultCode
+
+
+def _static(d) -> bool:
+    return isinstance(d, int)
+
+
+def _same_dim(a, b) -> bool:
+    if _static(a) or _static(b):
+        return a == b
+    return a.same_as(b)
+
+
+def _outputs(args: OpArgs, exprs: list[relax.Expr], what: str) -> list[relax.Expr]:
+    """Fail naming the operation unless it declares exactly one output per expression."""
+    if args.output_count != len(exprs):
+        args.fail(f"has {args.output_count} output operands, {what} gives {len(exprs)}")
+    return exprs
+
+
+def _tuple_items(args: OpArgs, expr: relax.Expr, count: int) -> list[relax.Expr]:
+    var = args.emit(expr)
+    return [relax.TupleGetItem(var, i) for i in range(count)]
+
+
+@converter(O.GATHER)
+def gather(args: OpArgs) -> relax.Expr:
+    """input, indices (INT32/INT64, any rank Q, negative counts from the end), axis -> output.
+
+    ``output = numpy.take(input, indices, axis)``: rank Q + R - 1, the indexed axis replaced by
+    the shape of ``indices``.  Constant indices are range-checked at compile time; indices fed at
+    run time must lie in [-dim, dim) (they are taken modulo dim).
+
+    Reference: the spec; numpy.take / Paddle's gather for negative indices.
+    """
+    x = args.tensor(0)
+    rank = len(args.shape(x))
+    if rank == 0:
+        args.fail("must have rank >= 1", 0)
+    axis = args.axis(2, rank, -1)  # the header's default; the table makes the operand required
+    dim = args.shape(x)[axis]
+    if not (args.operand(1).is_constant and _static(dim)):
+        return relax.op.take(x, args.tensor(1), axis, mode="wrap")
+    values = args.value(1)
+    if values.size and (values.min() < -dim or values.max() >= dim):
+        args.fail(f"indices must lie in [-{dim}, {dim}) for axis {axis} of size {dim}, got {values.tolist()}", 1)
+    # Built here rather than through args.tensor: that turns a rank-0 constant into shape [1].
+    return relax.op.take(x, relax.const(np.where(values < 0, values + dim, values).astype(values.dtype)), axis)
+
+
+def _slice_bounds(start: int, end: int, step: int, dim) -> tuple[int, int, int]:
+    """numpy's slicing; an empty slice of a static dim becomes [0, 0) (TVM rejects empty backward ones)."""
+    if _static(dim) and len(range(*slice(start, end, step).indices(dim))) == 0:
+        return 0, 0, 1
+    return start, end, step
+
+
+@converter(O.SLICE)
+def slice_(args: OpArgs) -> relax.Expr:
+    """input, axes (empty: 0 .. len(starts) - 1), starts, ends, steps (default 1) -> output.
+
+    Python/numpy slicing ``input[..., starts[i]:ends[i]:steps[i], ...]`` along each ``axes[i]``:
+    negative starts/ends count from the end, out-of-range ones are clamped (INT_MAX / INT_MIN
+    slice to the end / the beginning), negative steps walk backwards; steps must not be 0.
+
+    Reference: the spec and header (numpy slicing; Paddle's strided_slice clamping).
+    """
+    x = args.tensor(0)
+    shape = args.shape(x)
+    rank = len(shape)
+    starts, ends = args.ints(2), args.ints(3)
+    axes = args.ints(1) if args.has(1) else list(range(len(starts)))
+    steps = args.ints(4) if args.has(4) else [1] * len(axes)
+    for i, values in ((2, starts), (3, ends), (4, steps)):
+        if len(values) != len(axes):
+            args.fail(f"holds {len(values)} values, expected one per sliced axis ({len(axes)}: {axes})", i)
+    norm = []
+    for a in axes:
+        if not -rank <= a < rank:
+            args.fail(f"axis {a} is out of range [-{rank}, {rank})", 1)
+        norm.append(a % rank)
+    if len(set(norm)) != len(norm):
+        args.fail(f"axes {axes} name an axis twice", 1)
+    if 0 in steps:
+        args.fail(f"steps must not be 0, got {steps}", 4)
+    if not norm:
+        return x
+    bounds = [_slice_bounds(b, e, s, shape[a]) for a, b, e, s in zip(norm, starts, ends, steps)]
+    begin, end, stride = (list(v) for v in zip(*bounds))
+    return relax.op.strided_slice(x, norm, begin, end, stride)
+
+
+@converter(O.SPLIT)
+def split(args: OpArgs) -> list[relax.Expr]:
+    """input, axis, split (sizes; one -1 takes the rest) -> output0 .. output(n-1).
+
+    Output ``i`` holds ``split[i]`` consecutive slices along ``axis``; the sizes must add up to
+    the input's dimension.
+
+    Reference: the spec; Paddle's split for a -1 size.
+    """
+    x = args.tensor(0)
+    shape = args.shape(x)
+    axis = args.axis(1, len(shape))
+    sizes = args.ints(2)
+    dim = shape[axis]
+    if not sizes:
+        args.fail("must hold at least one size", 2)
+    if sizes.count(-1) > 1 or any(s < -1 for s in sizes):
+        args.fail(f"sizes must be non-negative (one -1 may stand for the rest), got {sizes}", 2)
+    if -1 in sizes:
+        if not _static(dim):
+            args.fail(f"a -1 size needs a known dimension {axis}", 2, ResultCode.FEATURE_NOT_SUPPORTED)
+        rest = dim - sum(s for s in sizes if s != -1)
+        if rest < 0:
+            args.fail(f"sizes {sizes} exceed dimension {axis} ({dim})", 2)
+        sizes = [rest if s == -1 else s for s in sizes]
+    if _static(dim) and sum(sizes) != dim:
+        args.fail(f"sizes {sizes} add up to {sum(sizes)}, dimension {axis} of the input is {dim}", 2)
+    if not _static(dim):
+        x = args.match_cast(x, [sum(sizes) if a == axis else d for a, d in enumerate(shape)])
+    if args.output_count != len(sizes):
+        args.fail(f"has {args.output_count} output operands, split gives {len(sizes)} sizes {sizes}", 2)
+    if len(sizes) == 1:
+        return [x]
+    # One slice per piece rather than relax.op.split, which rejects zero-size pieces.
+    pieces, start = [], 0
+    for s in sizes:
+        pieces.append(relax.op.strided_slice(x, [axis], [start], [start + s]))
+        start += s
+    return pieces
+
+
+def _common_shape(args: OpArgs, tensors: list[relax.Expr]) -> list[relax.Expr]:
+    """All inputs must have one shape: static mismatches fail, symbolic ones are checked at run time."""
+    shapes = [args.shape(t) for t in tensors]
+    rank = len(shapes[0])
+    for i, s in enumerate(shapes):
+        if len(s) != rank:
+            args.fail(f"rank {len(s)} differs from input 0's rank {rank}", i)
+    common = [next((s[a] for s in shapes if _static(s[a])), shapes[0][a]) for a in range(rank)]
+    for i, s in enumerate(shapes):
+        if any(_static(d) and _static(c) and d != c for d, c in zip(s, common)):
+            args.fail(f"shape {s} differs from another input's {common} (all inputs must have one shape)", i)
+        if any(not _same_dim(d, c) for d, c in zip(s, common)):
+            tensors[i] = args.match_cast(tensors[i], common)
+    return tensors
+
+
+@converter(O.STACK)
+def stack(args: OpArgs) -> relax.Expr:
+    """input0 .. input(n-1) (one shape, rank R), axis in [-(R + 1), R] -> output of rank R + 1.
+
+    ``output = numpy.stack(inputs, axis)``; a negative axis counts from the end of the output.
+
+    Reference: the spec; Paddle's stack for the axis range (negative axis + R + 1).
+    """
+    tensors = _common_shape(args, args.tensors(0, args.count - 1))
+    rank = len(args.shape(tensors[0])) + 1
+    axis = args.int(args.count - 1)
+    if not -rank <= axis < rank:
+        args.fail(f"axis {axis} is out of range [-{rank}, {rank}) for rank-{rank - 1} inputs", args.count - 1)
+    return relax.op.stack(tensors, axis % rank)
+
+
+@converter(O.UNSTACK)
+def unstack(args: OpArgs) -> list[relax.Expr]:
+    """input, axis, num (= the size of ``axis``) -> output0 .. output(num-1), each of rank R - 1.
+
+    Output ``i`` is ``input`` indexed with ``i`` along ``axis`` (Paddle's unstack).
+
+    Reference: the header (not in the spec); Paddle's unstack.
+    """
+    x = args.tensor(0)
+    shape = args.shape(x)
+    axis = args.axis(1, len(shape))
+    num = args.int(2)
+    dim = shape[axis]
+    if num <= 0 or (_static(dim) and num != dim):
+        args.fail(f"num {num} must equal the size of axis {axis} ({dim})", 2)
+    if not _static(dim):
+        x = args.match_cast(x, [num if a == axis else d for a, d in enumerate(shape)])
+    items = [relax.op.squeeze(relax.op.strided_slice(x, [axis], [i], [i + 1]), [axis]) for i in range(num)]
+    return _outputs(args, items, f"num {num}")
+
+
+@converter(O.MESHGRID)
+def meshgrid(args: OpArgs) -> list[relax.Expr]:
+    """input0 .. input(n-1) (1-D, sizes d0 .. d(n-1)) -> output0 .. output(n-1), each [d0, .., d(n-1)].
+
+    ``output_i[j0, .., j(n-1)] = input_i[j_i]`` ('ij' indexing, numpy.meshgrid(..., indexing='ij')).
+
+    Reference: the spec; Paddle's meshgrid.
+    """
+    tensors = args.tensors(0)
+    for i, t in enumerate(tensors):
+        if len(args.shape(t)) != 1:
+            args.fail(f"must be 1-D, got shape {args.shape(t)}", i)
+    if args.output_count != len(tensors):
+        args.fail(f"has {args.output_count} output operands, expected one per input ({len(tensors)})")
+    if len(tensors) == 1:
+        return [tensors[0]]
+    return _tuple_items(args, relax.op.meshgrid(tensors, "ij"), len(tensors))
+
+
+def _roll_te(x: te.Tensor, shifts: dict[int, int]) -> te.Tensor:
+    def index(*i):
+        return x[tuple(tirx.floormod(v - shifts[a], x.shape[a]) if a in shifts else v for a, v in enumerate(i))]
+
+    return te.compute(x.shape, index, name="roll")
+
+
+@converter(O.ROLL)
+def roll(args: OpArgs) -> relax.Expr:
+    """input, shifts, axes (optional; absent or empty: roll the flattened input) -> output.
+
+    ``output = numpy.roll(input, shifts, axes)``: elements shifted past the end come back at the
+    start; shifts and axes broadcast against each other, shifts of a repeated axis add up.
+
+    Reference: the spec; numpy.roll (Paddle's roll, which numpy's broadcasting extends).
+    """
+    x = args.tensor(0)
+    shape = args.shape(x)
+    rank = len(shape)
+    shifts = args.ints(1)
+    if not shifts:
+        args.fail("must hold at least one shift", 1)
+    if not args.has(2):
+        flat = args.emit(relax.op.reshape(x, [-1]))
+        rolled = args.emit_te(lambda t: _roll_te(t, {0: sum(shifts)}), flat)
+        return relax.op.reshape(rolled, shape)
+    axes = args.ints(2)
+    if len(shifts) != len(axes) and 1 not in (len(shifts), len(axes)):
+        args.fail(f"{len(shifts)} shifts do not match {len(axes)} axes (nor broadcast)", 1)
+    total: dict[int, int] = {}
+    for s, a in zip(shifts * (len(axes) if len(shifts) == 1 else 1), axes * (len(shifts) if len(axes) == 1 else 1)):
+        if not -rank <= a < rank:
+            args.fail(f"axis {a} is out of range [-{rank}, {rank})", 2)
+        total[a % rank] = total.get(a % rank, 0) + s
+    return args.emit_te(lambda t: _roll_te(t, total), x)
+
+
+@converter(O.TILE)
+def tile(args: OpArgs) -> relax.Expr:
+    """input, repeats (positive) -> output with output_dims[i] = input_dims[i] * repeats[i].
+
+    ``output = numpy.tile(input, repeats)``: fewer repeats than dimensions repeat the trailing
+    ones; more add leading dimensions.
+
+    Reference: the spec; numpy.tile / Paddle's tile (repeats must be positive).
+    """
+    x = args.tensor(0)
+    repeats = args.ints(1)
+    if not repeats or any(r <= 0 for r in repeats):
+        args.fail(f"must hold positive repeat counts, got {repeats}", 1)
+    return relax.op.tile(x, repeats)
+
+
+@converter(O.EXPAND)
+def expand(args: OpArgs) -> relax.Expr:
+    """input, shape (INT32/INT64; -1 keeps the input's dimension) -> output of shape ``shape``.
+
+    numpy broadcasting of ``input`` to ``shape`` (aligned at the trailing dimensions): a
+    dimension of 1 expands to any size, others must equal the target; leading new dimensions
+    must be positive.
+
+    Reference: the spec; Paddle's expand_v2 for -1.
+    """
+    x = args.tensor(0)
+    in_shape = args.shape(x)
+    target = args.ints(1)
+    diff = len(target) - len(in_shape)
+    if diff < 0:
+        args.fail(f"{target} has fewer dimensions than the input {in_shape}", 1)
+    dims = []
+    for i, t in enumerate(target):
+        d = in_shape[i - diff] if i >= diff else None
+        if t == -1 and d is not None:
+            dims.append(d)
+        elif t <= 0:
+            where = "a new leading dimension" if d is None else f"dimension {i}"
+            args.fail(f"{where} must be positive{'' if d is None else ' or -1'}, got {t} in {target}", 1)
+        elif d is not None and _static(d) and d not in (1, t):
+            args.fail(f"input dimension {i - diff} of size {d} cannot expand to {t} (target {target})", 1)
+        else:
+            dims.append(t)
+    symbolic = [i for i, d in enumerate(in_shape) if not _static(d) and _static(dims[i + diff])]
+    if not symbolic:
+        return relax.op.broadcast_to(x, dims)
+    # An UNKNOWN input dim expanded to a known size may be 1 or that size: relax.op.broadcast_to
+    # would assume the latter, so index it at run time (0 where it is 1).
+    return args.emit_te(lambda t: _expand_te(t, dims, set(symbolic)), x)
+
+
+def _expand_te(x: te.Tensor, dims: list, symbolic: set[int]) -> te.Tensor:
+    diff = len(dims) - len(x.shape)
+
+    def index(*i):
+        at = []
+        for a, d in enumerate(x.shape):
+            v = i[a + diff]
+            if a in symbolic:
+                v = tirx.if_then_else(d == 1, tirx.const(0, v.ty), v)
+            elif _static_one(d):
+                v = tirx.const(0, v.ty)
+            at.append(v)
+        return x[tuple(at)]
+
+    return te.compute(dims, index, name="expand")
+
+
+def _static_one(d) -> bool:
+    return isinstance(d, tirx.IntImm) and d.value == 1
+
+
+# Relax's names: its 'replicate' is numpy's 'edge'.
+_RELAX_PAD = {
+    PadMode.CONSTANT: "constant",
+    PadMode.REFLECT: "reflect",
+    PadMode.REPLICATE: "replicate",
+    PadMode.EDGE: "replicate",
+}
+
+
+@converter(O.PAD)
+def pad(args: OpArgs) -> relax.Expr:
+    """input, pads [x0_begin, x0_end, x1_begin, ...] (2 * rank, >= 0), mode, value -> output.
+
+    ``mode``: CONSTANT fills with ``value`` (default 0), REFLECT mirrors without repeating the
+    edge (numpy 'reflect'; pads must be smaller than the dimension), REPLICATE and EDGE repeat
+    the edge (numpy 'edge'); NONE is rejected.
+
+    Reference: the spec; numpy.pad, Paddle's pad2d/pad3d for the modes.
+    """
+    x = args.tensor(0)
+    shape = args.shape(x)
+    pads = args.ints(1)
+    if len(pads) != 2 * len(shape) or any(p < 0 for p in pads):
+        args.fail(f"must hold 2 * rank = {2 * len(shape)} non-negative values, got {pads}", 1)
+    mode = args.int(2)
+    if mode not in _RELAX_PAD:
+        names = ", ".join(f"{m.name}={m.value}" for m in _RELAX_PAD)
+        args.fail(f"mode {mode} is not a supported padding mode (one of {names})", 2)
+    if mode == PadMode.REFLECT:
+        for axis, d in enumerate(shape):
+            if _static(d) and max(pads[2 * axis : 2 * axis + 2]) >= d:
+                args.fail(f"REFLECT pads {pads[2 * axis : 2 * axis + 2]} of axis {axis} must be below its size {d}", 1)
+    value = 0
+    if mode == PadMode.CONSTANT and args.has(3):
+        value = args.value(3).reshape(-1)
+        if value.size != 1:
+            args.fail(f"must hold one value, got {value.size}", 3)
+        value = value[0].item()
+    if not any(pads):
+        return x
+    return relax.op.nn.pad(x, pads, _RELAX_PAD[mode], value)
+
+
+@converter(O.CHANNEL_SHUFFLE)
+def channel_shuffle(args: OpArgs) -> relax.Expr:
+    """input [N, C, H, W], group (positive, divides C) -> output of the same shape.
+
+    ``output[:, k * group + g] = input[:, g * (C / group) + k]``: reshape to
+    [N, group, C / group, H, W], swap the two channel axes, reshape back.
+
+    Reference: the spec; Paddle's channel_shuffle (NCHW).
+    """
+    x = args.tensor(0)
+    shape = args.shape(x)
+    if len(shape) != 4:
+        args.fail(f"must be 4-D [N, C, H, W], got shape {shape}", 0)
+    n, c, h, w = shape
+    group = args.int(1)
+    if not _static(c):
+        args.fail("needs a known channel dimension", 0, ResultCode.FEATURE_NOT_SUPPORTED)
+    if group <= 0 or c % group:
+        args.fail(f"group {group} must be positive and divide the {c} channels", 1)
+    y = relax.op.reshape(x, [n, group, c // group, h, w])
+    y = relax.op.permute_dims(y, [0, 2, 1, 3, 4])
+    return relax.op.reshape(y, shape)

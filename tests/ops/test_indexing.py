@@ -1,0 +1,647 @@
+"""GATHER, SLICE, SPLIT, STACK, UNSTACK, MESHGRID, ROLL, TILE, EXPAND, PAD, CHANNEL_SHUFFLE against
+numpy references written from the spec (and Paddle's operators where the spec leaves a choice).
+
+These only move or replicate elements, so every float comparison is exact (rtol = atol = 0), and
+a quantized input whose output has the same scale must come back bit-exact (0 LSB): the values
+are dequantized, moved, and requantized to the same grid.
+"""
+
+import numpy as np
+import pytest
+from oputil import (
+    UNKNOWN,
+    Const,
+    In,
+    Out,
+    P,
+    check_op,
+    check_quantized,
+    expect_error,
+    i32,
+    i64,
+    q8_const,
+    q8_input,
+    quantize,
+    rand,
+    run_op,
+)
+
+import nnadapter_tvm as nna
+
+OP = nna.OperationType
+MODE = nna.PadMode
+EXACT = {"rtol": 0, "atol": 0}
+SCALE = 0.02  # input and output scale of the quantized cases: equal, so results are exact
+INT_MAX, INT_MIN = 2**31 - 1, -(2**31)
+
+
+def expect_invalid(op, inputs, out_shapes, *words):
+    """Compilation fails with INVALID_PARAMETER, the message naming the operation and ``words``."""
+    outs = [Out() for _ in out_shapes]
+    expect_error(lambda: run_op(op, inputs, outs, out_shapes), op.name, *words)
+
+
+def check_q8_outputs(op, inputs, expected_real):
+    """Several QUANT_INT8_SYMM_PER_LAYER outputs of scale SCALE, each exactly the quantized reference."""
+    expected = [quantize(e, SCALE) for e in expected_real]
+    outs = [Out(P.QUANT_INT8_SYMM_PER_LAYER, scale=SCALE) for _ in expected]
+    got = run_op(op, inputs, outs, [e.shape for e in expected])
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g.dtype == np.int8 and g.shape == e.shape, f"output {i}: {g.dtype}{g.shape} != int8{e.shape}"
+        np.testing.assert_array_equal(g, e, err_msg=f"output {i}")
+
+
+def ints(shape, high, seed, dtype):
+    return np.random.default_rng(seed).integers(-high, high, shape).astype(dtype)
+
+
+# -- GATHER ---------------------------------------------------------------------------------
+
+
+def _gather_ref(x, indices, axis):
+    """output[i_<axis>, j..., i_>axis] = input[i_<axis>, indices[j...], i_>axis]; negative indices count
+    from the end (numpy.take)."""
+    axis %= x.ndim
+    out = np.empty(x.shape[:axis] + indices.shape + x.shape[axis + 1 :], x.dtype)
+    for j in np.ndindex(*indices.shape):
+        out[(slice(None),) * axis + j] = np.moveaxis(x, axis, 0)[indices[j]]
+    return out
+
+
+GATHER_CASES = [  # input shape, axis, indices
+    ((5,), 0, [0, 4, -1, 2]),
+    ((5,), -1, 3),  # rank-0 indices: the axis disappears
+    ((3, 4), 0, [2, 0]),
+    ((3, 4), 1, [[0, -4], [3, 1], [2, 2]]),
+    ((3, 4), -2, [-1]),
+    ((2, 3, 4), 1, [[[2]], [[0]]]),
+    ((2, 3, 4), -1, [3, 0, 1, 1, -2]),
+    ((2, 3, 2, 4), 2, [1, 0]),
+    ((2, 3, 2, 2, 3), 4, [[2, 0], [1, -3]]),
+    ((2, 3, 2, 2, 3), -5, [1]),
+]
+
+
+@pytest.mark.parametrize("shape,axis,indices", GATHER_CASES, ids=str)
+@pytest.mark.parametrize("index", [i32, i64], ids=["int32", "int64"])
+def test_gather(shape, axis, indices, index):
+    x = rand(*shape, seed=1)
+    idx = index(indices)
+    check_op(OP.GATHER, [In(x), idx, i32([axis])], _gather_ref(x, idx.value, axis), **EXACT)
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_gather_runtime_indices(index_dtype):
+    """Indices fed at run time (negative ones included) rather than constant."""
+    x = rand(4, 3, seed=2)
+    idx = np.array([[3, -1], [0, -4], [1, 2]], index_dtype)
+    check_op(
+        OP.GATHER,
+        [In(x), In(idx, P.INT32 if index_dtype == "int32" else P.INT64), i32([0])],
+        _gather_ref(x, idx, 0),
+        **EXACT,
+    )
+
+
+@pytest.mark.parametrize("dtype,precision", [("int32", P.INT32), ("int64", P.INT64)])
+def test_gather_int_input(dtype, precision):
+    x = ints((3, 5), 1000, 3, dtype)
+    check_op(OP.GATHER, [In(x, precision), i32([4, -5, 0]), i32([1])], _gather_ref(x, np.array([4, -5, 0]), 1))
+
+
+def test_gather_q8():
+    q, real = q8_input(rand(3, 4, seed=4), SCALE)
+    check_quantized(
+        OP.GATHER,
+        [q, i32([[2, 0], [-1, 1]]), i32([0])],
+        _gather_ref(real, np.array([[2, 0], [-1, 1]]), 0),
+        SCALE,
+        lsb=0,
+    )
+
+
+def test_gather_unknown_batch():
+    x = rand(2, 5, seed=5)
+    ins = [In(x, dims=[UNKNOWN, 5]), i32([4, 0]), i32([1])]
+    check_op(OP.GATHER, ins, _gather_ref(x, np.array([4, 0]), 1), [Out(dims=[UNKNOWN, 2])], **EXACT)
+
+
+def test_gather_index_out_of_range():
+    expect_invalid(OP.GATHER, [In(rand(3, 4)), i32([0, 4]), i32([1])], [(3, 2)], "'indices'", "[-4, 4)")
+
+
+def test_gather_axis_out_of_range():
+    expect_invalid(OP.GATHER, [In(rand(3, 4)), i32([0]), i32([2])], [(3, 1)], "'axis'")
+
+
+# -- SLICE ----------------------------------------------------------------------------------
+
+
+def _slice_ref(x, axes, starts, ends, steps):
+    """numpy slicing along each listed axis (negative values count from the end, out of range clamps)."""
+    index = [slice(None)] * x.ndim
+    for a, b, e, s in zip(axes, starts, ends, steps):
+        index[a] = slice(b, e, s)
+    return x[tuple(index)]
+
+
+SLICE_CASES = [  # shape, axes, starts, ends, steps
+    ((6,), [0], [1], [4], [1]),
+    ((6,), [0], [-4], [-1], [2]),
+    ((6,), [0], [5], [INT_MIN], [-1]),  # INT_MIN: backwards through index 0
+    ((6,), [-1], [-100], [100], [3]),  # clamped both ends
+    ((6,), [0], [4], [1], [-2]),
+    ((3, 5), [1], [1], [INT_MAX], [1]),  # INT_MAX: to the end
+    ((3, 5), [0, 1], [2, 4], [-4, -6], [-1, -2]),
+    ((3, 5), [-1, 0], [0, 1], [3, 2], [2, 1]),
+    ((2, 3, 4), [2], [-1], [0], [-1]),
+    ((2, 3, 4), [0, 2], [0, 1], [1, 10], [1, 2]),
+    ((2, 3, 4, 5), [1, 3], [-2, 4], [3, -10], [1, -3]),
+    ((2, 3, 2, 4, 3), [4, 0, 3], [1, -1, 3], [3, -3, 0], [1, -1, -1]),
+    ((3, 4), [1], [3], [1], [1]),  # empty: a zero-size output
+]
+
+
+@pytest.mark.parametrize("shape,axes,starts,ends,steps", SLICE_CASES, ids=str)
+def test_slice(shape, axes, starts, ends, steps):
+    x = rand(*shape, seed=6)
+    ins = [In(x), i32(axes), i32(starts), i32(ends), i32(steps)]
+    check_op(OP.SLICE, ins, _slice_ref(x, axes, starts, ends, steps), **EXACT)
+
+
+def test_slice_steps_omitted():
+    x = rand(4, 5, seed=7)
+    check_op(OP.SLICE, [In(x), i32([1, 0]), i32([1, -3]), i32([-1, 3])], x[-3:3, 1:-1], **EXACT)
+
+
+def test_slice_axes_empty():
+    """Empty axes mean [0, 1, ..., len(starts) - 1]."""
+    x = rand(4, 5, 3, seed=8)
+    ins = [In(x), Const(None, P.INT32), i32([1, 4]), i32([3, 0]), i32([1, -2])]
+    check_op(OP.SLICE, ins, x[1:3, 4:0:-2], **EXACT)
+
+
+def test_slice_q8():
+    q, real = q8_input(rand(3, 6, seed=9), SCALE)
+    ins = [q, i32([1, 0]), i32([-1, 0]), i32([0, 2]), i32([-2, 1])]
+    check_quantized(OP.SLICE, ins, real[0:2, -1:0:-2], SCALE, lsb=0)
+
+
+def test_slice_unknown_batch():
+    """The UNKNOWN batch is sliced to its end (INT_MAX) backwards, and another axis forwards."""
+    x = rand(3, 4, seed=10)
+    ins = [In(x, dims=[UNKNOWN, 4]), i32([0, 1]), i32([-1, 1]), i32([INT_MIN, 3]), i32([-1, 1])]
+    check_op(OP.SLICE, ins, x[::-1, 1:3], [Out(dims=[UNKNOWN, 2])], **EXACT)
+
+
+@pytest.mark.parametrize(
+    "axes,starts,ends,steps,word",
+    [
+        ([0], [0], [1], [0], "'steps'"),
+        ([2], [0], [1], [1], "'axes'"),
+        ([0, -2], [0, 0], [1, 1], [1, 1], "'axes'"),  # the same axis twice
+        ([0, 1], [0], [1, 1], [1, 1], "'starts'"),
+        ([0], [0], [1, 2], [1], "'ends'"),
+    ],
+    ids=str,
+)
+def test_slice_invalid(axes, starts, ends, steps, word):
+    expect_invalid(OP.SLICE, [In(rand(3, 4)), i32(axes), i32(starts), i32(ends), i32(steps)], [(1, 4)], word)
+
+
+# -- SPLIT ----------------------------------------------------------------------------------
+
+SPLIT_CASES = [  # shape, axis, split
+    ((6,), 0, [1, 2, 3]),
+    ((6,), -1, [6]),
+    ((4, 5), 1, [2, 3]),
+    ((4, 5), -2, [1, 1, 2]),
+    ((2, 6, 3), 1, [-1, 2]),  # Paddle: one -1 takes the rest
+    ((2, 6, 3), -1, [1, 1, 1]),
+    ((2, 3, 4, 2), 2, [3, 0, 1]),  # a zero-size piece
+    ((2, 3, 2, 4, 5), 4, [2, -1, 1]),
+    ((2, 3, 2, 4, 5), -5, [1, 1]),
+]
+
+
+@pytest.mark.parametrize("shape,axis,sizes", SPLIT_CASES, ids=str)
+def test_split(shape, axis, sizes):
+    x = rand(*shape, seed=11)
+    resolved = [x.shape[axis] - sum(s for s in sizes if s != -1) if s == -1 else s for s in sizes]
+    expected = np.split(x, np.cumsum(resolved)[:-1], axis=axis)
+    check_op(OP.SPLIT, [In(x), i32([axis]), i32(sizes)], expected, **EXACT)
+
+
+def test_split_q8():
+    q, real = q8_input(rand(2, 5, seed=12), SCALE)
+    check_q8_outputs(OP.SPLIT, [q, i32([1]), i32([3, 2])], [real[:, :3], real[:, 3:]])
+
+
+def test_split_unknown_batch():
+    x = rand(3, 5, seed=13)
+    outs = [Out(dims=[UNKNOWN, 1]), Out(dims=[UNKNOWN, 4])]
+    check_op(OP.SPLIT, [In(x, dims=[UNKNOWN, 5]), i32([1]), i32([1, 4])], [x[:, :1], x[:, 1:]], outs, **EXACT)
+
+
+@pytest.mark.parametrize(
+    "axis,sizes,word",
+    [([1], [2, 2], "'split'"), ([1], [-1, -1], "'split'"), ([1], [6, -1], "'split'"), ([2], [5], "'axis'")],
+    ids=str,
+)
+def test_split_invalid(axis, sizes, word):
+    expect_invalid(OP.SPLIT, [In(rand(2, 5)), i32(axis), i32(sizes)], [(2, 1)] * len(sizes), word)
+
+
+def test_split_output_count():
+    expect_invalid(OP.SPLIT, [In(rand(2, 5)), i32([1]), i32([2, 3])], [(2, 5)], "2 sizes")
+
+
+# -- STACK ----------------------------------------------------------------------------------
+
+STACK_CASES = [  # input shape, number of inputs, axis in [-(R + 1), R]
+    ((3,), 2, 0),
+    ((3,), 3, 1),
+    ((3,), 2, -1),
+    ((2, 3), 1, 0),
+    ((2, 3), 3, 2),
+    ((2, 3), 2, -3),
+    ((2, 3, 4), 2, 1),
+    ((2, 3, 4), 2, -2),
+    ((2, 1, 3, 2), 3, 4),
+    ((2, 1, 3, 2), 2, -5),
+]
+
+
+@pytest.mark.parametrize("shape,count,axis", STACK_CASES, ids=str)
+def test_stack(shape, count, axis):
+    xs = [rand(*shape, seed=20 + i) for i in range(count)]
+    check_op(OP.STACK, [*(In(x) for x in xs), i32([axis])], np.stack(xs, axis=axis), **EXACT)
+
+
+def test_stack_q8():
+    (a, ra), (b, rb) = q8_input(rand(2, 3, seed=14), SCALE), q8_input(rand(2, 3, seed=15), SCALE)
+    check_quantized(OP.STACK, [a, b, i32([1])], np.stack([ra, rb], axis=1), SCALE, lsb=0)
+
+
+def test_stack_unknown_batch():
+    a, b = rand(2, 3, seed=16), rand(2, 3, seed=17)
+    ins = [In(a, dims=[UNKNOWN, 3]), In(b, dims=[UNKNOWN, 3]), i32([-1])]
+    check_op(OP.STACK, ins, np.stack([a, b], axis=-1), [Out(dims=[UNKNOWN, 3, 2])], **EXACT)
+
+
+def test_stack_mismatched_shapes():
+    expect_invalid(OP.STACK, [In(rand(2, 3)), In(rand(2, 4)), i32([0])], [(2, 2, 3)], "'inputs'", "input 1")
+
+
+@pytest.mark.parametrize("axis", [3, -4])
+def test_stack_axis_out_of_range(axis):
+    expect_invalid(OP.STACK, [In(rand(2, 3)), In(rand(2, 3)), i32([axis])], [(2, 2, 3)], "'axis'")
+
+
+# -- UNSTACK --------------------------------------------------------------------------------
+
+UNSTACK_CASES = [((3,), 0), ((2, 3), 1), ((2, 3), -2), ((2, 3, 4), 2), ((2, 3, 1, 2), -3), ((2, 1, 3, 2, 2), 4)]
+
+
+@pytest.mark.parametrize("shape,axis", UNSTACK_CASES, ids=str)
+def test_unstack(shape, axis):
+    x = rand(*shape, seed=18)
+    num = shape[axis]
+    expected = [np.take(x, i, axis=axis) for i in range(num)]
+    check_op(OP.UNSTACK, [In(x), i32([axis]), i32([num])], expected, **EXACT)
+
+
+def test_unstack_q8():
+    q, real = q8_input(rand(2, 3, seed=19), SCALE)
+    check_q8_outputs(OP.UNSTACK, [q, i32([1]), i32([3])], [real[:, i] for i in range(3)])
+
+
+def test_unstack_unknown_batch():
+    x = rand(3, 2, seed=20)
+    outs = [Out(dims=[UNKNOWN]), Out(dims=[UNKNOWN])]
+    check_op(OP.UNSTACK, [In(x, dims=[UNKNOWN, 2]), i32([1]), i32([2])], [x[:, 0], x[:, 1]], outs, **EXACT)
+
+
+def test_unstack_wrong_num():
+    expect_invalid(OP.UNSTACK, [In(rand(2, 3)), i32([1]), i32([2])], [(2,), (2,)], "'num'")
+
+
+def test_unstack_axis_out_of_range():
+    expect_invalid(OP.UNSTACK, [In(rand(2, 3)), i32([2]), i32([3])], [(2,)] * 3, "'axis'")
+
+
+# -- MESHGRID -------------------------------------------------------------------------------
+
+
+def _meshgrid_ref(xs):
+    """output_i[j0, ..., j(n-1)] = input_i[j_i] ('ij' indexing)."""
+    shape = tuple(len(x) for x in xs)
+    outs = []
+    for i, x in enumerate(xs):
+        out = np.empty(shape, x.dtype)
+        for j in np.ndindex(*shape):
+            out[j] = x[j[i]]
+        outs.append(out)
+    return outs
+
+
+@pytest.mark.parametrize("sizes", [(4,), (3, 4), (2, 1, 3), (2, 3, 1, 2, 2)], ids=str)
+def test_meshgrid(sizes):
+    xs = [rand(n, seed=30 + i) for i, n in enumerate(sizes)]
+    check_op(OP.MESHGRID, [In(x) for x in xs], _meshgrid_ref(xs), **EXACT)
+
+
+def test_meshgrid_q8():
+    (a, ra), (b, rb) = q8_input(rand(3, seed=21), SCALE), q8_input(rand(2, seed=22), SCALE)
+    check_q8_outputs(OP.MESHGRID, [a, b], _meshgrid_ref([ra, rb]))
+
+
+def test_meshgrid_not_1d():
+    expect_invalid(OP.MESHGRID, [In(rand(3)), In(rand(2, 2))], [(3, 2), (3, 2)], "input 1")
+
+
+def test_meshgrid_output_count():
+    expect_invalid(OP.MESHGRID, [In(rand(3)), In(rand(2))], [(3, 2)], "output")
+
+
+# -- ROLL -----------------------------------------------------------------------------------
+
+
+def _roll_ref(x, shifts, axes):
+    """Element i moves to (i + shift) mod dim along each axis; no axes: the flattened input rolls."""
+    if axes is None:
+        flat = x.reshape(-1)
+        n = flat.size
+        return flat[[(i - sum(shifts)) % n for i in range(n)]].reshape(x.shape)
+    out = x
+    for s, a in zip(shifts, axes):
+        n = x.shape[a]
+        out = np.take(out, [(i - s) % n for i in range(n)], axis=a)
+    return out
+
+
+ROLL_CASES = [  # shape, shifts, axes
+    ((5,), [2], [0]),
+    ((5,), [-7], [-1]),
+    ((3, 4), [1, -1], [0, 1]),
+    ((3, 4), [5], [1]),
+    ((3, 4), [2, 3], [1, -1]),  # one axis twice: the shifts add up
+    ((2, 3, 4), [1, 2, 3], [2, 0, 1]),
+    ((2, 3, 2, 4), [-1], [-3]),
+    ((2, 3, 2, 2, 3), [4, 1], [4, 0]),
+    ((3, 4), [3], None),  # no axes: flatten, roll, restore
+    ((2, 3, 2), [-5], None),
+]
+
+
+@pytest.mark.parametrize("shape,shifts,axes", ROLL_CASES, ids=str)
+def test_roll(shape, shifts, axes):
+    x = rand(*shape, seed=23)
+    ins = [In(x), i32(shifts)] + ([] if axes is None else [i32(axes)])
+    check_op(OP.ROLL, ins, _roll_ref(x, shifts, axes), **EXACT)
+
+
+def test_roll_axes_empty():
+    x = rand(3, 4, seed=24)
+    check_op(OP.ROLL, [In(x), i32([5]), Const(None, P.INT32)], _roll_ref(x, [5], None), **EXACT)
+
+
+def test_roll_q8():
+    q, real = q8_input(rand(3, 4, seed=25), SCALE)
+    check_quantized(OP.ROLL, [q, i32([1, -2]), i32([0, 1])], _roll_ref(real, [1, -2], [0, 1]), SCALE, lsb=0)
+
+
+def test_roll_unknown_batch():
+    x = rand(3, 4, seed=26)
+    ins = [In(x, dims=[UNKNOWN, 4]), i32([1, 1]), i32([0, 1])]
+    check_op(OP.ROLL, ins, _roll_ref(x, [1, 1], [0, 1]), [Out(dims=[UNKNOWN, 4])], **EXACT)
+
+
+def test_roll_constant_input():
+    x = rand(3, 4, seed=27)
+    check_op(OP.ROLL, [Const(x), i32([1]), i32([1])], _roll_ref(x, [1], [1]), **EXACT)
+
+
+@pytest.mark.parametrize("shifts,axes,word", [([1], [2], "'axes'"), ([1, 2, 3], [0, 1], "'shifts'")], ids=str)
+def test_roll_invalid(shifts, axes, word):
+    expect_invalid(OP.ROLL, [In(rand(3, 4)), i32(shifts), i32(axes)], [(3, 4)], word)
+
+
+# -- TILE -----------------------------------------------------------------------------------
+
+
+def _tile_ref(x, repeats):
+    """output_dims[i] = input_dims[i] * repeats[i]; short repeats are padded with leading 1s, long
+    ones add leading dimensions (numpy.tile)."""
+    rank = max(x.ndim, len(repeats))
+    x = x.reshape((1,) * (rank - x.ndim) + x.shape)
+    repeats = [1] * (rank - len(repeats)) + list(repeats)
+    out = np.empty([d * r for d, r in zip(x.shape, repeats)], x.dtype)
+    for j in np.ndindex(*out.shape):
+        out[j] = x[tuple(i % d for i, d in zip(j, x.shape))]
+    return out
+
+
+TILE_CASES = [
+    ((3,), [2]),
+    ((3,), [2, 2]),
+    ((2, 3), [1, 3]),
+    ((2, 3), [2]),
+    ((2, 3, 2), [2, 1, 2]),
+    ((2, 3, 2), [3, 1, 1, 1]),
+    ((1, 2, 1, 2), [1, 2, 3, 1]),
+    ((1, 2, 1, 2, 2), [2, 1, 2, 1, 1]),
+]
+
+
+@pytest.mark.parametrize("shape,repeats", TILE_CASES, ids=str)
+def test_tile(shape, repeats):
+    x = rand(*shape, seed=28)
+    check_op(OP.TILE, [In(x), i32(repeats)], _tile_ref(x, repeats), **EXACT)
+
+
+def test_tile_q8():
+    q, real = q8_input(rand(2, 3, seed=29), SCALE)
+    check_quantized(OP.TILE, [q, i32([2, 2])], _tile_ref(real, [2, 2]), SCALE, lsb=0)
+
+
+def test_tile_unknown_batch():
+    x = rand(2, 3, seed=30)
+    check_op(OP.TILE, [In(x, dims=[UNKNOWN, 3]), i32([1, 2])], _tile_ref(x, [1, 2]), [Out(dims=[UNKNOWN, 6])], **EXACT)
+
+
+@pytest.mark.parametrize("repeats", [[0, 1], [2, -1], []], ids=str)
+def test_tile_invalid(repeats):
+    expect_invalid(OP.TILE, [In(rand(2, 3)), i32(repeats)], [(2, 3)], "'repeats'")
+
+
+# -- EXPAND ---------------------------------------------------------------------------------
+
+
+def _expand_ref(x, shape):
+    """numpy broadcasting to ``shape``, where -1 keeps the input's (trailing-aligned) dimension."""
+    diff = len(shape) - x.ndim
+    target = [x.shape[i - diff] if s == -1 else s for i, s in enumerate(shape)]
+    return np.broadcast_to(x, target).copy()
+
+
+EXPAND_CASES = [
+    ((1,), [4]),
+    ((3,), [2, 3]),
+    ((3, 1), [3, 4]),
+    ((3, 1), [2, -1, 4]),
+    ((1, 3, 1), [2, 3, 2]),
+    ((2, 1, 3), [-1, 4, -1]),
+    ((2, 1, 3, 1), [2, 2, 3, 2]),
+    ((2, 1, 3, 1), [2, -1, 2, 3, 2]),
+    ((1, 1, 2, 1, 2), [2, 2, 2, 2, 2]),
+]
+
+
+@pytest.mark.parametrize("shape,target", EXPAND_CASES, ids=str)
+@pytest.mark.parametrize("shape_op", [i32, i64], ids=["int32", "int64"])
+def test_expand(shape, target, shape_op):
+    x = rand(*shape, seed=31)
+    check_op(OP.EXPAND, [In(x), shape_op(target)], _expand_ref(x, target), **EXACT)
+
+
+def test_expand_q8():
+    q, real = q8_input(rand(3, 1, seed=32), SCALE)
+    check_quantized(OP.EXPAND, [q, i32([2, 3, 4])], _expand_ref(real, [2, 3, 4]), SCALE, lsb=0)
+
+
+def test_expand_unknown_batch():
+    x = rand(2, 1, seed=33)
+    ins = [In(x, dims=[UNKNOWN, 1]), i32([-1, 3])]
+    check_op(OP.EXPAND, ins, _expand_ref(x, [-1, 3]), [Out(dims=[UNKNOWN, 3])], **EXACT)
+
+
+@pytest.mark.parametrize("fed", [(1, 3), (2, 3)], ids=str)
+def test_expand_unknown_dim_to_known(fed):
+    """An UNKNOWN dimension expanded to 2 may turn out to be 1 (broadcast) or 2 (kept) when fed."""
+    x = rand(*fed, seed=34)
+    check_op(OP.EXPAND, [In(x, dims=[UNKNOWN, 3]), i32([2, 2, 3])], _expand_ref(x, [2, 2, 3]), **EXACT)
+
+
+@pytest.mark.parametrize("target", [[2, 4], [4], [-1, 2, 3], [2, 0], [2, -2]], ids=str)
+def test_expand_invalid(target):
+    expect_invalid(OP.EXPAND, [In(rand(2, 3)), i32(target)], [(2, 3)], "'shape'")
+
+
+# -- PAD ------------------------------------------------------------------------------------
+
+
+def _pad_ref(x, pads, mode, value):
+    """pads = [x0_begin, x0_end, x1_begin, ...]; CONSTANT fills ``value``, REFLECT mirrors without the
+    edge, REPLICATE and EDGE repeat the edge."""
+    widths = list(zip(pads[0::2], pads[1::2]))
+    if mode == MODE.CONSTANT:
+        return np.pad(x, widths, "constant", constant_values=value)
+    return np.pad(x, widths, "reflect" if mode == MODE.REFLECT else "edge")
+
+
+PAD_SHAPES = [  # shape, pads (asymmetric, so a swapped begin/end shows)
+    ((5,), [2, 1]),
+    ((3, 4), [1, 0, 0, 2]),
+    ((2, 3, 4), [0, 1, 2, 0, 3, 1]),
+    ((2, 3, 3, 4), [0, 0, 0, 0, 1, 2, 2, 3]),
+    ((2, 2, 3, 2, 3), [1, 0, 0, 1, 2, 0, 1, 1, 0, 2]),
+]
+PAD_MODES = [MODE.CONSTANT, MODE.REFLECT, MODE.REPLICATE, MODE.EDGE]
+
+
+@pytest.mark.parametrize("shape,pads", PAD_SHAPES, ids=str)
+@pytest.mark.parametrize("mode", PAD_MODES, ids=lambda m: m.name)
+def test_pad(shape, pads, mode):
+    x = rand(*shape, seed=34)
+    ins = [In(x), i32(pads), i32([mode]), Const(np.array([1.5], "float32"))]
+    check_op(OP.PAD, ins, _pad_ref(x, pads, mode, 1.5), **EXACT)
+
+
+def test_pad_value_empty():
+    """An empty `value` pads CONSTANT with 0."""
+    x = rand(2, 3, seed=35)
+    check_op(
+        OP.PAD, [In(x), i32([1, 1, 0, 2]), i32([MODE.CONSTANT]), Const(None)], np.pad(x, [(1, 1), (0, 2)]), **EXACT
+    )
+
+
+@pytest.mark.parametrize("dtype,precision", [("int32", P.INT32), ("int64", P.INT64)])
+@pytest.mark.parametrize("mode", [MODE.CONSTANT, MODE.REFLECT, MODE.EDGE], ids=lambda m: m.name)
+def test_pad_int(dtype, precision, mode):
+    x = ints((3, 4), 1000, 36, dtype)
+    ins = [In(x, precision), i32([1, 2, 2, 1]), i32([mode]), Const(np.array([-7], dtype), precision)]
+    check_op(OP.PAD, ins, _pad_ref(x, [1, 2, 2, 1], mode, -7))
+
+
+@pytest.mark.parametrize("mode", PAD_MODES, ids=lambda m: m.name)
+def test_pad_q8(mode):
+    q, real = q8_input(rand(2, 3, 4, seed=37), SCALE)
+    value, value_real = q8_const(np.array([0.5], "float32"), SCALE)
+    pads = [0, 0, 1, 2, 2, 1]
+    check_quantized(OP.PAD, [q, i32(pads), i32([mode]), value], _pad_ref(real, pads, mode, value_real[0]), SCALE, lsb=0)
+
+
+def test_pad_unknown_batch():
+    x = rand(2, 3, seed=38)
+    ins = [In(x, dims=[UNKNOWN, 3]), i32([0, 0, 2, 1]), i32([MODE.REFLECT]), Const(np.array([0], "float32"))]
+    check_op(OP.PAD, ins, _pad_ref(x, [0, 0, 2, 1], MODE.REFLECT, 0), [Out(dims=[UNKNOWN, 6])], **EXACT)
+
+
+@pytest.mark.parametrize(
+    "pads,mode,word",
+    [
+        ([1, 1], MODE.CONSTANT, "'pads'"),
+        ([1, 1, -1, 0], MODE.CONSTANT, "'pads'"),
+        ([1, 1, 0, 0], MODE.NONE, "'mode'"),
+        ([1, 1, 0, 0], 9, "'mode'"),
+        ([0, 0, 3, 0], MODE.REFLECT, "'pads'"),  # reflecting needs pads < the dimension
+    ],
+    ids=str,
+)
+def test_pad_invalid(pads, mode, word):
+    ins = [In(rand(2, 3)), i32(pads), i32([int(mode)]), Const(np.array([0], "float32"))]
+    expect_invalid(OP.PAD, ins, [(4, 3)], word)
+
+
+# -- CHANNEL_SHUFFLE ------------------------------------------------------------------------
+
+
+def _channel_shuffle_ref(x, group):
+    """C_out[k * group + g] = C_in[g * size + k], size = C / group."""
+    size = x.shape[1] // group
+    out = np.empty_like(x)
+    for g in range(group):
+        for k in range(size):
+            out[:, k * group + g] = x[:, g * size + k]
+    return out
+
+
+@pytest.mark.parametrize(
+    "shape,group",
+    [((1, 6, 2, 2), 2), ((2, 6, 1, 3), 3), ((2, 8, 2, 1), 4), ((1, 4, 2, 2), 1), ((1, 5, 2, 2), 5)],
+    ids=str,
+)
+def test_channel_shuffle(shape, group):
+    x = rand(*shape, seed=39)
+    check_op(OP.CHANNEL_SHUFFLE, [In(x), i32([group])], _channel_shuffle_ref(x, group), **EXACT)
+
+
+def test_channel_shuffle_q8():
+    q, real = q8_input(rand(2, 6, 2, 2, seed=40), SCALE)
+    check_quantized(OP.CHANNEL_SHUFFLE, [q, i32([3])], _channel_shuffle_ref(real, 3), SCALE, lsb=0)
+
+
+def test_channel_shuffle_unknown_batch():
+    x = rand(2, 6, 2, 2, seed=41)
+    out = [Out(dims=[UNKNOWN, 6, 2, 2])]
+    check_op(OP.CHANNEL_SHUFFLE, [In(x, dims=[UNKNOWN, 6, 2, 2]), i32([2])], _channel_shuffle_ref(x, 2), out, **EXACT)
+
+
+@pytest.mark.parametrize("group", [4, 0, -2])
+def test_channel_shuffle_bad_group(group):
+    expect_invalid(OP.CHANNEL_SHUFFLE, [In(rand(1, 6, 2, 2)), i32([group])], [(1, 6, 2, 2)], "'group'")
+
+
+def test_channel_shuffle_not_4d():
+    expect_invalid(OP.CHANNEL_SHUFFLE, [In(rand(6, 2, 2)), i32([2])], [(6, 2, 2)], "'input'")
