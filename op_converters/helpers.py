@@ -11,14 +11,18 @@ from nnadapter_tvm.types import AutoPad, FuseCode, ResultCode
 
 
 def fuse(args: OpArgs, expr: relax.Expr, i: int) -> relax.Expr:
-    """Apply the fused activation read from input ``i`` (the spec's ``fuse_code``)."""
+    """Apply the fused activation read from input ``i`` (the spec's ``fuse_code``).
+
+    RELU1 clips to [0, 1], as Paddle-Lite's own drivers (XNNPACK, Imagination NNA) and
+    NNAdapter math do; Android NNAPI's FUSED_RELU1 clips to [-1, 1] instead.
+    """
     code = args.int(i, FuseCode.NONE)
     if code == FuseCode.NONE:
         return expr
     if code == FuseCode.RELU:
         return relax.op.nn.relu(expr)
     if code == FuseCode.RELU1:
-        return relax.op.clip(expr, -1.0, 1.0)
+        return relax.op.clip(expr, 0.0, 1.0)
     if code == FuseCode.RELU6:
         return relax.op.clip(expr, 0.0, 6.0)
     args.fail(f"fuse_code {code} is not one of {[f'{c.name}={c.value}' for c in FuseCode]}", i)
@@ -80,3 +84,18 @@ def rank4(args: OpArgs, expr: relax.Expr, i: int) -> list:
     if len(shape) != 4:
         args.fail(f"must be 4-D, got shape {shape}", i)
     return shape
+
+
+def check_broadcast(args: OpArgs, indices: list[int]) -> None:
+    """Fail naming the first operand of ``indices`` whose static dimensions do not broadcast
+    (numpy rules) with those of the operands before it; symbolic dimensions are left to run time."""
+    result: list = []
+    for i in indices:
+        shape = args.shape(args.raw_tensor(i))
+        rank = max(len(result), len(shape))
+        merged = []
+        for r, d in zip([1] * (rank - len(result)) + result, [1] * (rank - len(shape)) + shape):
+            if isinstance(r, int) and isinstance(d, int) and r != d and 1 not in (r, d):
+                args.fail(f"shape {shape} does not broadcast with {result} (numpy broadcasting)", i)
+            merged.append(d if isinstance(r, int) and r == 1 else r)
+        result = merged

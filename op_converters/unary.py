@@ -1,3 +1,87 @@
 """Element-wise unary math, ASSIGN and CAST."""
 
 from __future__ import annotations
+
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
+from tvm import relax
+
+from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import Precision
+
+_UNARY = {
+    O.ABS: relax.op.abs,
+    O.COS: relax.op.cos,
+    O.SIN: relax.op.sin,
+    O.EXP: relax.op.exp,
+    O.LOG: relax.op.log,
+    O.FLOOR: relax.op.floor,
+    O.RSQRT: relax.op.rsqrt,
+    O.SQUARE: relax.op.square,
+}
+
+
+@converter(*_UNARY)
+def unary(args: OpArgs) -> relax.Expr:
+    """input -> output = f(input) element-wise: abs, cos, sin, e^x, ln, floor, 1/sqrt(x), x^2.
+
+    Quantized inputs are computed on their dequantized values and requantized to the output's
+    scale (docs/quantization.md). LOG of a negative value and RSQRT of a negative value give NaN,
+    LOG(0) gives -inf and RSQRT(0) +inf, as IEEE float32 does.
+
+    Reference: the spec.
+    """
+    return _UNARY[args.type](args.tensor(0))
+
+
+@converter(O.ASSIGN)
+def assign(args: OpArgs) -> relax.Expr:
+    """input -> output, a copy of input.
+
+    A quantized input is copied through its real values, so an output of another scale is
+    requantized to that scale.
+
+    Reference: the spec.
+    """
+    return args.tensor(0)
+
+
+# NNAdapter precision code -> the dtype CAST produces.
+_CAST_DTYPES = {
+    Precision.BOOL8: "bool",
+    Precision.INT8: "int8",
+    Precision.UINT8: "uint8",
+    Precision.INT16: "int16",
+    Precision.INT32: "int32",
+    Precision.INT64: "int64",
+    Precision.FLOAT16: "float16",
+    Precision.FLOAT32: "float32",
+    Precision.FLOAT64: "float64",
+}
+
+
+@converter(O.CAST)
+def cast(args: OpArgs) -> relax.Expr:
+    """input, dtype (a Precision code: BOOL8=0, INT8=1, UINT8=2, INT16=3, INT32=5, INT64=7,
+    FLOAT16=9, FLOAT32=10, FLOAT64=11) -> output of that precision, same shape.
+
+    Follows numpy's ``astype``: float -> integer truncates toward zero; any -> BOOL8 is
+    ``x != 0`` (NaN gives true); BOOL8 -> number gives 0 or 1; narrowing integer casts wrap around (two's
+    complement). As in numpy (and C), a float outside the target integer's range, or NaN,
+    gives an unspecified value.
+
+    Reference: the spec; numpy's ``ndarray.astype`` for the conversion rules.
+    """
+    x = args.raw_tensor(0)
+    code = args.int(1)
+    if code not in _CAST_DTYPES:
+        allowed = ", ".join(f"{p.name}={p.value}" for p in _CAST_DTYPES)
+        args.fail(f"dtype {code} is not one of {allowed}", 1)
+    dtype = _CAST_DTYPES[Precision(code)]
+    if dtype == str(x.ty.dtype):
+        return x
+    if dtype == "bool":
+        # numpy's rule, x != 0, spelled !(x == 0): TVM lowers float != to an ordered compare,
+        # which would turn NaN into false.
+        return relax.op.logical_not(relax.op.equal(x, relax.const(0, str(x.ty.dtype))))
+    return relax.op.astype(x, dtype)

@@ -153,18 +153,19 @@ def _precision_of(array: np.ndarray) -> nna.Precision:
         "int32": P.INT32,
         "int64": P.INT64,
         "int8": P.INT8,
+        "int16": P.INT16,
         "uint8": P.UINT8,
         "bool": P.BOOL8,
     }[str(array.dtype)]
 
 
 def fuse_ref(y: np.ndarray, code) -> np.ndarray:
-    """The spec's fused activations."""
+    """The fused activations; RELU1 is [0, 1] as in Paddle-Lite's drivers (NNAPI uses [-1, 1])."""
     code = nna.FuseCode(code)
     if code == nna.FuseCode.RELU:
         return np.maximum(y, 0)
     if code == nna.FuseCode.RELU1:
-        return np.clip(y, -1, 1)
+        return np.clip(y, 0, 1)
     if code == nna.FuseCode.RELU6:
         return np.clip(y, 0, 6)
     return y

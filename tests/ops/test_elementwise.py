@@ -1,12 +1,35 @@
-"""ADD, SUB, MUL, DIV, MAX, MIN against numpy, with broadcasting and every fuse_code."""
+"""ADD, SUB, MUL, DIV, MAX, MIN, POW, FLOOR_DIV and SUM against numpy references written from the
+spec, with broadcasting, every fuse_code and quantized inputs."""
+
+import enum
 
 import numpy as np
 import pytest
-from oputil import In, check_op, fuse, fuse_ref, rand
+from oputil import (
+    UNKNOWN,
+    Const,
+    In,
+    Out,
+    check_op,
+    check_quantized,
+    expect_error,
+    fuse,
+    fuse_ref,
+    q8_const,
+    q8_input,
+    rand,
+    run_op,
+)
 
 import nnadapter_tvm as nna
 
 OP = nna.OperationType
+
+
+def _id(value) -> str:
+    return value.name if isinstance(value, enum.Enum) else str(value)
+
+
 REFS = {
     OP.ADD: np.add,
     OP.SUB: np.subtract,
@@ -31,3 +54,146 @@ def test_binary_fuse_codes(op, code):
 def test_binary_broadcasting(op, shapes):
     a, b = rand(*shapes[0], seed=3), rand(*shapes[1], seed=4, low=0.5, high=3.0)
     check_op(op, [In(a), In(b), fuse(0)], REFS[op](a, b), rtol=1e-6, atol=1e-6)
+
+
+def test_binary_unknown_dims():
+    a, b = rand(2, 3, 4, seed=5), rand(3, 1, seed=6)
+    dims = [UNKNOWN, 3, UNKNOWN]
+    # float32 addition is correctly rounded on both sides.
+    check_op(OP.ADD, [In(a, dims=dims), In(b), fuse(0)], a + b, [Out(dims=dims)], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", [OP.ADD, OP.POW, OP.FLOOR_DIV], ids=lambda o: o.name)
+def test_binary_shapes_do_not_broadcast(op):
+    a, b = rand(2, 3), rand(4)
+    expect_error(
+        lambda: run_op(op, [In(a), In(b), fuse(0)], [Out()], [(2, 3)]),
+        op.name,
+        "input 1 'input1'",
+        "does not broadcast",
+    )
+
+
+def test_binary_invalid_fuse_code():
+    a = rand(2, 3)
+    expect_error(lambda: run_op(OP.MUL, [In(a), In(a), fuse(7)], [Out()], [(2, 3)]), "MUL", "input 2 'fuse_code'")
+
+
+# -- quantized ADD, SUB, MUL, DIV, MAX, MIN, POW, FLOOR_DIV --------------------------
+
+# input0 in [-2, 2] (scale 0.02), input1 in [0.5, 3] (scale 0.03); 127 output steps of 0.05 cover
+# [-6.35, 6.35], every unfused result's range (MUL's [-6, 6] the widest).
+
+
+@pytest.mark.parametrize("op", [*REFS, OP.FLOOR_DIV], ids=lambda o: o.name)
+@pytest.mark.parametrize("code", list(nna.FuseCode), ids=lambda c: c.name)
+def test_binary_quantized(op, code):
+    a, a_real = q8_input(rand(2, 3, 4, seed=7), 0.02)
+    b, b_real = q8_input(rand(3, 4, seed=8, low=0.5, high=3.0), 0.03)
+    ref = np.floor(a_real / b_real) if op == OP.FLOOR_DIV else REFS[op](a_real, b_real)
+    check_quantized(op, [a, b, fuse(code)], fuse_ref(ref, code), out_scale=0.05)
+
+
+@pytest.mark.parametrize("code", list(nna.FuseCode), ids=lambda c: c.name)
+def test_pow_quantized(code):
+    """Bases in [0.1, 2] (scale 0.02), exponents in [-1, 3] (scale 0.03): results in [0.1, 8];
+    127 steps of 0.07 cover [0, 8.89]."""
+    a, a_real = q8_input(rand(2, 3, 4, seed=9, low=0.1, high=2.0), 0.02)
+    b, b_real = q8_input(rand(4, seed=10, low=-1.0, high=3.0), 0.03)
+    check_quantized(OP.POW, [a, b, fuse(code)], fuse_ref(np.power(a_real, b_real), code), out_scale=0.07)
+
+
+def test_binary_quantized_constant():
+    """A quantized constant input1 with its own scale, saturating where the sum leaves the output's range."""
+    a, a_real = q8_input(rand(2, 3, seed=11), 0.02)
+    b, b_real = q8_const(np.array([1.0, -1.5, 2.5], "float32"), 0.025)
+    got = check_quantized(OP.ADD, [a, b, fuse(0)], a_real + b_real, out_scale=0.025)
+    assert got.max() == 127  # 2.5 + x > 3.175 somewhere: saturated
+
+
+# -- POW -----------------------------------------------------------------------
+
+
+# Every broadcasting pair without activation, then each other fuse_code on one pair.
+SHAPES_CODES = [(s, nna.FuseCode.NONE) for s in SHAPES] + [(SHAPES[2], c) for c in list(nna.FuseCode)[1:]]
+
+
+@pytest.mark.parametrize("shapes,code", SHAPES_CODES, ids=_id)
+def test_pow(shapes, code):
+    """Positive bases, any real exponent."""
+    a, b = rand(*shapes[0], seed=12, low=0.1, high=3.0), rand(*shapes[1], seed=13, low=-2.0, high=3.0)
+    # TVM's llvm powf and numpy's may differ by a few ulp.
+    check_op(OP.POW, [In(a), In(b), fuse(code)], fuse_ref(np.power(a, b), code), rtol=1e-5, atol=1e-6)
+
+
+def test_pow_special_cases():
+    """Negative bases with integer exponents, x^0 = 1 (also 0^0), 0^-1 = inf, and NaN for a
+    negative base with a fractional exponent (C's powf)."""
+    a = np.array([-2.0, -2.0, -3.0, 0.0, 0.0, 5.0, 4.0, -8.0], "float32")
+    b = np.array([2.0, 3.0, -1.0, 0.0, -1.0, 0.0, 0.5, 1.0 / 3.0], "float32")
+    expected = np.array([4.0, -8.0, -1.0 / 3.0, 1.0, np.inf, 1.0, 2.0, np.nan], "float32")
+    # Results are exact except -1/3 (a few ulp of libm's pow).
+    check_op(OP.POW, [In(a), In(b), fuse(0)], expected, rtol=1e-6, atol=0)
+
+
+# -- FLOOR_DIV -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shapes,code", SHAPES_CODES, ids=_id)
+def test_floor_div(shapes, code):
+    a, b = rand(*shapes[0], seed=14, low=-10.0, high=10.0), rand(*shapes[1], seed=15, low=0.3, high=3.0)
+    b = np.where(np.arange(b.size).reshape(b.shape) % 2 == 0, b, -b)  # divisors of both signs
+    # floor of a correctly rounded float32 quotient: exact.
+    check_op(OP.FLOOR_DIV, [In(a), In(b), fuse(code)], fuse_ref(np.floor(a / b), code), rtol=0, atol=0)
+
+
+def test_floor_div_special_cases():
+    """floor(input0 / input1) of the float32 quotient: rounds toward -inf for either sign, 1 / 0.1
+    is 10 (numpy's floor_divide says 9), division by zero gives +-inf, 0 / 0 NaN."""
+    a = np.array([7.0, -7.0, 7.0, -7.0, 6.0, 1.0, 1.0, -1.0, 0.0, 0.5], "float32")
+    b = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 0.1, 0.0, 0.0, 0.0, 1.0], "float32")
+    expected = np.array([3.0, -4.0, -4.0, 3.0, 2.0, 10.0, np.inf, -np.inf, np.nan, 0.0], "float32")
+    check_op(OP.FLOOR_DIV, [In(a), In(b), fuse(0)], expected, rtol=0, atol=0)
+
+
+# -- SUM -----------------------------------------------------------------------
+
+SUM_SHAPES = [
+    [(5,)],
+    [(2, 3), (2, 3)],
+    [(3,), (2, 3), (2, 1)],
+    [(2, 1, 4), (3, 1), (1,), (2, 3, 4)],
+    [(1, 3, 1, 2), (2, 1, 4, 1), (2, 3, 4, 2)],
+    [(2, 1, 3, 1, 2), (3, 4, 1), (1, 1, 1, 1, 1), (2, 1, 1, 4, 2), (2,)],
+]
+
+
+@pytest.mark.parametrize("shapes", SUM_SHAPES, ids=str)
+def test_sum(shapes):
+    xs = [rand(*s, seed=20 + i) for i, s in enumerate(shapes)]
+    expected = xs[0].copy()
+    for x in xs[1:]:
+        expected = expected + x  # left to right, as the spec writes it
+    # Same float32 additions in the same order on both sides; slack for a reassociating compiler.
+    check_op(OP.SUM, [In(x) for x in xs], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_sum_constant_operand():
+    x, c = rand(2, 3, seed=30), rand(3, seed=31)
+    check_op(OP.SUM, [In(x), Const(c), In(x)], x + c + x, rtol=1e-6, atol=1e-6)
+
+
+def test_sum_quantized():
+    """Three inputs of different scales summed by their real values, requantized to the output's scale;
+    [-6, 6] fits 127 steps of 0.05."""
+    ins = [q8_input(rand(2, 3, 4, seed=32 + i), s) for i, s in enumerate([0.02, 0.03, 0.016])]
+    ins.append(q8_const(rand(4, seed=35), 0.02))
+    expected = ins[0][1] + ins[1][1] + ins[2][1] + ins[3][1]
+    check_quantized(OP.SUM, [q for q, _ in ins], expected, out_scale=0.07)
+
+
+def test_sum_shapes_do_not_broadcast():
+    xs = [rand(2, 3), rand(3), rand(4)]
+    expect_error(
+        lambda: run_op(OP.SUM, [In(x) for x in xs], [Out()], [(2, 3)]), "SUM", "input 2 'inputs'", "does not broadcast"
+    )
