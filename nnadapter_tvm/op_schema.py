@@ -189,7 +189,8 @@ SCHEMAS: dict[O, OpSchema] = {
     O.HARD_SIGMOID: _unary(Arg("alpha", FLOAT_SCALAR), Arg("beta", FLOAT_SCALAR)),
     O.HARD_SWISH: _unary(Arg("alpha", FLOAT_SCALAR), Arg("beta", FLOAT_SCALAR)),
     O.INSTANCE_NORMALIZATION: _unary(*_NORM_SCALE_BIAS, _EPSILON),
-    O.LAYER_NORMALIZATION: _unary(*_NORM_SCALE_BIAS, Arg("begin_norm_axis", INT32), _EPSILON),
+    # begin_norm_axis defaults to 1 in the header.
+    O.LAYER_NORMALIZATION: _unary(*_NORM_SCALE_BIAS, Arg("begin_norm_axis", INT32, optional=True), _EPSILON),
     O.LEAKY_RELU: _unary(Arg("alpha", FLOAT_SCALAR)),
     O.LESS: _compare(),
     O.LESS_EQUAL: _compare(),
@@ -301,7 +302,8 @@ SCHEMAS: dict[O, OpSchema] = {
     O.SLICE: _unary(Arg("axes", INT32), Arg("starts", INT32), Arg("ends", INT32), Arg("steps", INT32, optional=True)),
     O.SOFTMAX: _unary(Arg("axis", INT32, optional=True)),
     # The spec lists one operand `alpha` (taken as beta); the header has two, `beta` and `threshold`.
-    O.SOFTPLUS: _unary(Arg("alpha", FLOAT_SCALAR)),
+    # The spec's formula has beta (operand 1, named alpha there) and a threshold; the header passes it as operand 2.
+    O.SOFTPLUS: _unary(Arg("alpha", FLOAT_SCALAR), Arg("threshold", FLOAT_SCALAR, optional=True)),
     O.SPLIT: OpSchema(
         (Arg("input", F32_Q8), Arg("axis", INT32), Arg("split", INT32)), (Arg("outputs", F32_Q8, variadic=True),)
     ),

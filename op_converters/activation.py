@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax
+from tvm import relax, te, tirx
 
 from nnadapter_tvm.types import OperationType as O
 
@@ -16,14 +16,183 @@ _UNARY = {
 }
 
 
+def _f32(value: float) -> relax.Expr:
+    return relax.const(value, "float32")
+
+
+def _one_value(args: OpArgs, i: int) -> relax.Expr:
+    """Tensor operand ``i`` of shape [1] (constant or not) as a scalar expression."""
+    t = args.tensor(i)
+    shape = args.shape(t)
+    if not all(isinstance(d, int) for d in shape):
+        args.fail(f"must have a static shape holding one value, got {shape}", i)
+    count = 1
+    for d in shape:
+        count *= d
+    if count != 1:
+        args.fail(f"must hold one value (shape [1]), got shape {shape}", i)
+    return relax.op.reshape(t, [])
+
+
 @converter(*_UNARY)
 def unary(args: OpArgs) -> relax.Expr:
-    """input -> output = f(input)."""
+    """input -> output = f(input): RELU max(0, x); RELU6 min(6, max(0, x)); SIGMOID 1 / (1 + exp(-x));
+    TANH tanh(x).
+
+    Reference: the spec.
+    """
     return _UNARY[args.type](args.tensor(0))
 
 
 @converter(O.SOFTMAX)
 def softmax(args: OpArgs) -> relax.Expr:
-    """input, axis (default 1) -> exp(x) / sum(exp(x), axis)."""
+    """input, axis (default 1) -> exp(x) / sum(exp(x), axis).
+
+    Reference: the spec.
+    """
     x = args.tensor(0)
     return relax.op.nn.softmax(x, args.axis(1, len(args.shape(x)), 1))
+
+
+@converter(O.LOG_SOFTMAX)
+def log_softmax(args: OpArgs) -> relax.Expr:
+    """input, axis (default 1) -> log(exp(x) / sum(exp(x), axis)), computed stably as
+    x - max - log(sum(exp(x - max))).
+
+    Reference: the spec.
+    """
+    x = args.tensor(0)
+    return relax.op.nn.log_softmax(x, args.axis(1, len(args.shape(x)), 1))
+
+
+@converter(O.CLIP)
+def clip(args: OpArgs) -> relax.Expr:
+    """input, min [1], max [1] (same type as input) -> min(max(input, min), max).
+
+    `min` and `max` may be constants or model tensors; when min > max every element becomes
+    `max`, exactly as the formula says.
+    Reference: the spec.
+    """
+    x = args.tensor(0)
+    low, high = _one_value(args, 1), _one_value(args, 2)
+    return relax.op.minimum(relax.op.maximum(x, low), high)
+
+
+@converter(O.GELU)
+def gelu(args: OpArgs) -> relax.Expr:
+    """input, approximate (bool) -> 0.5 * x * (1 + erf(x / sqrt(2))), or with `approximate`
+    0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))).
+
+    Reference: the spec (the paper it cites); Paddle's gelu(approximate) for the two forms.
+    """
+    x = args.tensor(0)
+    return relax.op.nn.gelu_tanh(x) if args.bool(1) else relax.op.nn.gelu(x)
+
+
+def _hard_sigmoid(args: OpArgs, x: relax.Expr) -> relax.Expr:
+    alpha, beta = args.float(1), args.float(2)
+    return relax.op.clip(relax.op.add(relax.op.multiply(x, _f32(alpha)), _f32(beta)), 0.0, 1.0)
+
+
+@converter(O.HARD_SIGMOID)
+def hard_sigmoid(args: OpArgs) -> relax.Expr:
+    """input, alpha, beta -> max(0, min(1, alpha * x + beta)).
+
+    Paddle's hard_sigmoid slope and offset map to alpha and beta.
+    Reference: the spec.
+    """
+    return _hard_sigmoid(args, args.tensor(0))
+
+
+@converter(O.HARD_SWISH)
+def hard_swish(args: OpArgs) -> relax.Expr:
+    """input, alpha, beta -> x * max(0, min(1, alpha * x + beta)).
+
+    Paddle's hard_swish(offset, threshold, scale) is alpha = 1 / threshold, beta = offset / threshold,
+    times threshold / scale, which Paddle Lite emits as a separate MUL.
+    Reference: the spec.
+    """
+    x = args.tensor(0)
+    return relax.op.multiply(x, _hard_sigmoid(args, x))
+
+
+@converter(O.LEAKY_RELU)
+def leaky_relu(args: OpArgs) -> relax.Expr:
+    """input, alpha -> x if x >= 0 else alpha * x.
+
+    Reference: the spec.
+    """
+    x = args.tensor(0)
+    return relax.op.where(relax.op.greater_equal(x, _f32(0.0)), x, relax.op.multiply(x, _f32(args.float(1))))
+
+
+@converter(O.PRELU)
+def prelu(args: OpArgs) -> relax.Expr:
+    """input [N, C, ...], alpha (slope) [1] or [C] -> x if x >= 0 else slope * x, the slope
+    broadcast along the channel axis 1.
+
+    `alpha` may be a constant or a model tensor; Paddle's 'element' mode has no NNAdapter form.
+    Reference: the spec; Paddle's prelu in its 'all' ([1]) and 'channel' ([C]) modes.
+    """
+    x = args.tensor(0)
+    shape = args.shape(x)
+    slope = args.tensor(1)
+    slope_shape = args.shape(slope)
+    channels = shape[1] if len(shape) >= 2 else None
+    if slope_shape == [1]:
+        slope = relax.op.reshape(slope, [])
+    elif len(slope_shape) == 1 and channels is not None and slope_shape[0] == channels:
+        slope = relax.op.reshape(slope, [1, channels] + [1] * (len(shape) - 2))
+    else:
+        expected = "[1]" if channels is None else f"[1] or [C] = [{channels}]"
+        args.fail(f"shape {slope_shape} must be {expected} for an input of shape {shape}", 1)
+    return relax.op.where(relax.op.greater_equal(x, _f32(0.0)), x, relax.op.multiply(x, slope))
+
+
+def _softplus_te(x: te.Tensor, beta: float, threshold: float) -> te.Tensor:
+    """log(1 + exp(beta * x)) / beta, or x where beta * x > threshold.
+
+    Evaluated as (max(z, 0) + log1p(exp(-|z|))) / beta with z = beta * x, so nothing overflows.
+    TIR has no log1p: log1p(e) = log(u) * e / (u - 1) with u = 1 + e rounded (Goldberg), exact to
+    a few ulp even where e is tiny. u is its own stage, so that the arithmetic simplifier cannot
+    fold (1 + e) - 1 back into e.
+    """
+    one, zero = tirx.const(1.0, "float32"), tirx.const(0.0, "float32")
+    b = tirx.const(beta, "float32")
+    small = te.compute(x.shape, lambda *i: tirx.exp(-tirx.abs(x(*i) * b)), name="softplus_exp")
+    rounded = te.compute(x.shape, lambda *i: one + small(*i), name="softplus_u")
+
+    def compute(*index):
+        value, e, u = x(*index), small(*index), rounded(*index)
+        z = value * b
+        log1p = tirx.Select(u == one, e, tirx.log(u) * e / (u - one))
+        soft = (tirx.max(z, zero) + log1p) / b
+        return tirx.Select(z > tirx.const(threshold, "float32"), value, soft)
+
+    return te.compute(x.shape, compute, name="softplus")
+
+
+@converter(O.SOFTPLUS)
+def softplus(args: OpArgs) -> relax.Expr:
+    """input, alpha (the formula's beta) -> log(1 + exp(beta * x)) / beta; x where
+    beta * x > threshold (20, Paddle's default).
+
+    The spec names the one operand `alpha` but the formula uses it as `beta`; the header adds a
+    `threshold` operand (input 2), which is read when present. beta = 0 is rejected.
+    Reference: the spec with Paddle's softplus(beta, threshold=20).
+    """
+    beta = args.float(1)
+    if beta == 0.0:
+        args.fail("(the formula's beta) must be nonzero: the formula divides by it", 1)
+    threshold = args.float(2, 20.0)
+    return args.emit_te(_softplus_te, args.tensor(0), beta, threshold, primfunc_name_hint="softplus")
+
+
+@converter(O.SWISH)
+def swish(args: OpArgs) -> relax.Expr:
+    """input -> x / (1 + exp(-x)) = x * sigmoid(x).
+
+    Reference: the spec.
+    """
+    x = args.tensor(0)
+    return relax.op.multiply(x, relax.op.sigmoid(x))
