@@ -120,9 +120,9 @@ SCHEMAS: dict[O, OpSchema] = {
         (
             Arg("input", F32_Q8),
             Arg("output_shape", INT32_64),
-            # `return_indices` has a default, but the following `return_indices_dtype` has none.
-            Arg("return_indices", BOOL),
-            Arg("return_indices_dtype", INT32),
+            # return_indices defaults to false; the indices dtype then follows the declared output.
+            Arg("return_indices", BOOL, optional=True),
+            Arg("return_indices_dtype", INT32, optional=True),
         ),
         _WITH_INDICES,
     ),
@@ -254,10 +254,11 @@ SCHEMAS: dict[O, OpSchema] = {
             Arg("max_sizes", F32),
             Arg("aspect_ratios", F32),
             Arg("variances", F32),
-            Arg("flip", BOOL),
-            Arg("clip", BOOL),
-            Arg("step_w", FLOAT_SCALAR),
-            Arg("step_h", FLOAT_SCALAR),
+            # Defaults from the header: flip/clip false, steps 0 (computed from the image size).
+            Arg("flip", BOOL, optional=True),
+            Arg("clip", BOOL, optional=True),
+            Arg("step_w", FLOAT_SCALAR, optional=True),
+            Arg("step_h", FLOAT_SCALAR, optional=True),
             Arg("offset", FLOAT_SCALAR, optional=True),
             Arg("min_max_aspect_ratios_order", BOOL, optional=True),
         ),
@@ -265,7 +266,7 @@ SCHEMAS: dict[O, OpSchema] = {
     ),
     # The spec types `input` "FLOAT32, FLOAT32" and `zero_point` FLOAT32; the header: FLOAT32/INT32 and INT32.
     O.QUANTIZE: OpSchema(
-        (Arg("input", F32_INT32), Arg("axis", INT32), Arg("scale", F32), Arg("zero_point", F32_INT32)),
+        (Arg("input", F32_INT32), Arg("axis", INT32), Arg("scale", F32), Arg("zero_point", F32_INT32, optional=True)),
         (Arg("output", QUANT8),),
     ),
     O.RANGE: OpSchema(
@@ -280,7 +281,10 @@ SCHEMAS: dict[O, OpSchema] = {
     O.RESHAPE: _unary(Arg("shape", INT32_64)),
     # At least one of `shape` and `scales` is set; the other may be given empty.
     O.RESIZE_LINEAR: _unary(
-        Arg("shape", INT32_64), Arg("scales", F32), Arg("align_corners", BOOL), Arg("align_mode", INT32)
+        Arg("shape", INT32_64),
+        Arg("scales", F32),
+        Arg("align_corners", BOOL),
+        Arg("align_mode", INT32, optional=True),  # default 1 (header)
     ),
     O.RESIZE_NEAREST: _unary(Arg("shape", INT32_64), Arg("scales", F32), Arg("align_corners", BOOL)),
     O.ROI_ALIGN: _unary(
@@ -351,10 +355,11 @@ SCHEMAS: dict[O, OpSchema] = {
             Arg("class_num", INT32),
             Arg("conf_thresh", FLOAT_SCALAR),
             Arg("downsample_ratio", INT32),
-            Arg("clip_bbox", BOOL),
-            Arg("scale_x_y", FLOAT_SCALAR),
-            Arg("iou_aware", BOOL),
-            Arg("iou_aware_factor", FLOAT_SCALAR),
+            # Defaults from the header: true, 1.0, false, 0.5.
+            Arg("clip_bbox", BOOL, optional=True),
+            Arg("scale_x_y", FLOAT_SCALAR, optional=True),
+            Arg("iou_aware", BOOL, optional=True),
+            Arg("iou_aware_factor", FLOAT_SCALAR, optional=True),
         ),
         (Arg("output", F32), Arg("scores", F32)),
     ),

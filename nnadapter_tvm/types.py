@@ -414,6 +414,17 @@ class OperandType:
                 )
             self.scale = [float(s) for s in scales]
             self.channel_dim = int(self.channel_dim)
+            rank = len(self.dimensions)
+            if not 0 <= self.channel_dim < max(rank, 1):
+                raise NNAdapterError(
+                    ResultCode.INVALID_PARAMETER, f"{name} channel_dim {self.channel_dim} is outside the rank {rank}"
+                )
+            channels = self.dimensions[self.channel_dim] if rank else UNKNOWN
+            if channels != UNKNOWN and channels != len(self.scale):
+                raise NNAdapterError(
+                    ResultCode.INVALID_PARAMETER,
+                    f"{name} has {len(self.scale)} scales for {channels} channels (dimension {self.channel_dim})",
+                )
         else:
             if self.scale is None or np.ndim(self.scale) != 0:
                 raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"{name} needs one float 'scale'")

@@ -1,13 +1,30 @@
-"""Convolutions."""
+"""Convolutions: CONV_2D, CONV_2D_TRANSPOSE and DEFORMABLE_CONV_2D.
+
+Quantized operands arrive dequantized (docs/quantization.md): a per-channel filter is dequantized along
+its own ``channel_dim`` and a quantized bias with its own scales, so the spec's relation
+``bias_scale[i] = input_scale * filter_scale[i]`` is what a well-formed model satisfies but is not needed
+for the result to be right.
+"""
 
 from __future__ import annotations
 
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import check_window, fuse, pair, rank4, relax_padding, spatial_pads
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax
+from tvm import relax, te, tirx
 
 from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import ResultCode
+
+
+def _add_bias(args: OpArgs, y: relax.Expr, i: int, c_out: int) -> relax.Expr:
+    """``y`` plus the [C_out] bias of input ``i`` (an absent or empty operand means none)."""
+    if not args.has(i):
+        return y
+    b = args.tensor(i)
+    if args.shape(b) != [c_out]:
+        args.fail(f"bias shape {args.shape(b)} must be [C_out] = [{c_out}]", i)
+    return relax.op.add(y, relax.op.reshape(b, [1, c_out, 1, 1]))
 
 
 @converter(O.CONV_2D)
@@ -18,6 +35,8 @@ def conv_2d(args: OpArgs) -> relax.Expr:
     sums over input channels [g * C_in / group, (g + 1) * C_in / group); depthwise convolution is the case
     ``group == C_in`` with a ``[C_out, 1, kh, kw]`` filter (C_out a multiple of C_in).  Pads are the spec's
     [top, bottom, left, right] or Paddle's SAME (see ``spatial_pads``); an empty bias operand means none.
+
+    Reference: the spec; Paddle's conv2d for groups and SAME.
     """
     x, w = args.tensor(0), args.tensor(1)
     _, c_in, h, wd = rank4(args, x, 0)
@@ -32,9 +51,187 @@ def conv_2d(args: OpArgs) -> relax.Expr:
     pads = spatial_pads(args, 3, 4, [h, wd], [kh, kw], strides, dilations)
     check_window(args, [h, wd], pads, [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1], 1)
     y = relax.op.nn.conv2d(x, w, strides=strides, padding=relax_padding(pads), dilation=dilations, groups=group)
-    if args.has(2):
-        b = args.tensor(2)
-        if args.shape(b) != [c_out]:
-            args.fail(f"bias shape {args.shape(b)} must be [C_out] = [{c_out}]", 2)
-        y = relax.op.add(y, relax.op.reshape(b, [1, c_out, 1, 1]))
-    return fuse(args, y, 8)
+    return fuse(args, _add_bias(args, y, 2, c_out), 8)
+
+
+@converter(O.CONV_2D_TRANSPOSE)
+def conv_2d_transpose(args: OpArgs) -> relax.Expr:
+    """input, filter [C_in, C_out / group, kh, kw], bias, auto_pad, pads, strides, group, dilations,
+    output_padding, output_shape, fuse_code -> output [N, C_out, H_out, W_out].
+
+    Input pixel (i, j) of channel c (group g = c // (C_in / group)) adds ``x * filter[c, o', a, b]`` to
+    output channel g * C_out / group + o' at row i * stride_h - pad_top + a * dilation_h (columns alike);
+    rows outside [0, H_out) are dropped.  H_out = (H_in - 1) * stride_h - pad_top - pad_bottom +
+    dilation_h * (kh - 1) + 1 + output_padding_h, or ``output_shape``'s height when that is given; the
+    rows past the full transposed result (when output_padding exceeds pad_bottom) get the bias only.
+
+    Filter layout: the spec writes [C_out, C_in, kh, kw], but the header, NNAdapter's shape inference
+    (operation/conv2d_transpose.cc: C_out = group * filter[1]) and Paddle's conv2d_transpose use
+    [C_in, C_out / group, kh, kw]; this converter follows the latter.  SAME pads are computed from the
+    input size as for CONV_2D (NNAdapter's and Paddle's rule; unlike Paddle, dilation is kept, as CONV_2D
+    keeps it).  As in Paddle, output_padding must lie in [0, max(stride, dilation)), ``output_shape`` in
+    [computed, computed + stride), and given both, they must agree.
+
+    Reference: Paddle's conv2d_transpose; NNAdapter's operation/conv2d_transpose.cc for shapes.
+    """
+    x, w = args.tensor(0), args.tensor(1)
+    _, c_in, h, wd = rank4(args, x, 0)
+    w_in, c_out_per_group, kh, kw = rank4(args, w, 1)
+    strides = pair(args, 5, [1, 1])
+    group = args.int(6, 1)
+    dilations = pair(args, 7, [1, 1])
+    if group <= 0 or (isinstance(c_in, int) and c_in % group):
+        args.fail(f"group {group} must be positive and divide C_in={c_in}", 6)
+    if isinstance(c_in, int) and w_in != c_in:
+        args.fail(f"filter {[w_in, c_out_per_group, kh, kw]} must be [C_in = {c_in}, C_out / group, kh, kw]", 1)
+    c_out = c_out_per_group * group
+    kernel = [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1]
+    pads = spatial_pads(args, 3, 4, [h, wd], [kh, kw], strides, dilations)
+    output_padding = args.ints(8, [0, 0])
+    if len(output_padding) != 2:
+        args.fail(f"must hold 2 values (height, width), got {output_padding}", 8)
+    full = [(size - 1) * s + k for size, s, k in zip([h, wd], strides, kernel)]  # before cropping the pads
+    computed = [f - before - after for f, before, after in zip(full, pads[0::2], pads[1::2])]
+    for axis, size, p, s, d in zip(("height", "width"), computed, output_padding, strides, dilations):
+        if isinstance(size, int) and size <= 0:
+            args.fail(f"leave a {axis} of {size}: the pads exceed the full transposed output", 4)
+        if not 0 <= p < max(s, d):
+            args.fail(f"{axis} {p} must lie in [0, max(stride, dilation) = {max(s, d)})", 8)
+    extra = output_padding
+    if args.has(9):
+        shape = args.ints(9)
+        if len(shape) != 2:
+            args.fail(f"must hold 2 values (height, width), got {shape}", 9)
+        if not all(isinstance(c, int) for c in computed):
+            args.fail("needs static spatial input dimensions", 9, code=ResultCode.FEATURE_NOT_SUPPORTED)
+        for axis, want, size, s in zip(("height", "width"), shape, computed, strides):
+            if not size <= want < size + s:
+                args.fail(f"{axis} {want} must lie in [{size}, {size + s}) (the computed size plus < stride)", 9)
+        extra = [want - size for want, size in zip(shape, computed)]
+        if args.has(8) and any(output_padding) and extra != output_padding:
+            args.fail(f"{output_padding} disagrees with output_shape {shape} (which implies {extra})", 8)
+    # The output is rows [pad_top, pad_top + computed + extra) of the full result: crop less at the end,
+    # and append zero rows where that runs past the full result.
+    crop = [max(after - e, 0) for after, e in zip(pads[1::2], extra)]
+    grow = [max(e - after, 0) for after, e in zip(pads[1::2], extra)]
+    padding = [pads[0], pads[2], crop[0], crop[1]]
+    y = relax.op.nn.conv2d_transpose(x, w, strides=strides, padding=padding, dilation=dilations, groups=group)
+    if any(grow):
+        y = relax.op.nn.pad(y, [0, 0, 0, 0, 0, grow[0], 0, grow[1]])
+    return fuse(args, _add_bias(args, y, 2, c_out), 10)
+
+
+def _deformable_sample(
+    x: te.Tensor,
+    offset: te.Tensor,
+    mask: te.Tensor,
+    kernel: tuple[int, int],
+    starts: tuple[int, int],
+    strides: list[int],
+    dilations: list[int],
+    deformable_group: int,
+) -> te.Tensor:
+    """col[n, c, i, j, y, x] = mask * bilinear(input[n, c], sampling point of tap (i, j) at output (y, x))."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    c_per_dg = c // deformable_group
+    f32 = "float32"
+    zero, one = tirx.const(0.0, f32), tirx.const(1.0, f32)
+    hf, wf = tirx.Cast(f32, h), tirx.Cast(f32, w)
+
+    def compute(b, ch, i, j, oy, ox):
+        tap = (ch // c_per_dg) * (kh * kw) + i * kw + j
+        py = tirx.Cast(f32, oy * strides[0] - starts[0] + i * dilations[0]) + offset[b, 2 * tap, oy, ox]
+        px = tirx.Cast(f32, ox * strides[1] - starts[1] + j * dilations[1]) + offset[b, 2 * tap + 1, oy, ox]
+        inside = tirx.all(py > -one, px > -one, py < hf, px < wf)
+        # Clamped so that the float -> int conversion stays defined; outside points give 0 anyway.
+        py = tirx.max(tirx.min(py, hf), -one)
+        px = tirx.max(tirx.min(px, wf), -one)
+        fy, fx = tirx.floor(py), tirx.floor(px)
+        ly, lx = py - fy, px - fx
+        y0, x0 = tirx.Cast("int64", fy), tirx.Cast("int64", fx)
+
+        def at(yy, xx):
+            valid = tirx.all(yy >= 0, yy < h, xx >= 0, xx < w)
+            yc = tirx.max(tirx.min(yy, h - 1), 0)
+            xc = tirx.max(tirx.min(xx, w - 1), 0)
+            return tirx.Select(valid, x[b, ch, yc, xc], zero)
+
+        value = (
+            (one - ly) * (one - lx) * at(y0, x0)
+            + (one - ly) * lx * at(y0, x0 + 1)
+            + ly * (one - lx) * at(y0 + 1, x0)
+            + ly * lx * at(y0 + 1, x0 + 1)
+        )
+        return tirx.Select(inside, value * mask[b, tap, oy, ox], zero)
+
+    out_h, out_w = offset.shape[2], offset.shape[3]
+    return te.compute((n, c, kh, kw, out_h, out_w), compute, name="deformable_sample")
+
+
+@converter(O.DEFORMABLE_CONV_2D)
+def deformable_conv_2d(args: OpArgs) -> relax.Expr:
+    """input, offset [N, 2 * dg * kh * kw, H_out, W_out], mask [N, dg * kh * kw, H_out, W_out], filter,
+    bias, pads, strides, group, deformable_group (dg), dilations, fuse_code -> output.
+
+    Modulated (v2) deformable convolution as Paddle's deformable_conv: tap (i, j) of output (y, x) for an
+    input channel of deformable group d samples the input at (y * stride_h - pad_top + i * dilation_h +
+    offset[n, 2 * t, y, x], x * stride_w - pad_left + j * dilation_w + offset[n, 2 * t + 1, y, x]) with
+    t = d * kh * kw + i * kw + j, bilinearly (pixels outside the input count as 0; a point at or past -1
+    or H_in / W_in gives 0), times mask[n, t, y, x]; the samples are then convolved with the grouped
+    filter [C_out, C_in / group, kh, kw] as in CONV_2D, and the bias added.  The spec gives offset and
+    mask the spatial size [H_in, W_in]; Paddle's kernel indexes them by output position, [H_out, W_out]
+    (the same when stride 1 keeps the size), which this converter requires.
+
+    Reference: Paddle's deformable_conv (v2, with mask; lite/kernels/host/deformable_conv_op.h).
+    """
+    x, offset, mask, w = args.tensor(0), args.tensor(1), args.tensor(2), args.tensor(3)
+    n, c_in, h, wd = rank4(args, x, 0)
+    c_out, c_per_group, kh, kw = rank4(args, w, 3)
+    pads = args.ints(5, [0, 0, 0, 0])
+    if len(pads) != 4 or any(p < 0 for p in pads):
+        args.fail(f"must hold 4 non-negative values (top, bottom, left, right), got {pads}", 5)
+    strides = pair(args, 6, [1, 1])
+    group = args.int(7, 1)
+    deformable_group = args.int(8, 1)
+    dilations = pair(args, 9, [1, 1])
+    if not isinstance(c_in, int):
+        args.fail("needs a static channel dimension", 0, code=ResultCode.FEATURE_NOT_SUPPORTED)
+    if group <= 0 or c_in % group or c_out % group:
+        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", 7)
+    if c_per_group * group != c_in:
+        args.fail(f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}", 3)
+    if deformable_group <= 0 or c_in % deformable_group:
+        args.fail(f"deformable_group {deformable_group} must be positive and divide C_in={c_in}", 8)
+    kernel = [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1]
+    check_window(args, [h, wd], pads, kernel, 3)
+    out_hw = [
+        (size + before + after - k) // s + 1
+        for size, before, after, k, s in zip([h, wd], pads[0::2], pads[1::2], kernel, strides)
+    ]
+    taps = deformable_group * kh * kw
+    for i, expr, channels in ((1, offset, 2 * taps), (2, mask, taps)):
+        shape = args.shape(expr)
+        want = [n, channels, *out_hw]
+        if len(shape) != 4 or any(
+            isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(shape, want, strict=True)
+        ):
+            args.fail(f"shape {shape} must be [N, {channels}, H_out, W_out] = {want}", i)
+    col = args.emit_te(
+        _deformable_sample,
+        x,
+        offset,
+        mask,
+        (kh, kw),
+        (pads[0], pads[2]),
+        strides,
+        dilations,
+        deformable_group,
+        primfunc_name_hint="deformable_conv2d_sample",
+    )
+    out_h, out_w = args.shape(offset)[2:]
+    k = c_per_group * kh * kw
+    col = relax.op.reshape(col, [n, group, k, out_h * out_w])
+    weight = relax.op.reshape(w, [group, c_out // group, k])
+    y = relax.op.reshape(relax.op.matmul(weight, col), [n, c_out, out_h, out_w])
+    return fuse(args, _add_bias(args, y, 4, c_out), 10)

@@ -49,3 +49,11 @@ def test_quant_type_needs_scale():
     assert err.value.code == nna.ResultCode.INVALID_PARAMETER
     t = nna.OperandType(nna.Precision.QUANT_INT8_SYMM_PER_CHANNEL, [4, 2], scale=[0.1] * 4, channel_dim=0)
     assert t.scale == pytest.approx([0.1] * 4)
+
+
+def test_per_channel_scales_must_match_channels():
+    P = nna.Precision.QUANT_INT8_SYMM_PER_CHANNEL
+    with pytest.raises(nna.NNAdapterError, match="3 scales for 4 channels"):
+        nna.OperandType(P, [4, 2], scale=[0.1] * 3, channel_dim=0)
+    with pytest.raises(nna.NNAdapterError, match="channel_dim 2 is outside the rank 2"):
+        nna.OperandType(P, [4, 2], scale=[0.1] * 4, channel_dim=2)

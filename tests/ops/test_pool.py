@@ -1,11 +1,29 @@
-"""AVERAGE_POOL_2D, MAX_POOL_2D and ADAPTIVE_AVERAGE_POOL_2D against numpy references written from
-the spec (output sizes) and Paddle's pooling kernels (which elements a window covers and counts)."""
+"""AVERAGE_POOL_2D, MAX_POOL_2D (with and without indices), ADAPTIVE_AVERAGE_POOL_2D and
+ADAPTIVE_MAX_POOL_2D against numpy references written from the spec (output sizes) and Paddle's pooling
+kernels (which elements a window covers and counts; max_pool2d_with_index for the indices), in float32
+and QUANT_INT8_SYMM_PER_LAYER."""
 
 import math
 
 import numpy as np
 import pytest
-from oputil import UNKNOWN, Const, In, Out, b8, check_op, fuse, fuse_ref, i32, rand, run_op
+from oputil import (
+    UNKNOWN,
+    Const,
+    In,
+    Out,
+    b8,
+    check_op,
+    check_quantized,
+    expect_error,
+    fuse,
+    fuse_ref,
+    i32,
+    q8_input,
+    quantize,
+    rand,
+    run_op,
+)
 
 import nnadapter_tvm as nna
 
@@ -201,3 +219,189 @@ def test_adaptive_average_pool2d_bad_output_shape():
 def test_pool2d_kernel_larger_than_padded_input(op):
     inputs, _ = pool_case(op, (2, 5, [3, 3], [1, 1], PAD.NONE, [0, 0, 0, 0]), False, nna.FuseCode.NONE)
     expect_invalid(op, inputs, (2, 3, 1, 3), "kernel_shape")
+
+
+# -- indices: MAX_POOL_2D return_indices and ADAPTIVE_MAX_POOL_2D ----------------------------------
+
+P = nna.Precision
+
+
+def max_with_index(x, windows_h, windows_w):
+    """Paddle's max_pool2d_with_index loop: scan each window's real elements in row-major order and keep
+    the first strictly greater one, starting from -inf with index -1; the index is h * W_in + w."""
+    n, c, h, w = x.shape
+    values = np.empty((n, c, len(windows_h), len(windows_w)), "float32")
+    indices = np.empty(values.shape, "int64")
+    for b in range(n):
+        for ch in range(c):
+            for i, (h0, h1) in enumerate(windows_h):
+                for j, (w0, w1) in enumerate(windows_w):
+                    best, where = -np.inf, -1
+                    for hh in range(max(h0, 0), min(h1, h)):
+                        for ww in range(max(w0, 0), min(w1, w)):
+                            if x[b, ch, hh, ww] > best:
+                                best, where = x[b, ch, hh, ww], hh * w + ww
+                    values[b, ch, i, j], indices[b, ch, i, j] = best, where
+    return values, indices
+
+
+def pool_windows(size, k, s, before, after, ceil_mode):
+    """[start, end) of each window along one axis: the spec's output count, cut at the padded edge."""
+    rnd = math.ceil if ceil_mode else math.floor
+    count = rnd((size + before + after - k) / s + 1)
+    return [(i * s - before, min(i * s - before + k, size + after)) for i in range(count)]
+
+
+def adaptive_windows(size, out):
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def max_pool_index_case(config, ceil_mode, dtype, code=nna.FuseCode.NONE, x=None):
+    h, w, kernel, strides, auto_pad, pads = config
+    x = rand(2, 3, h, w, seed=11) if x is None else x
+    ref_pads = same_pads([h, w], kernel, strides) if auto_pad == PAD.SAME else pads or [0, 0, 0, 0]
+    wh = pool_windows(h, kernel[0], strides[0], ref_pads[0], ref_pads[1], ceil_mode)
+    ww = pool_windows(w, kernel[1], strides[1], ref_pads[2], ref_pads[3], ceil_mode)
+    values, indices = max_with_index(x, wh, ww)
+    inputs = [In(x), i32([int(auto_pad)]), i32(pads) if pads is not None else Const(None, P.INT32)]
+    inputs += [i32(kernel), i32(strides), b8([ceil_mode]), b8([True]), i32([int(dtype)]), fuse(code)]
+    return inputs, [fuse_ref(values, code), indices.astype("int32" if dtype == P.INT32 else "int64")]
+
+
+@pytest.mark.parametrize("config", ["k3s1_pad_asym", "k2x3_s2x1", "k3s2_asym_overhang", "k3s2_same"], ids=lambda c: c)
+@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
+def test_max_pool2d_indices(config, ceil_mode):
+    dtype = P.INT64 if ceil_mode else P.INT32
+    inputs, expected = max_pool_index_case(CONFIGS[config], ceil_mode, dtype)
+    check_op(OP.MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
+
+
+def test_max_pool2d_indices_first_of_ties():
+    # Values from {-1, 0, 1}: most windows hold their maximum several times; the first in row-major
+    # order wins.  The fused RELU applies to the values, not the indices.
+    x = np.random.default_rng(12).integers(-1, 2, (2, 3, 7, 8)).astype("float32")
+    inputs, expected = max_pool_index_case(CONFIGS["k3s1_pad_asym"], True, P.INT32, nna.FuseCode.RELU, x=x)
+    check_op(OP.MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
+
+
+def test_max_pool2d_indices_window_in_padding():
+    # H = 2 with 2 rows of bottom padding and a 2x2 kernel of stride 2: the second row of windows
+    # covers only padding, which Paddle reports as index -1 (and the float minimum as the value).
+    x = rand(1, 2, 2, 4, seed=13)
+    config = (2, 4, [2, 2], [2, 2], PAD.NONE, [0, 2, 0, 0])
+    inputs, (values, indices) = max_pool_index_case(config, False, P.INT32, x=x)
+    assert (indices[:, :, 1] == -1).all()
+    got = run_op(OP.MAX_POOL_2D, inputs, [Out(), Out(P.INT32)], [values.shape, indices.shape])
+    np.testing.assert_array_equal(got[1], indices)
+    np.testing.assert_array_equal(got[0][:, :, 0], values[:, :, 0])
+    assert (got[0][:, :, 1] < -3e38).all()  # the padding value, -inf or the lowest float
+
+
+def test_max_pool2d_indices_unknown_batch():
+    inputs, expected = max_pool_index_case(CONFIGS["k3s2_pad_asym"], True, P.INT64)
+    inputs[0] = In(inputs[0].value, dims=[UNKNOWN, *inputs[0].value.shape[1:]])
+    outs = [Out(dims=[UNKNOWN, *e.shape[1:]], precision=p) for e, p in zip(expected, (P.FLOAT32, P.INT64))]
+    check_op(OP.MAX_POOL_2D, inputs, expected, outputs=outs, rtol=0, atol=0)
+
+
+def test_max_pool2d_indices_quantized():
+    # int8 inputs tie often; indices come from the dequantized values, the output is requantized.
+    x, x_real = q8_input(rand(2, 3, 7, 8, seed=14), 0.05)
+    inputs, (values, indices) = max_pool_index_case(CONFIGS["k3s2_pad_asym"], False, P.INT64, x=x_real)
+    inputs[0] = x
+    outs = [Out(P.QUANT_INT8_SYMM_PER_LAYER, scale=0.05), Out(P.INT64)]
+    got = run_op(OP.MAX_POOL_2D, inputs, outs, [values.shape, indices.shape])
+    # The maximum of int8 values is one of them: requantized with the same scale it is exact.
+    np.testing.assert_array_equal(got[0], quantize(values, 0.05))
+    np.testing.assert_array_equal(got[1], indices)
+
+
+@pytest.mark.parametrize(
+    "index, value, outputs, operand",
+    [
+        (6, b8([True]), 1, "return_indices"),  # indices asked for, no indices output
+        (6, b8([False]), 2, "return_indices"),  # an indices output nobody asked for
+        (7, i32([int(P.FLOAT32)]), 2, "return_indices_dtype"),
+        (7, i32([int(P.INT64)]), 2, "return_indices_dtype"),  # the indices output is declared INT32
+    ],
+    ids=["no_output", "unasked_output", "float_dtype", "dtype_mismatch"],
+)
+def test_max_pool2d_indices_invalid(index, value, outputs, operand):
+    inputs, expected = max_pool_index_case(CONFIGS["k2s2_nopad"], False, P.INT32)
+    inputs[index] = value
+    outs = [Out(), Out(P.INT32)][:outputs]
+    shapes = [e.shape for e in expected][:outputs]
+    expect_error(lambda: run_op(OP.MAX_POOL_2D, inputs, outs, shapes), "MAX_POOL_2D", f"'{operand}'")
+
+
+def adaptive_max_case(hw, out_hw, return_indices, dtype=P.INT32, shape_dtype="int32", x=None):
+    x = rand(2, 3, *hw, seed=15) if x is None else x
+    values, indices = max_with_index(x, adaptive_windows(hw[0], out_hw[0]), adaptive_windows(hw[1], out_hw[1]))
+    shape = Const(np.asarray(out_hw, shape_dtype), P.INT32 if shape_dtype == "int32" else P.INT64)
+    if return_indices:
+        inputs = [In(x), shape, b8([True]), i32([int(dtype)])]
+        return inputs, [values, indices.astype("int32" if dtype == P.INT32 else "int64")]
+    return [In(x), shape, b8([False]), Const(None, P.INT32)], [values]
+
+
+ADAPTIVE = [((8, 6), (4, 3)), ((8, 6), (1, 1)), ((7, 9), (3, 4)), ((5, 5), (5, 5)), ((5, 7), (6, 2))]
+ADAPTIVE_IDS = ["divides", "global", "uneven", "identity", "upsample_h"]
+
+
+@pytest.mark.parametrize("hw, out_hw", ADAPTIVE, ids=ADAPTIVE_IDS)
+@pytest.mark.parametrize("return_indices", [False, True], ids=["values", "indices"])
+def test_adaptive_max_pool2d(hw, out_hw, return_indices):
+    # Alternate the dtypes of output_shape and of the indices across the grid.
+    shape_dtype = "int64" if return_indices else "int32"
+    dtype = P.INT64 if hw[0] % 2 else P.INT32
+    inputs, expected = adaptive_max_case(hw, out_hw, return_indices, dtype, shape_dtype)
+    check_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
+
+
+def test_adaptive_max_pool2d_first_of_ties():
+    x = np.random.default_rng(16).integers(-1, 2, (2, 3, 7, 9)).astype("float32")
+    inputs, expected = adaptive_max_case((7, 9), (3, 4), True, P.INT64, x=x)
+    check_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
+
+
+def test_adaptive_max_pool2d_unknown_batch():
+    inputs, expected = adaptive_max_case((7, 5), (3, 2), True)
+    inputs[0] = In(inputs[0].value, dims=[UNKNOWN, 3, 7, 5])
+    outs = [Out(dims=[UNKNOWN, 3, 3, 2]), Out(P.INT32, dims=[UNKNOWN, 3, 3, 2])]
+    check_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, expected, outputs=outs, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "index, value, operand",
+    [(1, i32([2, 2, 2]), "output_shape"), (1, i32([2, 0]), "output_shape"), (3, i32([1]), "return_indices_dtype")],
+    ids=["three_values", "zero", "bad_dtype"],
+)
+def test_adaptive_max_pool2d_invalid(index, value, operand):
+    inputs, expected = adaptive_max_case((4, 4), (2, 2), True)
+    inputs[index] = value
+    run = lambda: run_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, [Out(), Out(P.INT32)], [e.shape for e in expected])  # noqa: E731
+    expect_error(run, "ADAPTIVE_MAX_POOL_2D", f"'{operand}'")
+
+
+# -- quantized pooling ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
+def test_pool2d_quantized(op):
+    x, x_real = q8_input(rand(2, 3, 7, 8, seed=17), 0.02)
+    inputs, _ = pool_case(op, CONFIGS["k3s2_pad_asym"], True, nna.FuseCode.RELU6, True)
+    inputs[0] = x
+    kind = "max" if op == OP.MAX_POOL_2D else "avg"
+    expected = fuse_ref(pool2d_ref(x_real, kind, [3, 3], [2, 2], [0, 2, 1, 1], True, True), nna.FuseCode.RELU6)
+    check_quantized(op, inputs, expected, out_scale=0.015)
+
+
+@pytest.mark.parametrize("op", [OP.ADAPTIVE_AVERAGE_POOL_2D, OP.ADAPTIVE_MAX_POOL_2D], ids=lambda o: o.name)
+def test_adaptive_pool2d_quantized(op):
+    x, x_real = q8_input(rand(2, 3, 7, 9, seed=18), 0.02)
+    if op == OP.ADAPTIVE_AVERAGE_POOL_2D:
+        inputs, expected = [x, i32([3, 4])], adaptive_avg_pool2d_ref(x_real, (3, 4))
+    else:
+        inputs, (expected,) = adaptive_max_case((7, 9), (3, 4), False, x=x_real)
+        inputs[0] = x
+    check_quantized(op, inputs, expected, out_scale=0.015)
