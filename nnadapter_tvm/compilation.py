@@ -1,4 +1,4 @@
-"""``Compilation``: a model compiled for the context's device, or loaded from a cache."""
+"""``Compilation``: a model compiled for the context's devices, or loaded from a cache."""
 
 from __future__ import annotations
 
@@ -6,14 +6,19 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Sequence
+
+import numpy as np
+import tvm
 
 from nnadapter_tvm import cache
 from nnadapter_tvm.context import Context
-from nnadapter_tvm.convert import convert_model
+from nnadapter_tvm.convert import convert_subgraph
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail
 from nnadapter_tvm.model import Model
+from nnadapter_tvm.partition import assign_devices, partition
 from nnadapter_tvm.targets import DRIVERS, Driver, Program
-from nnadapter_tvm.types import OperandType, ResultCode
+from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -56,8 +61,9 @@ class Compilation:
         self.compile_seconds: float | None = None
         self.load_seconds: float | None = None
         self._buffer: bytes | None = None
-        self._program: Program | None = None
-        self._driver: Driver | None = None
+        self._steps: list[_Step] = []
+        self._model_inputs: list[int] = []
+        self._model_outputs: list[int] = []
         self._input_types: list[OperandType] = []
         self._output_types: list[OperandType] = []
 
@@ -91,50 +97,56 @@ class Compilation:
                 cache.write_atomic(write_to, self._buffer)
 
     # -- compile ------------------------------------------------------------------------
-    def _device_driver(self) -> Driver:
-        return self.context.devices[0].driver
-
     def _compile(self) -> None:
         model = self.model
         check(model is not None and model.finished, "the model must be finished (Model.finish()) before compiling")
         start = time.perf_counter()
-        driver = self._device_driver()
         props = self.context.properties
-        unsupported = sorted({op.type.name for op in model.operations if not driver.supports(op.type, props)})
-        if unsupported:
-            fail(f"device {driver.name} does not support: {', '.join(unsupported)}", ResultCode.FEATURE_NOT_SUPPORTED)
-        mod, out_dims = convert_model(model)
-        try:
-            executable = driver.build(mod, props)
-        except TVM_ERRORS as err:
-            fail(
-                f"TVM failed to build for {driver.name}: {str(err).strip().splitlines()[-1]}",
-                ResultCode.DEVICE_INTERNAL_ERROR,
-            )
-        self._input_types = [o.type.copy() for o in model.inputs]
-        self._output_types = [o.type.copy(dimensions=dims) for o, dims in zip(model.outputs, out_dims)]
-        with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
-            path = os.path.join(tmp, "module.so")
-            driver.export(executable, path)
-            blob = cache.read_file(path)
-            self._program = driver.load(path, props)
-        self._driver = driver
-        self.compile_seconds = time.perf_counter() - start
-        meta = {
-            "input_types": [t.to_dict() for t in self._input_types],
-            "output_types": [t.to_dict() for t in self._output_types],
-            "library": cache.library_versions(),
-            "compile_seconds": self.compile_seconds,
-            "subgraphs": [
+        subgraphs = partition(model, assign_devices(model, self.context))
+        out_dims: dict[int, list[int]] = {}
+        steps, blobs, described = [], [], []
+        for n, sub in enumerate(subgraphs):
+            driver = self.context.devices[sub.device_index].driver
+            mod, dims = convert_subgraph(sub.inputs, sub.outputs, sub.operations)
+            out_dims.update({o.index: d for o, d in zip(sub.outputs, dims)})
+            try:
+                executable = driver.build(mod, props)
+            except TVM_ERRORS as err:
+                fail(f"TVM failed to build for {driver.name}: {_last_line(err)}", ResultCode.DEVICE_INTERNAL_ERROR)
+            with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
+                path = os.path.join(tmp, "module.so")
+                driver.export(executable, path)
+                blob = cache.read_file(path)
+            step = _Step(driver, [o.index for o in sub.inputs], [o.index for o in sub.outputs], blob)
+            steps.append(step)
+            blobs.append(blob)
+            described.append(
                 {
                     "device": driver.name,
                     "target": str(driver.tvm_target(props)),
                     "properties": {k: _jsonable(v) for k, v in self.context.codegen_properties().items()},
-                    "blob": 0,
+                    "blob": n,
+                    "inputs": step.inputs,
+                    "outputs": step.outputs,
                 }
-            ],
+            )
+        self._steps = steps
+        self._model_inputs = [o.index for o in model.inputs]
+        self._model_outputs = [o.index for o in model.outputs]
+        self._input_types = [o.type.copy() for o in model.inputs]
+        self._output_types = [o.type.copy(dimensions=out_dims.get(o.index, o.type.dimensions)) for o in model.outputs]
+        self._load_runnable_programs()
+        self.compile_seconds = time.perf_counter() - start
+        meta = {
+            "input_types": [t.to_dict() for t in self._input_types],
+            "output_types": [t.to_dict() for t in self._output_types],
+            "model_inputs": self._model_inputs,
+            "model_outputs": self._model_outputs,
+            "library": cache.library_versions(),
+            "compile_seconds": self.compile_seconds,
+            "subgraphs": described,
         }
-        self._buffer = cache.pack(meta, [blob])
+        self._buffer = cache.pack(meta, blobs)
 
     # -- load ---------------------------------------------------------------------------
     def _load(self, data: bytes, source: str) -> None:
@@ -143,42 +155,80 @@ class Compilation:
         meta = container.meta
         try:
             library = meta["library"]
-            subgraphs = meta["subgraphs"]
             input_types = [OperandType.from_dict(d) for d in meta["input_types"]]
             output_types = [OperandType.from_dict(d) for d in meta["output_types"]]
-        except (KeyError, TypeError, ValueError) as err:
+            model_inputs = [int(i) for i in meta["model_inputs"]]
+            model_outputs = [int(i) for i in meta["model_outputs"]]
+            described = [
+                (
+                    s["device"],
+                    s["target"],
+                    int(s["blob"]),
+                    [int(i) for i in s["inputs"]],
+                    [int(i) for i in s["outputs"]],
+                )
+                for s in meta["subgraphs"]
+            ]
+            blobs = [container.blobs[b] for _, _, b, _, _ in described]
+        except (KeyError, TypeError, ValueError, IndexError, NNAdapterError) as err:
             raise cache.CacheError(f"{source}: malformed metadata ({err})") from None
         versions = cache.library_versions()
         if library != versions:
             raise cache.CacheError(f"{source}: built with {library}, this process has {versions}")
-        if len(subgraphs) != 1:
-            raise cache.CacheError(f"{source}: {len(subgraphs)} subgraphs; this build runs single-device caches")
-        sub = subgraphs[0]
-        names = [d.name for d in self.context.devices]
-        driver = DRIVERS.get(sub.get("device"))
-        if driver is None or driver.name not in names:
-            raise cache.CacheError(f"{source}: built for device {sub.get('device')!r}, the context has {names}")
         props = self.context.properties
-        if str(driver.tvm_target(props)) != sub.get("target"):
-            raise cache.CacheError(
-                f"{source}: built for target {sub.get('target')}, the context targets {driver.tvm_target(props)}"
-            )
+        names = [d.name for d in self.context.devices]
+        steps = []
+        for (device, target, _, inputs, outputs), blob in zip(described, blobs):
+            if device not in names:
+                raise cache.CacheError(f"{source}: built for device {device!r}, the context has {names}")
+            driver = DRIVERS[device]
+            if str(driver.tvm_target(props)) != target:
+                raise cache.CacheError(
+                    f"{source}: built for target {target}, the context targets {driver.tvm_target(props)}"
+                )
+            steps.append(_Step(driver, inputs, outputs, blob))
         if self.model is not None and not _same_io(self.model, input_types, output_types):
             raise cache.CacheError(f"{source}: its inputs/outputs differ from the model's")
-        with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
-            path = os.path.join(tmp, "module.so")
-            with open(path, "wb") as f:
-                f.write(container.blobs[int(sub["blob"])])
-            try:
-                self._program = driver.load(path, props)
-            except TVM_ERRORS as err:
-                raise cache.CacheError(f"{source}: module does not load: {str(err).strip().splitlines()[-1]}") from None
-        self._driver = driver
+        self._steps, self._model_inputs, self._model_outputs = steps, model_inputs, model_outputs
         self._input_types, self._output_types = input_types, output_types
+        try:
+            self._load_runnable_programs()
+        except NNAdapterError as err:
+            raise cache.CacheError(f"{source}: {err.args[0]}") from None
         self._buffer = bytes(data)
         self.loaded_from_cache = True
         self.compile_seconds = meta.get("compile_seconds")
         self.load_seconds = time.perf_counter() - start
+
+    def _load_runnable_programs(self) -> None:
+        """Load now what can run in this process; the rest (e.g. aarch64 code on x86) only ships."""
+        for step in self._steps:
+            if step.driver.can_run_here()[0]:
+                step.load(self.context.properties)
+
+    # -- execution ----------------------------------------------------------------------
+    def run(self, inputs: Sequence[np.ndarray]) -> list[tvm.runtime.Tensor]:
+        """Run the subgraphs in order, handing tensors across; returns the model outputs."""
+        self._check_finished("execution")
+        values: dict[int, object] = dict(zip(self._model_inputs, inputs))
+        for step in self._steps:
+            if step.program is None:
+                ok, why = step.driver.can_run_here()
+                if not ok:
+                    fail(
+                        f"device {step.driver.name} cannot run in this process ({why}); "
+                        "its compiled cache can be deployed to such a device",
+                        ResultCode.DEVICE_NOT_FOUND,
+                    )
+                step.load(self.context.properties)
+            results = step.program.run([values[k] for k in step.inputs])
+            values.update(zip(step.outputs, results))
+        return [values[k] for k in self._model_outputs]
+
+    @property
+    def devices_used(self) -> list[str]:
+        """The device of each subgraph, in execution order."""
+        return [step.driver.name for step in self._steps]
 
     # -- queries ------------------------------------------------------------------------
     def _check_finished(self, what: str) -> None:
@@ -194,11 +244,6 @@ class Compilation:
         return self._buffer
 
     @property
-    def program(self) -> Program:
-        self._check_finished("execution")
-        return self._program
-
-    @property
     def input_types(self) -> list[OperandType]:
         return self._input_types
 
@@ -207,7 +252,7 @@ class Compilation:
         return self._output_types
 
     def destroy(self) -> None:
-        self._program = None
+        self._steps = []
         self.finished = False
 
     def __enter__(self) -> Compilation:
@@ -217,7 +262,34 @@ class Compilation:
         self.destroy()
 
 
+class _Step:
+    """One subgraph: its device, the operand keys it reads and writes, its module."""
+
+    def __init__(self, driver: Driver, inputs: list[int], outputs: list[int], blob: bytes):
+        self.driver, self.inputs, self.outputs, self.blob = driver, inputs, outputs, blob
+        self.program: Program | None = None
+
+    def load(self, props: dict) -> None:
+        with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
+            path = os.path.join(tmp, "module.so")
+            with open(path, "wb") as f:
+                f.write(self.blob)
+            try:
+                self.program = self.driver.load(path, props)
+            except TVM_ERRORS as err:
+                fail(
+                    f"the {self.driver.name} module does not load: {_last_line(err)}", ResultCode.DEVICE_INTERNAL_ERROR
+                )
+
+
+def _last_line(err: Exception) -> str:
+    lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(err).__name__
+
+
 def _jsonable(value: object) -> object:
+    if isinstance(value, (set, frozenset)):
+        return sorted(getattr(v, "name", v) for v in value)
     return list(value) if isinstance(value, (list, tuple)) else value
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check, fail
 from nnadapter_tvm.targets import DRIVERS, Property
+from nnadapter_tvm.types import OperationType
 
 
 def _opt_level(text: str) -> int:
@@ -29,6 +31,36 @@ COMMON_PROPERTIES = (
 )
 
 
+def _operations(text: str) -> frozenset[OperationType]:
+    names = [n.strip().upper() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in OperationType.__members__]
+    if unknown:
+        raise ValueError(f"unknown operation(s) {', '.join(unknown)}")
+    return frozenset(OperationType[n] for n in names)
+
+
+# Keys with a device position <i> (0-based, in the context's device list): they restrict which
+# operations that device accepts, e.g. to force a multi-device split.
+INDEXED_PROPERTIES = (
+    (
+        re.compile(r"DEVICE_(\d+)_SUPPORTED_OPERATIONS"),
+        Property(
+            "DEVICE_<i>_SUPPORTED_OPERATIONS", "comma-separated operations device <i> may run (only these)", _operations
+        ),
+    ),
+    (
+        re.compile(r"DEVICE_(\d+)_UNSUPPORTED_OPERATIONS"),
+        Property(
+            "DEVICE_<i>_UNSUPPORTED_OPERATIONS", "comma-separated operations device <i> must not run", _operations
+        ),
+    ),
+)
+
+
+def _indexed_property(key: str) -> Property | None:
+    return next((prop for pattern, prop in INDEXED_PROPERTIES if pattern.fullmatch(key)), None)
+
+
 def known_properties() -> dict[str, Property]:
     """Every key a context accepts: the common ones and each device's own."""
     props = {p.key: p for p in COMMON_PROPERTIES}
@@ -48,7 +80,7 @@ def parse_properties(text: str) -> dict[str, object]:
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
         check(sep, f"context property {item!r} is not KEY=VALUE")
-        prop = known.get(key)
+        prop = known.get(key) or _indexed_property(key)
         if prop is None:
             fail(f"unknown context property {key!r}; known: {', '.join(sorted(known))}")
         try:
@@ -70,10 +102,19 @@ class Context:
         self.devices = devices
         self.properties_text = properties or ""
         self.properties = parse_properties(self.properties_text)
+        for key in self.properties:
+            match = re.fullmatch(r"DEVICE_(\d+)_\w+", key)
+            if match and int(match.group(1)) >= len(devices):
+                fail(f"context property {key}: the context has {len(devices)} device(s), numbered from 0")
 
     def codegen_properties(self) -> dict[str, object]:
         known = known_properties()
-        return {k: v for k, v in sorted(self.properties.items()) if known[k].codegen}
+        return {k: v for k, v in sorted(self.properties.items()) if (known.get(k) or _indexed_property(k)).codegen}
+
+    def device_accepts(self, index: int, op_type: OperationType) -> bool:
+        only = self.properties.get(f"DEVICE_{index}_SUPPORTED_OPERATIONS")
+        never = self.properties.get(f"DEVICE_{index}_UNSUPPORTED_OPERATIONS", frozenset())
+        return (only is None or op_type in only) and op_type not in never
 
     def destroy(self) -> None:
         self.devices = []

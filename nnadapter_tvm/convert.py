@@ -107,12 +107,19 @@ def _bind_outputs(ctx: ConvertContext, op: Operation, result: object) -> None:
         ctx.bind(operand, expr)
 
 
-def convert_model(model: Model, operations: Sequence[Operation] | None = None) -> tuple[tvm.IRModule, list[list[int]]]:
-    """Build ``main(inputs...) -> (outputs...)``.
+def convert_model(model: Model) -> tuple[tvm.IRModule, list[list[int]]]:
+    """The whole model as one function (a single-device compilation)."""
+    return convert_subgraph(model.inputs, model.outputs, model.operations)
+
+
+def convert_subgraph(
+    inputs: Sequence[Operand], outputs: Sequence[Operand], operations: Sequence[Operation]
+) -> tuple[tvm.IRModule, list[list[int]]]:
+    """Build ``main(inputs...) -> (outputs...)`` from ``operations`` (topologically ordered).
 
     Returns the module and the inferred dimensions of each output (UNKNOWN where symbolic).
+    Every unsupported operation is reported in one error.
     """
-    operations = model.operations if operations is None else operations
     unsupported = sorted({op.type.name for op in operations if op_converters.get_converter(op.type) is None})
     if unsupported:
         fail(
@@ -120,11 +127,11 @@ def convert_model(model: Model, operations: Sequence[Operation] | None = None) -
             ResultCode.FEATURE_NOT_SUPPORTED,
         )
     bb = relax.BlockBuilder()
-    params = [input_var(o, i) for i, o in enumerate(model.inputs)]
+    params = [input_var(o, i) for i, o in enumerate(inputs)]
     ctx = ConvertContext(bb)
     with bb.function("main", params):
         with bb.dataflow():
-            for operand, var in zip(model.inputs, params):
+            for operand, var in zip(inputs, params):
                 ctx.bind(operand, var)
             for op in operations:
                 convert_fn = op_converters.get_converter(op.type)
@@ -133,13 +140,13 @@ def convert_model(model: Model, operations: Sequence[Operation] | None = None) -
                 except TVM_ERRORS as err:
                     fail(f"{op.describe()}: TVM rejected the operation: {_first_line(err)}")
                 _bind_outputs(ctx, op, result)
-            outputs = []
-            for operand in model.outputs:
+            exprs = []
+            for operand in outputs:
                 expr = ctx.expr(operand)
-                outputs.append(expr if isinstance(expr, relax.Var) else bb.emit(expr))
-            result = bb.emit_output(relax.Tuple(outputs))
+                exprs.append(expr if isinstance(expr, relax.Var) else bb.emit(expr))
+            result = bb.emit_output(relax.Tuple(exprs))
         bb.emit_func_output(result)
-    dims = [[d if d is not None else UNKNOWN for d in _static_dims(o)] for o in outputs]
+    dims = [[d if d is not None else UNKNOWN for d in _static_dims(o)] for o in exprs]
     return bb.finalize(), dims
 
 

@@ -31,7 +31,6 @@ class Execution:
         check(isinstance(compilation, Compilation), f"Execution needs a Compilation, got {compilation!r}")
         check(compilation.finished, "execution before Compilation.finish()")
         self.compilation = compilation
-        self._program = compilation.program
         self._inputs: dict[int, tuple[object, Access]] = {}
         self._outputs: dict[int, tuple[object, Access]] = {}
 
@@ -58,7 +57,7 @@ class Execution:
         check(not missing, f"outputs {missing} were not set (set_output)")
         arrays = [self._read_input(i, t) for i, t in enumerate(input_types)]
         try:
-            results = self._program.run(arrays)
+            results = self.compilation.run(arrays)
         except TVM_ERRORS as err:
             lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
             fail(f"execution failed: {lines[-1] if lines else err}", ResultCode.INVALID_DIMENSIONS)

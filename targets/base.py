@@ -55,9 +55,15 @@ class Program:
             vm = self._local.vm = relax.VirtualMachine(self.module, self.device)
         return vm
 
-    def run(self, inputs: Sequence[np.ndarray]) -> list[tvm.runtime.Tensor]:
-        args = [tvm.runtime.tensor(x, self.device) for x in inputs]
-        return list(self.vm["main"](*args))
+    def run(self, inputs: Sequence[np.ndarray | tvm.runtime.Tensor]) -> list[tvm.runtime.Tensor]:
+        return list(self.vm["main"](*[self._on_device(x) for x in inputs]))
+
+    def _on_device(self, x: np.ndarray | tvm.runtime.Tensor) -> tvm.runtime.Tensor:
+        if isinstance(x, tvm.runtime.Tensor):
+            if x.device == self.device:
+                return x  # the previous subgraph ran here: no copy
+            x = x.numpy()
+        return tvm.runtime.tensor(x, self.device)
 
 
 class Driver(abc.ABC):

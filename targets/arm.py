@@ -1,0 +1,170 @@
+"""``arm``: 64-bit ARM CPUs (aarch64 with NEON), cross-compiled here and run on a board.
+
+The target is LLVM's aarch64 backend; the CPU model and features come from the context
+properties (``ARM_MCPU``, ``ARM_MATTR``, ``ARM_MTRIPLE``), so a module can be tuned to the
+board's ``-mcpu``.  On any other host the module is linked with the aarch64 cross compiler
+(Debian ``g++-aarch64-linux-gnu``) and stored in the ``.nnc``; it cannot run in this process
+(``Program.run`` says so) and is deployed to a board (``nnadapter-tvm deploy``), which loads
+it from the cache with the TVM runtime alone.  On an aarch64 host it also runs locally.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import shutil
+import struct
+
+import tvm
+from nnadapter_tvm.targets.base import Program, Property
+from nnadapter_tvm.targets.llvm import LlvmDriver, _csv
+from tvm import relax
+
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.types import ResultCode
+
+DEFAULT_MTRIPLE = "aarch64-linux-gnu"
+DEFAULT_MATTR = ("+neon",)
+#: Overrides the cross compiler (default: ``<ARM_MTRIPLE>-g++``, i.e. ``aarch64-linux-gnu-g++``).
+CXX_ENV = "NNADAPTER_TVM_ARM_CXX"
+_AARCH64_MACHINES = ("aarch64", "arm64")
+
+
+def _mtriple(text: str) -> str:
+    triple = text.strip()
+    if triple.split("-")[0] not in _AARCH64_MACHINES or len(triple.split("-")) < 2:
+        raise ValueError("must be a 64-bit ARM triple such as aarch64-linux-gnu")
+    return triple
+
+
+def _mattr(text: str) -> list[str]:
+    features = _csv(text)
+    bad = [f for f in features if f[:1] not in "+-" or len(f) < 2]
+    if bad:
+        raise ValueError(f"features must look like +neon or -sve, got {', '.join(bad)}")
+    return features
+
+
+def _mcpu(text: str) -> str:
+    cpu = text.strip()
+    if not cpu or any(c.isspace() for c in cpu):
+        raise ValueError("must be one LLVM CPU name such as cortex-a72")
+    return cpu
+
+
+def host_is_aarch64() -> bool:
+    """Whether this process runs on a 64-bit ARM CPU."""
+    return platform.machine().lower() in _AARCH64_MACHINES
+
+
+class CrossProgram(Program):
+    """A module built for aarch64 on a host that cannot execute it: it is kept in the cache
+    (and deployed to a board), and running it here is a clear error instead of a crash."""
+
+    def __init__(self, path: str):
+        self.module = None
+        self.device = None
+        self.path = path
+
+    @property
+    def vm(self):  # type: ignore[override]
+        self._refuse()
+
+    def run(self, inputs):  # type: ignore[override]
+        self._refuse()
+
+    @staticmethod
+    def _refuse() -> None:
+        fail(
+            f"the arm module is aarch64 code and this host is {platform.machine()}: run it on an aarch64 host, "
+            "or deploy the cached model to a board (nnadapter-tvm deploy MODEL --host user@board --verify)",
+            ResultCode.FEATURE_NOT_SUPPORTED,
+        )
+
+
+class ArmDriver(LlvmDriver):
+    """aarch64 CPUs through LLVM; shares the ``llvm`` driver's build pipeline (and so its CPU
+    schedules), with its own target, cross export and load."""
+
+    name = "arm"
+    vendor = "Apache TVM"
+    properties = (
+        Property("ARM_MCPU", "CPU model of the ARM board, as for -mcpu, e.g. cortex-a72 (default: generic)", _mcpu),
+        Property("ARM_MATTR", "comma-separated aarch64 features for arm, e.g. +neon,+dotprod (default: +neon)", _mattr),
+        Property("ARM_MTRIPLE", f"target triple for arm (default: {DEFAULT_MTRIPLE})", _mtriple),
+    )
+
+    def can_run_here(self) -> tuple[bool, str]:
+        if host_is_aarch64():
+            return True, "aarch64 host"
+        return False, f"cross-compiles on {platform.machine()}; runs on an aarch64 board (nnadapter-tvm deploy)"
+
+    def tvm_target(self, props: dict) -> tvm.target.Target:
+        config: dict = {
+            "kind": "llvm",
+            "mtriple": props.get("ARM_MTRIPLE") or DEFAULT_MTRIPLE,
+            "mattr": list(props.get("ARM_MATTR") or DEFAULT_MATTR),
+        }
+        cpu = props.get("ARM_MCPU")
+        if cpu:
+            known = _known_cpus(config["mtriple"])
+            if known and cpu not in known:
+                fail(f"ARM_MCPU={cpu!r} is not an LLVM CPU for {config['mtriple']}; e.g. {', '.join(known[:8])}, ...")
+            config["mcpu"] = cpu
+        return tvm.target.Target(config)
+
+    def tvm_device(self) -> tvm.runtime.Device:
+        return tvm.cpu(0)
+
+    def cross_compiler(self, props: dict | None = None) -> str:
+        """The C++ driver that links the exported library for the board."""
+        if os.environ.get(CXX_ENV):
+            return os.environ[CXX_ENV]
+        return f"{(props or {}).get('ARM_MTRIPLE') or DEFAULT_MTRIPLE}-g++"
+
+    def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
+        executable = super().build(mod, props)
+        # The runtime calls export(executable, path) without the properties; the triple picks the linker.
+        executable._nnadapter_arm_props = dict(props)
+        return executable
+
+    def export(self, executable: relax.VMExecutable, path: str, props: dict | None = None) -> None:
+        if props is None:
+            props = getattr(executable, "_nnadapter_arm_props", None)
+        if host_is_aarch64():
+            executable.export_library(path)
+            return
+        cxx = self.cross_compiler(props)
+        if shutil.which(cxx) is None:
+            fail(
+                f"the arm device needs the aarch64 cross compiler {cxx!r} to export its module, and it is not on "
+                f"PATH: install Debian's g++-aarch64-linux-gnu (apt-get install g++-aarch64-linux-gnu) "
+                f"or set {CXX_ENV}",
+                ResultCode.DEVICE_INTERNAL_ERROR,
+            )
+        executable.export_library(path, fcompile=tvm.support.cc.cross_compiler(cxx))
+
+    def load(self, path: str, props: dict) -> Program:
+        if not host_is_aarch64():
+            return CrossProgram(path)
+        return super().load(path, props)
+
+
+@functools.lru_cache(maxsize=8)
+def _known_cpus(mtriple: str) -> tuple[str, ...]:
+    try:
+        from tvm.target import codegen
+
+        target = tvm.target.Target({"kind": "llvm", "mtriple": mtriple})
+        return tuple(sorted(str(c) for c in codegen.llvm_get_cpu_archlist(target)))
+    except Exception:  # an LLVM without the query: leave the CPU to LLVM's own warning
+        return ()
+
+
+def elf_machine(data: bytes) -> int | None:
+    """``e_machine`` of an ELF image (183 = EM_AARCH64, 62 = EM_X86_64), None if not ELF."""
+    if len(data) < 20 or data[:4] != b"\x7fELF":
+        return None
+    order = "<" if data[5] == 1 else ">"
+    return struct.unpack_from(order + "H", data, 18)[0]
