@@ -4,6 +4,7 @@ Layout (little endian)::
 
     magic "NNATVMC\\0" | u32 format version | u64 payload length | sha256(payload)
     payload = u32 metadata length | metadata (JSON, UTF-8) | blob 0 | blob 1 | ...
+    [signature trailer: "NNATVMS\\0" | HMAC-SHA256(key, header + payload)]   (when a key is set)
 
 The metadata holds the input/output operand types and, per subgraph, the device, the
 target, the library versions and where its exported module lies among the blobs.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -27,8 +29,10 @@ from nnadapter_tvm.errors import check
 from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 MAGIC = b"NNATVMC\0"
+SIGNATURE_MAGIC = b"NNATVMS\0"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<8sIQ32s")
+_TRAILER_SIZE = len(SIGNATURE_MAGIC) + 32
 _TOKEN = re.compile(r"[0-9A-Za-z]{32}")
 SUFFIX = ".nnc"
 
@@ -65,15 +69,23 @@ class Container:
     blobs: list[bytes]
 
 
-def pack(meta: dict, blobs: list[bytes]) -> bytes:
+def _signature(key: bytes, signed: bytes) -> bytes:
+    return hmac.new(key, signed, hashlib.sha256).digest()
+
+
+def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
+    """The container bytes; signed with HMAC-SHA256 when ``key`` is given."""
     meta = dict(meta, format_version=FORMAT_VERSION, blob_lengths=[len(b) for b in blobs])
     meta_bytes = json.dumps(meta, sort_keys=True).encode()
     payload = b"".join([struct.pack("<I", len(meta_bytes)), meta_bytes, *blobs])
-    return _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest()) + payload
+    data = _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest()) + payload
+    return data + SIGNATURE_MAGIC + _signature(key, data) if key else data
 
 
-def unpack(data: bytes, source: str) -> Container:
-    """Parse a container; every defect is a ``CacheError`` naming ``source``."""
+def unpack(data: bytes, source: str, key: bytes | None = None) -> Container:
+    """Parse a container; every defect is a ``CacheError`` naming ``source``.
+
+    With ``key``, an unsigned or mis-signed container is refused before anything else is read."""
     data = bytes(data)
     if len(data) < _HEADER.size:
         raise CacheError(f"{source}: {len(data)} bytes is too short for an .nnc header (truncated or not a cache)")
@@ -82,7 +94,16 @@ def unpack(data: bytes, source: str) -> Container:
         raise CacheError(f"{source}: not an nnadapter-tvm cache (bad magic {magic!r})")
     if version != FORMAT_VERSION:
         raise CacheError(f"{source}: cache format version {version}, this library reads {FORMAT_VERSION}")
-    payload = data[_HEADER.size :]
+    end = _HEADER.size + length
+    trailer = data[end:]
+    if trailer and (len(trailer) != _TRAILER_SIZE or not trailer.startswith(SIGNATURE_MAGIC)):
+        raise CacheError(f"{source}: {len(data)} bytes where the header announces {end} (truncated or appended to)")
+    if key is not None:
+        if not trailer:
+            raise CacheError(f"{source}: unsigned, and this context requires caches signed with its key")
+        if not hmac.compare_digest(trailer[len(SIGNATURE_MAGIC) :], _signature(key, data[:end])):
+            raise CacheError(f"{source}: signature mismatch (signed with another key, or tampered with)")
+    payload = data[_HEADER.size : end]
     if len(payload) != length:
         raise CacheError(f"{source}: payload is {len(payload)} bytes, header says {length} (truncated?)")
     if hashlib.sha256(payload).digest() != digest:
@@ -104,7 +125,12 @@ def unpack(data: bytes, source: str) -> Container:
 
 
 def read_file(path: str) -> bytes:
-    with open(path, "rb") as f:
+    """Read without following a symlink at ``path`` itself: a cache entry must be a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as err:
+        raise CacheError(f"{path}: cannot be read as a regular file ({err.strerror}; symlinks are refused)") from None
+    with os.fdopen(fd, "rb") as f:
         return f.read()
 
 

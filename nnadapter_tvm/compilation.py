@@ -6,7 +6,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tvm
@@ -71,11 +71,11 @@ class Compilation:
     def finish(self) -> None:
         check(not self.finished, "Compilation.finish() was already called")
         if self.cache_buffer is not None:
-            self._load_or_compile(self.cache_buffer, "cache buffer", write_to=None)
+            self._load_or_compile(lambda: self.cache_buffer, "cache buffer", write_to=None)
         elif self.cache_token and self.cache_dir:
             path = cache.cache_path(self.cache_dir, self.cache_token)
-            if os.path.isfile(path):
-                self._load_or_compile(cache.read_file(path), path, write_to=path)
+            if os.path.lexists(path):
+                self._load_or_compile(lambda: cache.read_file(path), path, write_to=path)
             else:
                 if self.model is None:
                     fail(f"no cache file {path} and no model to compile")
@@ -85,9 +85,9 @@ class Compilation:
             self._compile()
         self.finished = True
 
-    def _load_or_compile(self, data: bytes, source: str, write_to: str | None) -> None:
+    def _load_or_compile(self, read: Callable[[], bytes], source: str, write_to: str | None) -> None:
         try:
-            self._load(data, source)
+            self._load(read(), source)
         except cache.CacheError as err:
             if self.model is None:
                 raise
@@ -145,14 +145,18 @@ class Compilation:
             "library": cache.library_versions(),
             "compile_seconds": self.compile_seconds,
             "subgraphs": described,
+            "token": self.cache_token,
         }
-        self._buffer = cache.pack(meta, blobs)
+        self._buffer = cache.pack(meta, blobs, key=self.context.cache_key)
 
     # -- load ---------------------------------------------------------------------------
     def _load(self, data: bytes, source: str) -> None:
         start = time.perf_counter()
-        container = cache.unpack(data, source)
+        container = cache.unpack(data, source, key=self.context.cache_key)
         meta = container.meta
+        held = meta.get("token")
+        if self.cache_token and held and held != self.cache_token:
+            raise cache.CacheError(f"{source}: holds the model of token {held}, not {self.cache_token} (renamed file?)")
         try:
             library = meta["library"]
             input_types = [OperandType.from_dict(d) for d in meta["input_types"]]

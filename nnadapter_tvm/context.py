@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
@@ -25,9 +26,40 @@ def _positive(text: str) -> int:
     return value
 
 
+class CacheKey(bytes):
+    """The HMAC key for signing caches; never printed."""
+
+    def __repr__(self) -> str:
+        return "<cache key>"
+
+    __str__ = __repr__
+
+
+def _key_file(path: str) -> CacheKey:
+    try:
+        with open(os.path.expanduser(path), "rb") as f:
+            key = f.read().strip()
+    except OSError as err:
+        raise ValueError(f"cannot read the key file ({err.strerror})") from None
+    if not key:
+        raise ValueError("the key file is empty")
+    return CacheKey(key)
+
+
+def _key_env(name: str) -> CacheKey:
+    key = os.environ.get(name, "").encode()
+    if not key:
+        raise ValueError(f"environment variable {name} is unset or empty")
+    return CacheKey(key)
+
+
 COMMON_PROPERTIES = (
     Property("TVM_OPT_LEVEL", "TVM pass-context optimization level, 0..3", _opt_level, 3),
     Property("TVM_NUM_THREADS", "worker threads of the TVM runtime (default: one per core)", _positive, codegen=False),
+    Property(
+        "CACHE_KEY_FILE", "file holding the HMAC-SHA256 key that signs and checks .nnc caches", _key_file, codegen=False
+    ),
+    Property("CACHE_KEY_ENV", "environment variable holding the cache signing key", _key_env, codegen=False),
 )
 
 
@@ -110,6 +142,11 @@ class Context:
     def codegen_properties(self) -> dict[str, object]:
         known = known_properties()
         return {k: v for k, v in sorted(self.properties.items()) if (known.get(k) or _indexed_property(k)).codegen}
+
+    @property
+    def cache_key(self) -> CacheKey | None:
+        """The signing key, when CACHE_KEY_FILE or CACHE_KEY_ENV names one."""
+        return self.properties.get("CACHE_KEY_FILE") or self.properties.get("CACHE_KEY_ENV")
 
     def device_accepts(self, index: int, op_type: OperationType) -> bool:
         only = self.properties.get(f"DEVICE_{index}_SUPPORTED_OPERATIONS")
