@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -104,7 +106,29 @@ def _bind_outputs(ctx: ConvertContext, op: Operation, result: object) -> None:
         for axis, (want, got) in enumerate(zip(declared, inferred)):
             if want != UNKNOWN and got is not None and want != got:
                 fail(f"{where} dimension {axis} is declared {want}, the operation produces {got} (all: {inferred})")
+        check_fits_in_memory(where, inferred, t.dtype)
         ctx.bind(operand, expr)
+
+
+def physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62  # unknown: no bound
+
+
+def check_fits_in_memory(where: str, dims: Sequence[int | None], dtype: str) -> None:
+    """Fail before anything is allocated when one tensor alone exceeds the machine's memory."""
+    if any(d is None or d == UNKNOWN for d in dims):
+        return
+    size = math.prod(dims) * np.dtype(dtype).itemsize
+    limit = physical_memory()
+    if size > limit:
+        fail(
+            f"{where} would need {size:,} bytes for dimensions {list(dims)}, more than this machine's "
+            f"{limit:,} bytes of memory",
+            ResultCode.OUT_OF_MEMORY,
+        )
 
 
 def convert_model(model: Model) -> tuple[tvm.IRModule, list[list[int]]]:
@@ -126,6 +150,8 @@ def convert_subgraph(
             f"no converter for {len(unsupported)} operation type(s): {', '.join(unsupported)}",
             ResultCode.FEATURE_NOT_SUPPORTED,
         )
+    for i, operand in enumerate(inputs):
+        check_fits_in_memory(f"input {i}: {operand.describe()}", operand.type.dimensions, operand.type.dtype)
     bb = relax.BlockBuilder()
     params = [input_var(o, i) for i, o in enumerate(inputs)]
     ctx = ConvertContext(bb)

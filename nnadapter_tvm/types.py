@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from enum import IntEnum
 
@@ -448,7 +449,7 @@ class OperandType:
     def element_count(self) -> int:
         if not self.is_static():
             raise NNAdapterError(ResultCode.INVALID_DIMENSIONS, f"dimensions {self.dimensions} are not all known")
-        return int(np.prod(self.dimensions, dtype=np.int64))
+        return math.prod(self.dimensions)  # exact: numpy's int64 product would wrap around
 
     def byte_length(self) -> int:
         return self.element_count() * np.dtype(self.dtype).itemsize
