@@ -1,4 +1,5 @@
-"""``nnadapter-tvm``: list devices, run the built-in model (compile, cache, load, execute)."""
+"""``nnadapter-tvm``: list devices, run the built-in model (compile, cache, load, execute),
+deploy a model to an ARM board over ssh."""
 
 from __future__ import annotations
 
@@ -96,6 +97,62 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from nnadapter_tvm import deploy
+
+    board = deploy.Board(
+        host=args.host,
+        port=args.port,
+        identity=args.identity,
+        known_hosts=args.known_hosts,
+        remote_dir=args.remote_dir,
+        python=args.remote_python,
+        connect_timeout=args.connect_timeout,
+    )
+    source = deploy.load_model(args.model, args.batch)
+    deploy.deploy(
+        source,
+        board,
+        properties=args.properties,
+        cache_dir=args.cache_dir,
+        verify=args.verify,
+        iterations=args.iterations,
+        warmup=args.warmup,
+        log=lambda line: print(line, flush=True),
+    )
+    return 0
+
+
+def _add_deploy_parser(sub: argparse._SubParsersAction) -> None:
+    from nnadapter_tvm.deploy import BOARD_PYTHON, DEFAULT_REMOTE_DIR
+
+    deploy = sub.add_parser(
+        "deploy",
+        help="compile for arm (or reuse the cache), push the .nnc to a board over ssh, optionally verify there",
+        description="Compile MODEL for the arm device into the local cache (or reuse it), push the .nnc to the "
+        "board over ssh (keys only: BatchMode) and, with --verify, run it there and compare with this host's "
+        "llvm result. Host keys: --known-hosts FILE must already hold the board's key; without it "
+        "~/.ssh/known_hosts is used and a board seen for the first time is trusted (accept-new).",
+    )
+    deploy.add_argument("model", nargs="?", default="builtin", help="'builtin' (default) or an .onnx file")
+    deploy.add_argument("--host", required=True, help="user@board")
+    deploy.add_argument("--port", type=int, help="ssh port (default: ssh's)")
+    deploy.add_argument("--identity", metavar="KEY", help="ssh private key")
+    deploy.add_argument("--known-hosts", metavar="FILE", help="known_hosts file that must hold the board's host key")
+    deploy.add_argument("--remote-dir", default=DEFAULT_REMOTE_DIR, help="cache directory on the board (%(default)s)")
+    deploy.add_argument(
+        "--remote-python", metavar="PYTHON", help=f"Python on the board (default: {BOARD_PYTHON}, else python3)"
+    )
+    deploy.add_argument("--verify", action="store_true", help="run on the board, compare with llvm here, time it")
+    deploy.add_argument("--properties", default="", help="context properties for arm, e.g. ARM_MCPU=cortex-a72;")
+    deploy.add_argument("--cache-dir", default=default_cache_dir(), help="local cache, default: %(default)s")
+    deploy.add_argument("--batch", type=int, default=1, help="batch of the verification input")
+    deploy.add_argument("--iterations", type=int, default=10, help="timed runs on the board (--verify)")
+    deploy.add_argument("--warmup", type=int, default=1, help="untimed runs before them")
+    deploy.add_argument("--connect-timeout", type=int, default=20, help="ssh ConnectTimeout in seconds")
+    deploy.set_defaults(func=cmd_deploy)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nnadapter-tvm", description=__doc__)
     sub = parser.add_subparsers(dest="command")
@@ -107,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch", type=int, default=1)
     run.add_argument("--fresh", action="store_true", help="delete this model's cache file first")
     run.set_defaults(func=cmd_run)
+    _add_deploy_parser(sub)
     return parser
 
 

@@ -4,7 +4,7 @@ The target is LLVM's aarch64 backend; the CPU model and features come from the c
 properties (``ARM_MCPU``, ``ARM_MATTR``, ``ARM_MTRIPLE``), so a module can be tuned to the
 board's ``-mcpu``.  On any other host the module is linked with the aarch64 cross compiler
 (Debian ``g++-aarch64-linux-gnu``) and stored in the ``.nnc``; it cannot run in this process
-(``Program.run`` says so) and is deployed to a board (``nnadapter-tvm deploy``), which loads
+(the runtime keeps it unloaded) and is deployed to a board (``nnadapter-tvm deploy``), which loads
 it from the cache with the TVM runtime alone.  On an aarch64 host it also runs locally.
 """
 
@@ -58,31 +58,6 @@ def host_is_aarch64() -> bool:
     return platform.machine().lower() in _AARCH64_MACHINES
 
 
-class CrossProgram(Program):
-    """A module built for aarch64 on a host that cannot execute it: it is kept in the cache
-    (and deployed to a board), and running it here is a clear error instead of a crash."""
-
-    def __init__(self, path: str):
-        self.module = None
-        self.device = None
-        self.path = path
-
-    @property
-    def vm(self):  # type: ignore[override]
-        self._refuse()
-
-    def run(self, inputs):  # type: ignore[override]
-        self._refuse()
-
-    @staticmethod
-    def _refuse() -> None:
-        fail(
-            f"the arm module is aarch64 code and this host is {platform.machine()}: run it on an aarch64 host, "
-            "or deploy the cached model to a board (nnadapter-tvm deploy MODEL --host user@board --verify)",
-            ResultCode.FEATURE_NOT_SUPPORTED,
-        )
-
-
 class ArmDriver(LlvmDriver):
     """aarch64 CPUs through LLVM; shares the ``llvm`` driver's build pipeline (and so its CPU
     schedules), with its own target, cross export and load."""
@@ -133,7 +108,14 @@ class ArmDriver(LlvmDriver):
         if props is None:
             props = getattr(executable, "_nnadapter_arm_props", None)
         if host_is_aarch64():
-            executable.export_library(path)
+            native = os.environ.get(CXX_ENV) or "g++"
+            if shutil.which(native) is None:
+                fail(
+                    f"the arm device links its module with {native!r}, which is not on PATH: install g++ "
+                    f"(apt-get install g++) or set {CXX_ENV}; a board that only runs cached models needs none",
+                    ResultCode.DEVICE_INTERNAL_ERROR,
+                )
+            executable.export_library(path, fcompile=tvm.support.cc.cross_compiler(native))
             return
         cxx = self.cross_compiler(props)
         if shutil.which(cxx) is None:
@@ -146,8 +128,13 @@ class ArmDriver(LlvmDriver):
         executable.export_library(path, fcompile=tvm.support.cc.cross_compiler(cxx))
 
     def load(self, path: str, props: dict) -> Program:
+        # The runtime loads only what can_run_here() allows; this guards direct callers.
         if not host_is_aarch64():
-            return CrossProgram(path)
+            fail(
+                f"the arm module is aarch64 code and this host is {platform.machine()}: run it on an aarch64 host "
+                "or deploy it to a board (nnadapter-tvm deploy MODEL --host user@board --verify)",
+                ResultCode.DEVICE_NOT_FOUND,
+            )
         return super().load(path, props)
 
 

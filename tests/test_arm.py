@@ -1,0 +1,500 @@
+"""The ``arm`` device, the board runner and ``deploy``.
+
+Everything but the last section runs anywhere (the cross-compiling tests need Debian's
+``g++-aarch64-linux-gnu`` on non-aarch64 hosts).  The ``slow`` end-to-end tests deploy to a real
+or emulated board described by ``$NNADAPTER_TVM_BOARD`` (a ``board.env`` as written by
+``scripts/make_arm_board.sh``) and skip when it is not set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from nnadapter_tvm.targets import DRIVERS
+from nnadapter_tvm.targets.arm import ArmDriver, elf_machine, host_is_aarch64
+
+import nnadapter_tvm as nna
+from nnadapter_tvm import builtin_model, cache, deploy, remote
+from nnadapter_tvm.cli import main
+from nnadapter_tvm.token import model_token
+
+EM_AARCH64 = 183
+ARM = DRIVERS["arm"]
+CAN_EXPORT = host_is_aarch64() or shutil.which("aarch64-linux-gnu-g++") is not None
+needs_cross = pytest.mark.skipif(
+    not CAN_EXPORT, reason="needs the aarch64 cross compiler: apt-get install g++-aarch64-linux-gnu"
+)
+
+
+def arm_context(properties: str = "") -> nna.Context:
+    return nna.Context([nna.Device.acquire("arm")], properties)
+
+
+@pytest.fixture(scope="module")
+def arm_cache(tmp_path_factory):
+    """The built-in CNN compiled for arm (cortex-a72) into a cache directory: (dir, token, path)."""
+    if not CAN_EXPORT:
+        pytest.skip("needs the aarch64 cross compiler: apt-get install g++-aarch64-linux-gnu")
+    directory = tmp_path_factory.mktemp("arm-cache")
+    model = builtin_model.build()
+    context = arm_context("ARM_MCPU=cortex-a72;")
+    token = model_token(model, context)
+    compilation = nna.Compilation(model, context, cache_token=token, cache_dir=directory)
+    compilation.finish()
+    assert not compilation.loaded_from_cache
+    return directory, token, cache.cache_path(directory, token)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- the driver ----------------------------------------------------------------------------------
+def test_driver_identity_and_properties():
+    assert isinstance(ARM, ArmDriver)
+    assert ARM.name == "arm" and ARM.type == nna.DeviceType.CPU
+    keys = {p.key for p in ARM.properties}
+    assert keys == {"ARM_MCPU", "ARM_MATTR", "ARM_MTRIPLE"}
+    for name, driver in DRIVERS.items():
+        if name != "arm":
+            assert not keys & {p.key for p in driver.properties}, name
+    assert nna.Device.check("arm")
+    ok, why = ARM.can_run_here()
+    assert ok == host_is_aarch64() and why
+
+
+def test_target_defaults_and_board_cpu():
+    default = ARM.tvm_target(arm_context().properties)
+    assert str(default.attrs["mtriple"]) == "aarch64-linux-gnu"
+    assert list(default.attrs["mattr"]) == ["+neon"]
+    assert "arm_cpu" in [str(k) for k in default.keys]
+    board = ARM.tvm_target(arm_context("ARM_MCPU=cortex-a72;ARM_MATTR=+neon,+crc;").properties)
+    assert str(board.attrs["mcpu"]) == "cortex-a72"
+    assert list(board.attrs["mattr"]) == ["+neon", "+crc"]
+
+
+def test_board_cpu_enters_the_token():
+    model = builtin_model.build()
+    tokens = {model_token(model, arm_context(p)) for p in ("", "ARM_MCPU=cortex-a72;", "ARM_MCPU=cortex-a53;")}
+    assert len(tokens) == 3
+    assert model_token(model, arm_context()) != model_token(model, nna.Context([nna.Device.acquire("llvm")]))
+
+
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        ("ARM_MTRIPLE=x86_64-linux-gnu;", "64-bit ARM triple"),
+        ("ARM_MATTR=neon;", r"\+neon or -sve"),
+        ("ARM_MCPU=cortex a72;", "one LLVM CPU name"),
+    ],
+)
+def test_bad_properties_are_rejected(properties, message):
+    with pytest.raises(nna.NNAdapterError, match=message) as err:
+        arm_context(properties)
+    assert err.value.code == nna.ResultCode.INVALID_PARAMETER
+
+
+def test_unknown_cpu_is_rejected_by_name():
+    with pytest.raises(nna.NNAdapterError, match=r"ARM_MCPU='cortex-a999' is not an LLVM CPU.*cortex|a64fx"):
+        ARM.tvm_target(arm_context("ARM_MCPU=cortex-a999;").properties)
+
+
+# -- cross export and the cache ----------------------------------------------------------------
+@needs_cross
+def test_cross_export_is_aarch64_elf(arm_cache):
+    _, _, path = arm_cache
+    container = cache.unpack(cache.read_file(path), path)
+    (sub,) = container.meta["subgraphs"]
+    assert sub["device"] == "arm"
+    assert '"mcpu":"cortex-a72"' in sub["target"] and "aarch64-linux-gnu" in sub["target"]
+    blob = container.blobs[sub["blob"]]
+    assert blob[:4] == b"\x7fELF" and blob[4] == 2  # 64-bit
+    assert elf_machine(blob) == EM_AARCH64
+
+
+@needs_cross
+def test_nnc_round_trips_without_a_model(arm_cache):
+    directory, token, path = arm_cache
+    mtime = os.stat(path).st_mtime_ns
+    loaded = nna.Compilation(None, arm_context("ARM_MCPU=cortex-a72;"), cache_token=token, cache_dir=directory)
+    loaded.finish()
+    assert loaded.loaded_from_cache
+    assert loaded.serialize() == cache.read_file(path)
+    assert os.stat(path).st_mtime_ns == mtime  # nothing rewritten
+    inputs, outputs = loaded.query_inputs_and_outputs()
+    assert [t.precision for t in inputs] == [nna.Precision.FLOAT32]
+    assert outputs[0].dimensions[1] == builtin_model.CLASSES
+    again = nna.Compilation(None, arm_context("ARM_MCPU=cortex-a72;"), cache_buffer=loaded.serialize())
+    again.finish()
+    assert again.loaded_from_cache
+
+
+@needs_cross
+def test_cache_for_another_board_cpu_is_refused_without_a_model(arm_cache):
+    directory, token, _ = arm_cache
+    other = nna.Compilation(None, arm_context("ARM_MCPU=cortex-a53;"), cache_token=token, cache_dir=directory)
+    with pytest.raises(nna.NNAdapterError, match="built for target"):
+        other.finish()
+
+
+@needs_cross
+@pytest.mark.skipif(host_is_aarch64(), reason="on aarch64 the arm module runs here")
+def test_running_arm_code_on_this_host_is_a_clear_error(arm_cache):
+    directory, token, _ = arm_cache
+    loaded = nna.Compilation(None, arm_context("ARM_MCPU=cortex-a72;"), cache_token=token, cache_dir=directory)
+    loaded.finish()
+    execution = nna.Execution(loaded)
+    execution.set_input(0, builtin_model.sample_input(1))
+    execution.set_output(0, np.empty((1, builtin_model.CLASSES), "float32"))
+    with pytest.raises(nna.NNAdapterError, match="cannot run in this process") as err:
+        execution.compute()
+    assert "deploy" in str(err.value)
+
+
+@pytest.mark.skipif(host_is_aarch64(), reason="no cross compiler needed on aarch64")
+def test_missing_cross_compiler_names_the_debian_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("NNADAPTER_TVM_ARM_CXX", "no-such-aarch64-g++")
+    compilation = nna.Compilation(builtin_model.build(), arm_context())
+    with pytest.raises(nna.NNAdapterError, match="apt-get install g\\+\\+-aarch64-linux-gnu") as err:
+        compilation.finish()
+    assert "no-such-aarch64-g++" in str(err.value)
+
+
+@pytest.mark.skipif(host_is_aarch64(), reason="no cross compiler needed on aarch64")
+def test_cross_compiler_follows_the_triple():
+    compilation = nna.Compilation(builtin_model.build(), arm_context("ARM_MTRIPLE=aarch64-unknown-linux-musl;"))
+    if shutil.which("aarch64-unknown-linux-musl-g++"):
+        pytest.skip("this host has a musl cross compiler")
+    with pytest.raises(nna.NNAdapterError, match="aarch64-unknown-linux-musl-g\\+\\+"):
+        compilation.finish()
+
+
+# -- the board runner (runs here on llvm) ------------------------------------------------------
+@pytest.fixture(scope="module")
+def llvm_cache(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("llvm-cache")
+    model = builtin_model.build()
+    context = nna.Context([nna.Device.acquire("llvm")])
+    token = model_token(model, context)
+    nna.Compilation(model, context, cache_token=token, cache_dir=directory).finish()
+    return directory, token, cache.cache_path(directory, token)
+
+
+def run_remote(*args: str, stdin: bytes = b"") -> tuple[int, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "nnadapter_tvm.remote", *args], input=stdin, capture_output=True, check=False
+    )
+    result = deploy._parse_result(proc.stdout.decode())
+    assert result is not None, proc.stderr.decode()
+    return proc.returncode, result
+
+
+def test_remote_run_loads_from_the_cache_and_reports(llvm_cache):
+    directory, token, _ = llvm_cache
+    x = builtin_model.sample_input(2)
+    rc, result = run_remote("run", "--dir", str(directory), "--token", token, "--iterations", "3",
+                            stdin=remote.encode_inputs([x]))  # fmt: skip
+    assert rc == 0, result
+    assert result["devices"] == ["llvm"] and result["latency_ms"]["iterations"] == 3
+    (y,) = [remote.decode_array(s) for s in result["outputs"]]
+    assert y.shape == (2, builtin_model.CLASSES)
+    np.testing.assert_allclose(y, deploy.host_reference(builtin_model.build(), [x], str(directory))[0], rtol=1e-6)
+
+
+def test_remote_run_without_the_file_is_an_error(tmp_path):
+    rc, result = run_remote("run", "--dir", str(tmp_path), "--token", "a" * 32)
+    assert rc == remote.ERROR_EXIT and "push it first" in result["error"]
+
+
+def test_remote_push_is_atomic_and_checked(llvm_cache, tmp_path):
+    _, token, path = llvm_cache
+    data = cache.read_file(path)
+    digest = hashlib.sha256(data).hexdigest()
+    dest = tmp_path / "board"
+    base = ["push", "--dir", str(dest), "--token", token, "--size", str(len(data)), "--sha256", digest]
+    rc, result = run_remote(*base, stdin=data[:1000])
+    assert rc == remote.ERROR_EXIT and "transfer was cut" in result["error"]
+    corrupt = bytearray(data)
+    corrupt[-1] ^= 0xFF
+    rc, result = run_remote(*base, stdin=bytes(corrupt))
+    assert rc == remote.ERROR_EXIT and "SHA-256" in result["error"]
+    garbage = b"x" * len(data)
+    rc, result = run_remote(*base[:-1], hashlib.sha256(garbage).hexdigest(), stdin=garbage)
+    assert rc == remote.ERROR_EXIT and "not an nnadapter-tvm cache" in result["error"]
+    assert not dest.exists() or not os.listdir(dest)
+    rc, result = run_remote(*base, stdin=data)
+    assert rc == 0 and os.listdir(dest) == [token + ".nnc"]
+    assert cache.read_file(str(dest / (token + ".nnc"))) == data
+    rc, result = run_remote("push", "--dir", str(dest), "--token", "../../etc/x", "--size", "1", "--sha256", "0")
+    assert rc == remote.ERROR_EXIT and "32 characters" in result["error"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"), reason="needs root to mount a small tmpfs")
+def test_remote_push_on_a_full_disk_leaves_nothing(llvm_cache, tmp_path):
+    _, token, path = llvm_cache
+    data = cache.read_file(path)
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], check=False).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        args = ["push", "--dir", str(full), "--token", token, "--size", str(len(data))]
+        rc, result = run_remote(*args, "--sha256", hashlib.sha256(data).hexdigest(), stdin=data)
+        assert rc == remote.ERROR_EXIT
+        assert "No space left on device" in result["error"] and "no partial file" in result["error"]
+        assert os.listdir(full) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
+
+
+def test_properties_text_round_trips():
+    props = arm_context("ARM_MCPU=cortex-a72;ARM_MATTR=+neon,+crc;TVM_OPT_LEVEL=2;").codegen_properties()
+    text = remote.properties_text({k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in props.items()})
+    assert arm_context(text).codegen_properties() == props
+
+
+# -- deploy: arguments and ssh failures ---------------------------------------------------------
+def test_remote_path_quoting():
+    assert deploy.remote_path_expr("~/.cache/nnadapter-tvm") == '"$HOME"/.cache/nnadapter-tvm'
+    assert deploy.remote_path_expr("/data/my models") == "'/data/my models'"
+    assert deploy.remote_path_expr("~/x; rm -rf /") == "\"$HOME\"/'x; rm -rf /'"
+    assert shlex.split(deploy.remote_path_expr("/a'b")) == ["/a'b"]
+
+
+def test_ssh_command_line_is_non_interactive(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("not a key")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    board = deploy.Board("me@board", port=2200, identity=str(key), known_hosts=str(known))
+    argv = board.ssh_argv("true")
+    assert argv[0] == "ssh" and argv[-3:] == ["--", "me@board", "true"]
+    joined = " ".join(argv)
+    for option in ("BatchMode=yes", "StrictHostKeyChecking=yes", f"UserKnownHostsFile={known}", "-p 2200"):
+        assert option in joined
+    assert "StrictHostKeyChecking=accept-new" in " ".join(deploy.Board("me@board").ssh_argv("true"))
+
+
+@pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/x", "me@bo ard", ""])
+def test_bad_host_is_rejected(host):
+    with pytest.raises(nna.NNAdapterError, match="is not user@host"):
+        deploy.Board(host)
+
+
+@pytest.mark.skipif(not shutil.which("ssh"), reason="needs the ssh client")
+def test_deploy_refused_port_is_one_clear_line(tmp_path, capsys):
+    port = free_port()
+    rc = main(["deploy", "--host", "nobody@127.0.0.1", "--port", str(port), "--cache-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert f"cannot reach 127.0.0.1 port {port}: connection refused" in err
+    assert os.listdir(tmp_path) == []  # nothing compiled before the board answered
+
+
+def test_deploy_missing_key_is_a_clear_error(tmp_path, capsys):
+    rc = main(["deploy", "--host", "me@127.0.0.1", "--identity", str(tmp_path / "nope")])
+    assert rc == 2 and "--identity" in capsys.readouterr().err
+
+
+def test_deploy_explains_ssh_failures():
+    board = deploy.Board("me@board", port=2222, identity=None)
+    cases = {
+        "ssh: connect to host board port 2222: Connection refused": "connection refused",
+        "me@board: Permission denied (publickey).": "refused your ssh keys (permission denied)",
+        "Host key verification failed.": "host key",
+        "ssh: Could not resolve hostname board: Name or service not known": "cannot resolve",
+        "ssh: connect to host board port 2222: Connection timed out": "cannot reach board port 2222",
+        'Load key "/k": invalid format\nme@board: Permission denied (publickey).': "not a private key",
+        "kex_exchange_identification: read: Connection reset by peer": "failed: kex_exchange",
+    }
+    for stderr, expected in cases.items():
+        assert expected in board._explain_ssh_failure(stderr), stderr
+
+
+def test_deploy_model_argument(tmp_path, capsys):
+    onnx_file = tmp_path / "m.onnx"
+    onnx_file.write_bytes(b"")
+    with pytest.raises(nna.NNAdapterError, match=r"not supported by deploy yet|ONNX"):
+        deploy.load_model(str(onnx_file))
+    with pytest.raises(nna.NNAdapterError, match=r"'builtin' or an \.onnx file"):
+        deploy.load_model("resnet")
+    assert main(["deploy", "resnet", "--host", "me@127.0.0.1", "--port", "1"]) == 2
+    assert "'builtin' or an .onnx file" in capsys.readouterr().err
+
+
+def test_compare_tolerance():
+    a = np.array([[0.5, 0.25]], "float32")
+    assert deploy.compare([a], [a + 1e-7]) < 1e-6
+    with pytest.raises(nna.NNAdapterError, match="differs from the host's llvm result"):
+        deploy.compare([a], [a + 1e-2])
+    with pytest.raises(nna.NNAdapterError, match="board float32"):
+        deploy.compare([a], [a[0]])
+
+
+# -- end to end on a board (slow) ---------------------------------------------------------------
+def board_facts() -> dict[str, str]:
+    path = os.environ.get("NNADAPTER_TVM_BOARD")
+    if not path:
+        pytest.skip(
+            "no board: build the emulated one with `sudo scripts/make_arm_board.sh` and set "
+            "NNADAPTER_TVM_BOARD=.board/board.env (or point it at a board.env for a real board)"
+        )
+    facts = {}
+    with open(path) as f:
+        for line in f:
+            key, sep, value = line.strip().partition("=")
+            if sep and not key.startswith("#"):
+                facts[key] = value
+    return facts
+
+
+def deploy_argv(facts: dict[str, str], *extra: str) -> list[str]:
+    argv = ["deploy", "builtin", "--host", facts["BOARD_HOST"], "--port", facts["BOARD_PORT"]]
+    argv += ["--identity", facts["BOARD_KEY"]]
+    if facts.get("BOARD_KNOWN_HOSTS"):
+        argv += ["--known-hosts", facts["BOARD_KNOWN_HOSTS"]]
+    if facts.get("BOARD_PYTHON"):
+        argv += ["--remote-python", facts["BOARD_PYTHON"]]
+    return [*argv, *extra]
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nnadapter_tvm.cli", *argv], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def board():
+    return board_facts()
+
+
+@pytest.mark.slow
+@needs_cross
+def test_e2e_deploy_and_verify_on_the_board(board, tmp_path):
+    remote_dir = f"~/nnadapter-e2e-{os.getpid()}"
+    try:
+        deploy_and_verify(board, tmp_path, remote_dir)
+    finally:
+        with contextlib.suppress(Exception):
+            ssh_board(board, f"rm -rf {deploy.remote_path_expr(remote_dir)}")
+
+
+def deploy_and_verify(board: dict[str, str], tmp_path, remote_dir: str) -> None:
+    argv = deploy_argv(board, "--cache-dir", str(tmp_path), "--remote-dir", remote_dir)
+    first = cli(*argv, "--verify", "--properties", "ARM_MCPU=cortex-a72;", "--iterations", "3")
+    print(first.stdout, first.stderr)
+    assert first.returncode == 0, first.stderr
+    out = first.stdout
+    token = re.search(r"token: ([0-9a-f]{32})", out).group(1)
+    assert "compiled in" in out and "aarch64" in out
+    assert re.search(r"verify: 1 output\(s\) float32\[1, 10\] match the host's llvm result", out)
+    assert re.search(r"board latency: median [\d.]+ ms", out)
+    assert sorted(os.listdir(tmp_path)) == sorted([f"{token}.nnc", f"{model_token_llvm()}.nnc"])
+    # Again: the local cache is reused and the board gets the same file, replacing the first.
+    second = cli(*argv, "--properties", "ARM_MCPU=cortex-a72;")
+    assert second.returncode == 0, second.stderr
+    assert "found in the cache" in second.stdout and f"token: {token}" in second.stdout
+    listing = ssh_board(board, f"ls -a {deploy.remote_path_expr(remote_dir)}")
+    assert sorted(listing.split()) == [".", "..", f"{token}.nnc"]  # no temporary file left
+
+
+def model_token_llvm() -> str:
+    return model_token(builtin_model.build(), nna.Context([nna.Device.acquire("llvm")]))
+
+
+def ssh_board(facts: dict[str, str], command: str) -> str:
+    b = deploy.Board(
+        facts["BOARD_HOST"],
+        port=int(facts["BOARD_PORT"]),
+        identity=facts["BOARD_KEY"],
+        known_hosts=facts.get("BOARD_KNOWN_HOSTS") or None,
+    )
+    proc = b.run(command)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.decode()
+
+
+@pytest.mark.slow
+def test_e2e_bad_key_is_refused(board, tmp_path):
+    key = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    argv = deploy_argv(board, "--cache-dir", str(tmp_path / "cache"))
+    argv[argv.index("--identity") + 1] = str(key)
+    proc = cli(*argv)
+    assert proc.returncode == 2
+    assert "refused the key" in proc.stderr and "permission denied" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_e2e_unknown_host_key_is_refused(board, tmp_path):
+    if not board.get("BOARD_KNOWN_HOSTS"):
+        pytest.skip("the board facts name no known_hosts file")
+    other = tmp_path / "known_hosts"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True)
+    pub = (tmp_path / "k.pub").read_text().split()[:2]
+    other.write_text(f"[127.0.0.1]:{board['BOARD_PORT']} {' '.join(pub)}\n")
+    argv = deploy_argv(board, "--cache-dir", str(tmp_path / "cache"))
+    argv[argv.index("--known-hosts") + 1] = str(other)
+    proc = cli(*argv)
+    assert proc.returncode == 2 and "host key" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_e2e_board_without_python_or_package(board, tmp_path):
+    argv = deploy_argv(board, "--cache-dir", str(tmp_path))
+    at = argv.index("--remote-python") + 1 if "--remote-python" in argv else None
+    argv = [*argv[: at - 1], *argv[at + 1 :]] if at else argv
+    proc = cli(*argv, "--remote-python", "/no/such/python3")
+    assert proc.returncode == 2 and "no Python on" in proc.stderr, proc.stderr
+    proc = cli(*argv, "--remote-python", "/usr/bin/python3")  # the board's system Python: no nnadapter_tvm
+    assert proc.returncode == 2 and "cannot run nnadapter_tvm" in proc.stderr, proc.stderr
+    assert "No module named" in proc.stderr
+
+
+@pytest.mark.slow
+@needs_cross
+def test_e2e_full_disk_leaves_no_partial_file(board, tmp_path):
+    root = board.get("BOARD_ROOT")
+    if not root or os.geteuid() != 0:
+        pytest.skip("needs the emulated board's root and root here to mount a small file system in it")
+    full = os.path.join(root, "home", "board", f"full-{os.getpid()}")
+    os.makedirs(full)
+    try:
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0777", "tmpfs", full], check=False).returncode:
+            pytest.skip("cannot mount a tmpfs here")
+        remote_dir = "~/" + os.path.basename(full)
+        proc = cli(*deploy_argv(board, "--cache-dir", str(tmp_path), "--remote-dir", remote_dir))
+        assert proc.returncode == 2 and "not enough space" in proc.stderr, proc.stderr
+        # Past the free-space check (as if it raced with another writer): the board itself runs out.
+        facts = deploy_argv(board)
+        b = deploy.Board(
+            facts[facts.index("--host") + 1],
+            port=int(board["BOARD_PORT"]),
+            identity=board["BOARD_KEY"],
+            known_hosts=board.get("BOARD_KNOWN_HOSTS") or None,
+            remote_dir=remote_dir,
+            python=board.get("BOARD_PYTHON") or None,
+        )
+        info = deploy.preflight(b)
+        info.free_bytes = 1 << 40
+        _, token, path = deploy.compile_for_arm(builtin_model.build(), "", str(tmp_path))
+        with pytest.raises(nna.NNAdapterError, match=r"No space left on device.*no partial file"):
+            deploy.push(b, info, token, cache.read_file(path))
+        assert os.listdir(full) == []
+    finally:
+        with contextlib.suppress(Exception):
+            subprocess.run(["umount", full], check=False)
+            os.rmdir(full)
