@@ -140,8 +140,9 @@ SCHEMAS: dict[O, OpSchema] = {
     O.AVERAGE_POOL_2D: _pool_2d(Arg("count_include_pad", BOOL)),
     O.BATCH_NORMALIZATION: _unary(*_NORM_SCALE_BIAS, Arg("mean", F32), Arg("variance", F32), _EPSILON),
     O.CAST: OpSchema((Arg("input", CASTABLE), Arg("dtype", INT32)), (Arg("output", ANY),)),
-    # The spec types `group` NNADAPTER_FLOAT32, a slip: the header (and the meaning) say INT32.
-    O.CHANNEL_SHUFFLE: _unary(Arg("group", INT32)),
+    # The spec types `group` NNADAPTER_FLOAT32, the header INT32: both are accepted (a FLOAT32 one must
+    # hold an integer; the converter checks).
+    O.CHANNEL_SHUFFLE: _unary(Arg("group", F32_INT32)),
     O.CLIP: _unary(Arg("min", F32_Q8, same_as="input"), Arg("max", F32_Q8, same_as="input")),
     O.CONCAT: OpSchema((Arg("inputs", F32_Q8, variadic=True), Arg("axis", INT32)), (Arg("output", F32_Q8),)),
     O.CONV_2D: _conv_2d(),

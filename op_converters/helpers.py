@@ -99,3 +99,15 @@ def check_broadcast(args: OpArgs, indices: list[int]) -> None:
                 args.fail(f"shape {shape} does not broadcast with {result} (numpy broadcasting)", i)
             merged.append(d if isinstance(r, int) and r == 1 else r)
         result = merged
+
+
+def at_least_1d(expr: relax.Expr, rank: int) -> relax.Expr:
+    """``expr`` (of rank ``rank``) reshaped to [1] where it has rank 0.
+
+    The convention of SQUEEZE, MAT_MUL, REDUCE_* and ARG_MAX/ARG_MIN: where numpy would give a rank-0
+    result (every axis squeezed or reduced away, a 1-D . 1-D product, the arg-reduction of a 1-D input
+    without keepdim) the output has shape [1], as Paddle-Lite's NNAdapter shape inference does
+    (operation/squeeze.cc, mat_mul.cc, reduce.cc, arg_min_max.cc).  GATHER (rank-0 indices) and UNSTACK
+    (a 1-D input) keep numpy's rank 0, as the same code does for them (gather.cc, unstack.cc).
+    """
+    return relax.op.reshape(expr, [1]) if rank == 0 else expr

@@ -43,7 +43,8 @@ def gather(args: OpArgs) -> relax.Expr:
 
     ``output = numpy.take(input, indices, axis)``: rank Q + R - 1, the indexed axis replaced by
     the shape of ``indices``.  Constant indices are range-checked at compile time; indices fed at
-    run time must lie in [-dim, dim) (they are taken modulo dim).
+    run time must lie in [-dim, dim) (they are taken modulo dim).  Rank-0 indices on a 1-D input give
+    a rank-0 output, as Paddle-Lite's operation/gather.cc infers (see reduce.at_least_1d).
 
     Reference: the spec; numpy.take / Paddle's gather for negative indices.
     """
@@ -181,7 +182,8 @@ def stack(args: OpArgs) -> relax.Expr:
 def unstack(args: OpArgs) -> list[relax.Expr]:
     """input, axis, num (= the size of ``axis``) -> output0 .. output(num-1), each of rank R - 1.
 
-    Output ``i`` is ``input`` indexed with ``i`` along ``axis`` (Paddle's unstack).
+    Output ``i`` is ``input`` indexed with ``i`` along ``axis`` (Paddle's unstack); a 1-D input gives
+    rank-0 outputs, as Paddle-Lite's operation/unstack.cc infers (see reduce.at_least_1d).
 
     Reference: the header (not in the spec); Paddle's unstack.
     """
@@ -372,10 +374,12 @@ def pad(args: OpArgs) -> relax.Expr:
 
 @converter(O.CHANNEL_SHUFFLE)
 def channel_shuffle(args: OpArgs) -> relax.Expr:
-    """input [N, C, H, W], group (positive, divides C) -> output of the same shape.
+    """input [N, C, H, W], group (INT32, or FLOAT32 holding an integer; positive, divides C) -> output
+    of the same shape.
 
     ``output[:, k * group + g] = input[:, g * (C / group) + k]``: reshape to
-    [N, group, C / group, H, W], swap the two channel axes, reshape back.
+    [N, group, C / group, H, W], swap the two channel axes, reshape back.  The spec types ``group``
+    FLOAT32 and the header INT32; both are accepted.
 
     Reference: the spec; Paddle's channel_shuffle (NCHW).
     """
@@ -384,7 +388,10 @@ def channel_shuffle(args: OpArgs) -> relax.Expr:
     if len(shape) != 4:
         args.fail(f"must be 4-D [N, C, H, W], got shape {shape}", 0)
     n, c, h, w = shape
-    group = args.int(1)
+    group = args.float(1)
+    if not group.is_integer():
+        args.fail(f"group {group} must be an integer", 1)
+    group = int(group)
     if not _static(c):
         args.fail("needs a known channel dimension", 0, ResultCode.FEATURE_NOT_SUPPORTED)
     if group <= 0 or c % group:

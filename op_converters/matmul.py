@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import fuse
+from nnadapter_tvm.op_converters.helpers import at_least_1d, fuse
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax
 
@@ -17,6 +17,8 @@ def fully_connected(args: OpArgs) -> relax.Expr:
     """input, weight [num_units, input_size], bias, fuse_code -> [batch, num_units].
 
     An input of rank > 2 is flattened to [num_elements / input_size, input_size].
+
+    Reference: the spec (batch_size = num_elements / input_size; the header's "at least rank 2").
     """
     x, w = args.tensor(0), args.tensor(1)
     w_shape = args.shape(w)
@@ -41,7 +43,10 @@ def fully_connected(args: OpArgs) -> relax.Expr:
 def mat_mul(args: OpArgs) -> relax.Expr:
     """x, y, transpose_x (false), transpose_y (false) -> numpy.matmul(x', y').
 
-    A transpose swaps the last two dims; on a 1-D operand it is the identity (numpy semantics).
+    A transpose swaps the last two dims; on a 1-D operand it is the identity (numpy semantics).  A 1-D
+    x . 1-D y product has shape [1], not rank 0 (reduce.at_least_1d: Paddle-Lite's operation/mat_mul.cc).
+
+    Reference: the spec; numpy.matmul for broadcasting and 1-D operands.
     """
     x, y = args.tensor(0), args.tensor(1)
     xs, ys = args.shape(x), args.shape(y)
@@ -55,7 +60,8 @@ def mat_mul(args: OpArgs) -> relax.Expr:
     for a, b in zip(reversed(xs[:-2]), reversed(ys[:-2])):
         if isinstance(a, int) and isinstance(b, int) and 1 not in (a, b) and a != b:
             args.fail(f"batch dimensions of x {xs} and y {ys} do not broadcast", 1)
-    return relax.op.matmul(x, y)
+    product = relax.op.matmul(x, y)
+    return at_least_1d(product, 0) if len(xs) == len(ys) == 1 else product
 
 
 def _swap_last(expr: relax.Expr, shape: list) -> tuple[relax.Expr, list]:

@@ -1,14 +1,28 @@
 """2-D pooling.
 
 Output sizes follow the spec: floor((H_in + pad_top + pad_bottom - k) / stride + 1), or ceil(...) when
-``ceil_mode`` (no PyTorch-style dropping of a last window that starts in the padding).  Window (i, j)
-starts at (i * stride_h - pad_top, j * stride_w - pad_left) and, as in Paddle's pooling kernels, is cut
-at the padded input's far edge (H_in + pad_bottom, W_in + pad_right): a ``ceil_mode`` overhang past it
-covers nothing and is never counted.  Max pooling takes the maximum of the real elements; average
-pooling divides their sum by the number of real elements (``count_include_pad`` false) or of real and
-padding elements (true).  Paddle's CPU kernel cuts at H_in + pad_top instead (it keeps only the leading
-pads), which agrees for symmetric padding; with asymmetric pads this converter uses the padding as given.
-TVM's ``avg_pool2d``/``max_pool2d`` implement exactly this (tests/ops/test_pool.py checks it).
+``ceil_mode`` — every window the formula counts is computed, including a last ``ceil_mode`` window that
+starts in (or past) the bottom/right padding, which PyTorch and TVM would drop.  Window (i, j) starts at
+(i * stride_h - pad_top, j * stride_w - pad_left) and, as in Paddle's pooling kernels, is cut at the
+padded input's far edge (H_in + pad_bottom, W_in + pad_right): a ``ceil_mode`` overhang past it covers
+nothing and is never counted.  Max pooling takes the maximum of the real elements; average pooling
+divides their sum by the number of real elements (``count_include_pad`` false) or of real and padding
+elements inside [-pad_top, H_in + pad_bottom) x [-pad_left, W_in + pad_right) (true).  Paddle's CPU
+kernel cuts at H_in + pad_top instead (it keeps only the leading pads), which agrees for symmetric
+padding; with asymmetric pads this converter uses the padding as given.
+
+A window with no real element (possible when a pad is at least the kernel, or for a ``ceil_mode`` window
+past the input): max pooling gives the lowest float32, -FLT_MAX, and index -1, as Paddle's CPU kernels
+(``MaxPool::initial``, max_pool2d_with_index) do; average pooling gives 0 with either
+``count_include_pad``.  For ``count_include_pad`` true that is Paddle's value too (0 / padding count);
+for false Paddle divides 0 by 0 and returns NaN, while NNAdapter's own reference kernel
+(operation/math/pool2d.h) skips such windows and leaves its zero-initialized 0 — this converter gives 0,
+a finite value that a quantized output can represent.
+
+Where TVM's ``avg_pool2d``/``max_pool2d`` produce the spec's size (always without ``ceil_mode``; with it,
+unless the last window starts at or past row H_in / column W_in, i.e. holds no real element) they
+compute exactly this rule, empty windows included, and are used; otherwise a TE compute implements the
+rule (tests/ops/test_pool.py checks both paths).
 """
 
 from __future__ import annotations
@@ -19,28 +33,131 @@ from collections.abc import Callable
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import check_window, fuse, pair, rank4, relax_padding, spatial_pads
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, te, tirx, topi
+from tvm import relax, sym, te, tirx, topi
 
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision, ResultCode
 
 
 def _window(args: OpArgs, x: relax.Expr) -> tuple[list[int], list[int], list[int]]:
-    """kernel_shape, strides and Relax-ordered padding from inputs 1-4 (auto_pad, pads, kernel_shape, strides)."""
+    """kernel_shape, strides and the spec-ordered pads [top, bottom, left, right] from inputs 1-4
+    (auto_pad, pads, kernel_shape, strides)."""
     _, _, h, w = rank4(args, x, 0)
     kernel, strides = pair(args, 3), pair(args, 4, [1, 1])
     pads = spatial_pads(args, 1, 2, [h, w], kernel, strides, [1, 1])
     check_window(args, [h, w], pads, kernel, 3)
-    return kernel, strides, relax_padding(pads)
+    return kernel, strides, pads
+
+
+def _pool(
+    args: OpArgs,
+    x: relax.Expr,
+    kind: str,
+    kernel: list[int],
+    strides: list[int],
+    pads: list[int],
+    ceil_mode: bool,
+    count_include_pad: bool = False,
+) -> relax.Var:
+    """Max or average pooling by the module docstring's rule, at the spec's output size: Relax's pool where
+    it produces that size, else a TE compute."""
+    padding = relax_padding(pads)
+    if kind == "max":
+        call = relax.op.nn.max_pool2d(x, kernel, strides, padding, ceil_mode=ceil_mode)
+    else:
+        call = relax.op.nn.avg_pool2d(
+            x, kernel, strides, padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad
+        )
+    _, _, h, w = args.shape(x)
+    out_hw = [
+        _spec_size(size, before, after, k, s, ceil_mode)
+        for size, before, after, k, s in zip((h, w), pads[0::2], pads[1::2], kernel, strides)
+    ]
+    # Relax infers its pool's output shape without emitting anything (a throwaway builder normalizes it).
+    relax_hw = list(relax.BlockBuilder().normalize(call).ty.shape.values)[2:]
+    analyzer = sym.Analyzer()
+    if all(analyzer.can_prove_equal(a, b) for a, b in zip(out_hw, relax_hw)):
+        return args.emit(call)
+    return args.emit_te(
+        lambda t: _pool_te(t, kind, kernel, strides, pads, out_hw, count_include_pad),
+        x,
+        primfunc_name_hint=f"{kind}_pool2d_spec",
+    )
+
+
+def _spec_size(size, before: int, after: int, k: int, s: int, ceil_mode: bool):
+    """floor/ceil((size + before + after - k) / s + 1) as the spec writes it (size may be symbolic)."""
+    numerator = size + before + after - k + (s - 1 if ceil_mode else 0)
+    return numerator // s + 1 if isinstance(numerator, int) else tirx.floordiv(numerator, s) + 1
+
+
+def _pool_te(
+    x: te.Tensor,
+    kind: str,
+    kernel: list[int],
+    strides: list[int],
+    pads: list[int],
+    out_hw: list,
+    count_include_pad: bool,
+) -> te.Tensor:
+    """The module docstring's rule, window by window: the real elements of window (i, j) are those of rows
+    [i * stride_h - pad_top, + k_h) and columns [j * stride_w - pad_left, + k_w) inside the input; an
+    empty window gives -FLT_MAX (max) or 0 (average)."""
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw) = kernel, strides
+    top, bottom, left, right = pads
+    dtype = x.dtype
+    shape = [n, c, *out_hw]
+
+    def real_and_value(b, ch, i, j, rh, rw):
+        hh, ww = i * sh - top + rh, j * sw - left + rw
+        real = tirx.all(hh >= 0, hh < h, ww >= 0, ww < w)
+        value = x[b, ch, tirx.max(tirx.min(hh, h - 1), 0), tirx.max(tirx.min(ww, w - 1), 0)]
+        return real, value
+
+    if kind == "max":
+
+        def maximum(b, ch, i, j):
+            rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
+            real, value = real_and_value(b, ch, i, j, rh, rw)
+            # te.max starts from the lowest finite value, -FLT_MAX: an empty window keeps it.
+            return te.max(tirx.Select(real, value, te.min_value(dtype)), axis=[rh, rw])
+
+        return te.compute(shape, maximum, name="max_pool")
+
+    def total(b, ch, i, j):
+        rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
+        real, value = real_and_value(b, ch, i, j, rh, rw)
+        return te.sum(tirx.Select(real, value, tirx.const(0, dtype)), axis=[rh, rw])
+
+    sums = te.compute(shape, total, name="pool_sum")
+
+    def extent(start, k, size, after):
+        """Rows (or columns) counted along one axis: real ones, or real and padding ones (count_include_pad)."""
+        if count_include_pad:
+            return tirx.max(tirx.min(start + k, size + after) - start, 0)
+        return tirx.max(tirx.min(start + k, size) - tirx.max(start, 0), 0)
+
+    def average(b, ch, i, j):
+        count = extent(i * sh - top, kh, h, bottom) * extent(j * sw - left, kw, w, right)
+        mean = sums[b, ch, i, j] / tirx.Cast(dtype, tirx.max(count, 1))
+        return tirx.Select(count > 0, mean, tirx.const(0, dtype))
+
+    return te.compute(shape, average, name="avg_pool")
 
 
 @converter(O.AVERAGE_POOL_2D)
 def average_pool_2d(args: OpArgs) -> relax.Expr:
-    """input, auto_pad, pads, kernel_shape, strides, ceil_mode, count_include_pad, fuse_code -> output."""
+    """input, auto_pad, pads, kernel_shape, strides, ceil_mode, count_include_pad, fuse_code -> output.
+
+    The sum of each window's real elements divided by their count (``count_include_pad`` false) or by the
+    count of real and padding elements (true); a window without real elements gives 0 (module docstring).
+
+    Reference: the spec (output size); Paddle's pool2d CPU kernel (window cut at the padded edge, divisor).
+    """
     x = args.tensor(0)
-    kernel, strides, padding = _window(args, x)
-    ceil_mode, count_include_pad = args.bool(5, False), args.bool(6, False)
-    y = relax.op.nn.avg_pool2d(x, kernel, strides, padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+    kernel, strides, pads = _window(args, x)
+    y = _pool(args, x, "avg", kernel, strides, pads, args.bool(5, False), args.bool(6, False))
     return fuse(args, y, 7)
 
 
@@ -51,19 +168,19 @@ def max_pool_2d(args: OpArgs) -> relax.Expr | list[relax.Expr]:
 
     ``indices`` holds, for each window, the position h * W_in + w of its maximum in the unpadded
     H_in * W_in plane of its channel, the first in row-major order among equal maxima (as Paddle's
-    max_pool2d_with_index); a window without real elements gives -1.  The fused activation applies to
-    ``output`` only.
+    max_pool2d_with_index); a window without real elements gives -FLT_MAX and index -1.  The fused
+    activation applies to ``output`` only.
 
-    Reference: the spec; Paddle's max_pool2d_with_index for the indices.
+    Reference: the spec (output size); Paddle's pool2d CPU kernel and max_pool2d_with_index for the indices.
     """
     x = args.tensor(0)
-    kernel, strides, padding = _window(args, x)
-    y = args.emit(relax.op.nn.max_pool2d(x, kernel, strides, padding, ceil_mode=args.bool(5, False)))
+    kernel, strides, pads = _window(args, x)
+    y = _pool(args, x, "max", kernel, strides, pads, args.bool(5, False))
     out = fuse(args, y, 8)
     dtype = _indices_dtype(args, 6, 7)
     if dtype is None:
         return out
-    top, left = padding[0], padding[1]
+    top, left = pads[0], pads[2]
 
     def bounds(i, stride, pad, k):
         start = i * stride - pad
@@ -80,7 +197,10 @@ def max_pool_2d(args: OpArgs) -> relax.Expr | list[relax.Expr]:
 @converter(O.ADAPTIVE_AVERAGE_POOL_2D)
 def adaptive_average_pool_2d(args: OpArgs) -> relax.Expr:
     """input, output_shape [H_out, W_out] -> output.  Bin i of an axis of size n averages
-    [floor(i * n / out), ceil((i + 1) * n / out)), as Paddle and PyTorch do."""
+    [floor(i * n / out), ceil((i + 1) * n / out)), as Paddle and PyTorch do.
+
+    Reference: the spec; Paddle's adaptive pool2d (AdaptStartIndex / AdaptEndIndex) for the bins.
+    """
     x = args.tensor(0)
     rank4(args, x, 0)
     return relax.op.nn.adaptive_avg_pool2d(x, pair(args, 1))

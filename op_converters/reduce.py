@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import at_least_1d
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax
 
@@ -21,18 +22,13 @@ def index_dtype(args: OpArgs, i: int, default: Precision | None = None) -> str:
     return _INDEX_DTYPES[code]
 
 
-def _at_least_1d(expr: relax.Expr, rank: int) -> relax.Expr:
-    """NNAdapter never produces rank 0: reducing every dimension away gives shape [1]."""
-    return relax.op.reshape(expr, [1]) if rank == 0 else expr
-
-
 @converter(O.ARG_MAX, O.ARG_MIN)
 def arg_max_min(args: OpArgs) -> relax.Expr:
     """input, axis, keepdim, dtype (INT32 = 5 or INT64 = 7, default INT64) -> the index of the first
     largest (ARG_MAX) or smallest (ARG_MIN) element along ``axis``, as ``dtype``.
 
     Ties give the smallest index, as numpy.argmax/argmin and Paddle's arg_max/arg_min do.  Without
-    ``keepdim`` a rank-1 input gives shape [1] (NNAdapter's outputs are never rank 0).
+    ``keepdim`` a rank-1 input gives shape [1], not rank 0 (``at_least_1d``).
     Reference: the spec; Paddle's arg_max/arg_min for ties.
     """
     x = args.tensor(0)
@@ -41,7 +37,7 @@ def arg_max_min(args: OpArgs) -> relax.Expr:
     keepdim = args.bool(2)
     dtype = index_dtype(args, 3, Precision.INT64)
     fn = relax.op.argmax if args.type == O.ARG_MAX else relax.op.argmin
-    y = _at_least_1d(fn(x, axis, keepdim), rank if keepdim else rank - 1)
+    y = at_least_1d(fn(x, axis, keepdim), rank if keepdim else rank - 1)
     return relax.op.astype(y, dtype) if dtype != "int64" else y
 
 
@@ -52,7 +48,7 @@ _REDUCERS = {O.REDUCE_MAX: relax.op.max, O.REDUCE_MEAN: relax.op.mean, O.REDUCE_
 def reduce(args: OpArgs) -> relax.Expr:
     """input, axes (empty: every axis), keepdim (default true) -> the max / mean / sum over ``axes``.
 
-    Without ``keepdim``, reducing every axis gives shape [1] (NNAdapter's outputs are never rank 0).
+    Without ``keepdim``, reducing every axis gives shape [1], not rank 0 (``at_least_1d``).
     An axis named twice is invalid.
     Reference: the spec; the header for keepdim's default (true).
     """
@@ -69,7 +65,7 @@ def reduce(args: OpArgs) -> relax.Expr:
         axes = list(range(rank))
     keepdim = args.bool(2, True)
     y = _REDUCERS[args.type](x, sorted(axes), keepdim)
-    return _at_least_1d(y, rank if keepdim else rank - len(axes))
+    return at_least_1d(y, rank if keepdim else rank - len(axes))
 
 
 @converter(O.CUM_SUM)

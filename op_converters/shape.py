@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import at_least_1d
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax
 
@@ -11,7 +12,10 @@ from nnadapter_tvm.types import OperationType as O
 
 @converter(O.RESHAPE)
 def reshape(args: OpArgs) -> relax.Expr:
-    """input, shape -> output; 0 copies the input's dimension, one -1 is inferred."""
+    """input, shape -> output; 0 copies the input's dimension, one -1 is inferred.
+
+    Reference: the spec; Paddle's reshape for 0 and -1.
+    """
     x = args.tensor(0)
     in_shape = args.shape(x)
     target = args.ints(1)
@@ -42,7 +46,10 @@ def reshape(args: OpArgs) -> relax.Expr:
 
 @converter(O.FLATTEN)
 def flatten(args: OpArgs) -> relax.Expr:
-    """input, start_axis, end_axis -> dims start..end merged into one."""
+    """input, start_axis, end_axis -> dims start..end merged into one.
+
+    Reference: the spec; Paddle's flatten_contiguous_range.
+    """
     x = args.tensor(0)
     shape = args.shape(x)
     rank = max(len(shape), 1)
@@ -57,7 +64,10 @@ def flatten(args: OpArgs) -> relax.Expr:
 
 @converter(O.TRANSPOSE)
 def transpose(args: OpArgs) -> relax.Expr:
-    """input, perm -> output_dims[i] = input_dims[perm[i]]."""
+    """input, perm -> output_dims[i] = input_dims[perm[i]].
+
+    Reference: the spec; numpy.transpose (perm omitted: the axes reversed).
+    """
     x = args.tensor(0)
     rank = len(args.shape(x))
     perm = args.ints(1, list(reversed(range(rank))))
@@ -72,6 +82,8 @@ def concat(args: OpArgs) -> relax.Expr:
 
     Where inputs disagree only symbolically on a non-axis dim (UNKNOWN dims of different model
     inputs), each is match-cast to a common dim (a static one if any): checked at run time.
+
+    Reference: the spec; numpy.concatenate.
     """
     tensors = args.tensors(0, args.count - 1)
     shapes = [args.shape(t) for t in tensors]
@@ -99,7 +111,13 @@ def _same_dim(a, b) -> bool:
 
 @converter(O.SQUEEZE)
 def squeeze(args: OpArgs) -> relax.Expr:
-    """input, axes (empty or omitted: every size-1 axis) -> output; an axis named twice is removed once."""
+    """input, axes (empty or omitted: every size-1 axis) -> output; an axis named twice is removed once.
+
+    Squeezing every axis gives shape [1], not rank 0 (reduce.at_least_1d: Paddle-Lite's
+    operation/squeeze.cc).
+
+    Reference: the spec; numpy.squeeze, Paddle-Lite's NNAdapter shape inference for the [1].
+    """
     x = args.tensor(0)
     shape = args.shape(x)
     rank = len(shape)
@@ -112,12 +130,15 @@ def squeeze(args: OpArgs) -> relax.Expr:
         axes.add(a % rank)
     if not args.has(1):  # only dims known to be 1: an UNKNOWN dim is kept, so the rank stays known
         axes = {a for a, d in enumerate(shape) if isinstance(d, int) and d == 1}
-    return relax.op.squeeze(x, sorted(axes))
+    return at_least_1d(relax.op.squeeze(x, sorted(axes)), rank - len(axes))
 
 
 @converter(O.UNSQUEEZE)
 def unsqueeze(args: OpArgs) -> relax.Expr:
-    """input, axes -> output with size-1 axes inserted (axes index the output)."""
+    """input, axes -> output with size-1 axes inserted (axes index the output).
+
+    Reference: the spec; numpy.expand_dims with a tuple of axes.
+    """
     x = args.tensor(0)
     axes = args.ints(1)
     out_rank = len(args.shape(x)) + len(axes)

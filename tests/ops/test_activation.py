@@ -75,6 +75,7 @@ def test_softmax_axis(shape, axis):
 def test_softmax_default_axis(shape):
     """The axis operand omitted: the spec's default is 1."""
     x = rand(*shape, seed=5, low=-5.0, high=5.0)
+    # As test_softmax_axis: float32 exp and summation order, a few ulp.
     check_op(OP.SOFTMAX, [In(x)], _softmax(x, 1), rtol=1e-5, atol=1e-6)
 
 
@@ -82,6 +83,7 @@ def test_softmax_large_values_are_stable():
     """Inputs whose exp overflows float32 still give the mathematically defined result."""
     x = np.array([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0]], "float32")
     expected = _softmax(x - x.max(axis=1, keepdims=True), 1)
+    # As test_softmax_axis: float32 exp and summation order, a few ulp.
     check_op(OP.SOFTMAX, [In(x), i32([1])], expected, rtol=1e-5, atol=1e-6)
 
 
@@ -97,6 +99,7 @@ def test_softmax_axis_out_of_range(axis):
 def test_softmax_unknown_batch():
     x = rand(2, 3, 4, seed=6)
     out = [Out(dims=[nna.UNKNOWN, 3, 4])]
+    # As test_softmax_axis: float32 exp and summation order against a float64 reference, a few ulp.
     check_op(OP.SOFTMAX, [In(x, dims=[nna.UNKNOWN, 3, 4]), i32([-1])], _softmax(x, -1), out, rtol=1e-5, atol=1e-6)
 
 
@@ -243,7 +246,8 @@ def test_gelu_forms_differ():
     """The approximate flag is honoured: erf and tanh forms differ by ~1e-4 around |x| = 2."""
     x = np.array([-2.0, -1.5, 1.5, 2.0], "float32")
     assert np.abs(_gelu(x, True) - _gelu(x, False)).min() > 1e-5
-    check_op(OP.GELU, [In(x), b8([True])], _gelu(x, True), rtol=1e-6, atol=1e-6)  # ulp-level
+    # ulp-level (1e-6) tolerances: far below the 1e-5 gap between the two forms asserted above.
+    check_op(OP.GELU, [In(x), b8([True])], _gelu(x, True), rtol=1e-6, atol=1e-6)
     check_op(OP.GELU, [In(x), b8([False])], _gelu(x, False), rtol=1e-6, atol=1e-6)
 
 
@@ -265,6 +269,7 @@ def test_hard_activation_shapes(op, shape):
 def test_hard_activation_params(op, alpha, beta):
     """(1/6, 1/2) is hard_swish's usual form (threshold 6, offset 3); a negative slope too."""
     x = rand(4, 6, seed=9, low=-6.0, high=6.0)
+    # As test_hard_activation_shapes: a float32 multiply-add, atol for values near 0.
     check_op(op, [In(x), f32([alpha]), f32([beta])], HARD[op](x, alpha, beta), rtol=1e-6, atol=1e-6)
 
 
@@ -279,6 +284,7 @@ def test_leaky_relu_shapes(shape):
 @pytest.mark.parametrize("alpha", [0.0, 0.01, 1.5, -0.3], ids=str)
 def test_leaky_relu_alpha(alpha):
     x = np.concatenate([rand(10, seed=2), np.array([0.0, -0.0], "float32")])
+    # one float32 multiply, correctly rounded: within 1 ulp (2e-7 relative); zeros stay exact.
     check_op(OP.LEAKY_RELU, [In(x), f32([alpha])], _leaky_relu(x, alpha), rtol=2e-7, atol=0)
 
 
@@ -294,6 +300,7 @@ def test_prelu(shape, per_channel):
 
 def test_prelu_rank1_single_slope():
     x = rand(7, seed=1)
+    # one float32 multiply per element, correctly rounded: within 1 ulp (2e-7 relative).
     check_op(OP.PRELU, [In(x), f32([0.25])], _prelu(x, [0.25]), rtol=2e-7, atol=0)
 
 
@@ -301,6 +308,7 @@ def test_prelu_slope_as_input():
     """A slope fed at execution time behaves like a constant one."""
     x = rand(2, 3, 4, seed=2)
     slope = np.array([0.1, -0.2, 0.3], "float32")
+    # one float32 multiply per element, correctly rounded: within 1 ulp (2e-7 relative).
     check_op(OP.PRELU, [In(x), In(slope)], _prelu(x, slope), rtol=2e-7, atol=0)
 
 
@@ -333,6 +341,7 @@ def test_softplus_beta(beta):
 def test_softplus_tiny_values_keep_relative_accuracy():
     """log(1 + e) for e below float32's epsilon is e, not 0: relative accuracy in the tail."""
     x = np.array([-90.0, -60.0, -40.0, -17.0], "float32")
+    # a few ulp relative (as SOFTPLUS_TOL) and no absolute slack: a result of 0 would fail.
     check_op(OP.SOFTPLUS, [In(x), f32([1.0])], _softplus(x, 1.0), rtol=1e-5, atol=0)
 
 

@@ -600,9 +600,12 @@ def test_deformable_conv2d_integer_offsets_at_edges():
     check_op(OP.DEFORMABLE_CONV_2D, inputs, expected, rtol=RTOL, atol=ATOL)
 
 
-def test_deformable_conv2d_fuse_code():
-    # fuse_code goes through the helper CONV_2D's tests cover; one activation shows it is applied.
-    inputs, expected = deformable_case((4, 4, 2), 2, [1, 1, 0, 1], [1, 1], [1, 1], True, nna.FuseCode.RELU1, seed=10)
+@pytest.mark.parametrize("code", list(nna.FuseCode), ids=lambda c: c.name)
+def test_deformable_conv2d_fuse_code(code):
+    inputs, expected = deformable_case((4, 4, 2), 2, [1, 1, 0, 1], [1, 1], [1, 1], True, code, seed=10)
+    raw = deformable_case((4, 4, 2), 2, [1, 1, 0, 1], [1, 1], [1, 1], True, nna.FuseCode.NONE, seed=10)[1]
+    # The raw outputs span below 0, (0, 1), (1, 6) and above 6, so each activation clips something.
+    assert (raw < 0).any() and ((raw > 0) & (raw < 1)).any() and ((raw > 1) & (raw < 6)).any() and (raw > 6).any()
     check_op(OP.DEFORMABLE_CONV_2D, inputs, expected, rtol=RTOL, atol=ATOL)
 
 

@@ -53,6 +53,7 @@ def test_binary_fuse_codes(op, code):
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_binary_broadcasting(op, shapes):
     a, b = rand(*shapes[0], seed=3), rand(*shapes[1], seed=4, low=0.5, high=3.0)
+    # as test_binary_fuse_codes: exact-rounded float32 on both sides, DIV's last ulp.
     check_op(op, [In(a), In(b), fuse(0)], REFS[op](a, b), rtol=1e-6, atol=1e-6)
 
 
@@ -180,6 +181,7 @@ def test_sum(shapes):
 
 def test_sum_constant_operand():
     x, c = rand(2, 3, seed=30), rand(3, seed=31)
+    # as test_sum: the same float32 additions; slack for a reassociating compiler.
     check_op(OP.SUM, [In(x), Const(c), In(x)], x + c + x, rtol=1e-6, atol=1e-6)
 
 

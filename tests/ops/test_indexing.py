@@ -17,6 +17,7 @@ from oputil import (
     check_op,
     check_quantized,
     expect_error,
+    f32,
     i32,
     i64,
     q8_const,
@@ -622,9 +623,12 @@ def _channel_shuffle_ref(x, group):
     [((1, 6, 2, 2), 2), ((2, 6, 1, 3), 3), ((2, 8, 2, 1), 4), ((1, 4, 2, 2), 1), ((1, 5, 2, 2), 5)],
     ids=str,
 )
-def test_channel_shuffle(shape, group):
+@pytest.mark.parametrize("group_type", ["int32", "float32"])
+def test_channel_shuffle(shape, group, group_type):
+    """group as the header types it (INT32) and as the spec does (FLOAT32 holding an integer)."""
     x = rand(*shape, seed=39)
-    check_op(OP.CHANNEL_SHUFFLE, [In(x), i32([group])], _channel_shuffle_ref(x, group), **EXACT)
+    group_op = i32([group]) if group_type == "int32" else f32([group])
+    check_op(OP.CHANNEL_SHUFFLE, [In(x), group_op], _channel_shuffle_ref(x, group), **EXACT)
 
 
 def test_channel_shuffle_q8():
@@ -638,9 +642,13 @@ def test_channel_shuffle_unknown_batch():
     check_op(OP.CHANNEL_SHUFFLE, [In(x, dims=[UNKNOWN, 6, 2, 2]), i32([2])], _channel_shuffle_ref(x, 2), out, **EXACT)
 
 
-@pytest.mark.parametrize("group", [4, 0, -2])
+@pytest.mark.parametrize(
+    "group",
+    [i32([4]), i32([0]), i32([-2]), f32([4.0]), f32([2.5]), f32([0.0])],
+    ids=["i32_4", "i32_0", "i32_-2", "f32_4", "f32_2.5", "f32_0"],
+)
 def test_channel_shuffle_bad_group(group):
-    expect_invalid(OP.CHANNEL_SHUFFLE, [In(rand(1, 6, 2, 2)), i32([group])], [(1, 6, 2, 2)], "'group'")
+    expect_invalid(OP.CHANNEL_SHUFFLE, [In(rand(1, 6, 2, 2)), group], [(1, 6, 2, 2)], "'group'")
 
 
 def test_channel_shuffle_not_4d():

@@ -23,16 +23,28 @@ def _fc_ref(x, w, b, code):
 FC_SHAPES = [
     ((3, 4), 4),  # 2-D input [batch, input_size]
     ((1, 7), 7),
+    ((2, 4, 3), 4),  # rank 3 whose last dim differs from input_size: [6, 4]
     ((2, 3, 2, 2), 6),  # rank 4, flattened to [num_elements / 6, 6] = [4, 6]
     ((2, 3, 2, 2), 24),  # flattened to [1, 24]
-    ((2, 4, 3), 4),  # rank 3 whose last dim differs from input_size: [6, 4]
+    ((2, 1, 3, 2, 2), 4),  # rank 5: [6, 4]
+    ((1, 2, 1, 3, 2), 12),  # rank 5 flattened to [1, 12]
 ]
 
 
-@pytest.mark.parametrize("code", list(nna.FuseCode), ids=lambda c: c.name)
 @pytest.mark.parametrize("x_shape,input_size", FC_SHAPES, ids=str)
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
-def test_fully_connected(code, x_shape, input_size, with_bias):
+def test_fully_connected(x_shape, input_size, with_bias):
+    """Input ranks 2 to 5; the fused activation (independent of the shape) cycles through the codes."""
+    code = list(nna.FuseCode)[(FC_SHAPES.index((x_shape, input_size)) + with_bias) % len(nna.FuseCode)]
+    _check_fully_connected(code, x_shape, input_size, with_bias)
+
+
+@pytest.mark.parametrize("code", list(nna.FuseCode), ids=lambda c: c.name)
+def test_fully_connected_fuse_codes(code):
+    _check_fully_connected(code, (2, 3, 4), 4, True)
+
+
+def _check_fully_connected(code, x_shape, input_size, with_bias):
     units = 3
     x = rand(*x_shape, seed=1)
     w = rand(units, input_size, seed=2)
@@ -61,12 +73,14 @@ def _matmul_ref(x, y, tx, ty):
         x = np.swapaxes(x, -1, -2)
     if ty and y.ndim >= 2:
         y = np.swapaxes(y, -1, -2)
-    return np.asarray(np.matmul(x.astype("float64"), y.astype("float64")), "float32")
+    z = np.asarray(np.matmul(x.astype("float64"), y.astype("float64")), "float32")
+    # 1-D . 1-D: shape [1] rather than numpy's rank 0 (Paddle-Lite's operation/mat_mul.cc).
+    return z.reshape(1) if z.ndim == 0 else z
 
 
 # (x shape, y shape) as given to numpy.matmul, i.e. before any transposition.
 MATMUL_SHAPES = [
-    ((4,), (4,)),  # vector . vector -> scalar, shape ()
+    ((4,), (4,)),  # vector . vector -> [1] (not rank 0)
     ((4,), (4, 3)),  # vector @ matrix -> [3]
     ((2, 4), (4,)),  # matrix @ vector -> [2]
     ((2, 4), (4, 3)),
@@ -74,6 +88,9 @@ MATMUL_SHAPES = [
     ((4,), (2, 4, 3)),  # vector @ batched -> [2, 3]
     ((2, 1, 2, 4), (3, 4, 5)),  # batch dims broadcast: [2, 3, 2, 5]
     ((1, 3, 2, 4), (2, 1, 4, 2)),  # rank 4 against rank 4, both broadcast
+    ((2, 1, 3, 2, 4), (3, 4, 5)),  # rank 5 against rank 3: [2, 1, 3, 2, 5]
+    ((1, 2, 1, 3, 4), (2, 1, 2, 4, 2)),  # rank 5 against rank 5, both broadcast: [2, 2, 2, 3, 2]
+    ((4,), (2, 1, 2, 4, 3)),  # vector @ rank 5 -> [2, 1, 2, 3]
 ]
 
 
@@ -94,6 +111,13 @@ def test_mat_mul_transposes_omitted(x_shape, y_shape):
     """transpose_x and transpose_y both default to false."""
     x, y = rand(*x_shape, seed=9), rand(*y_shape, seed=10)
     check_op(OP.MAT_MUL, [In(x), In(y)], _matmul_ref(x, y, False, False), **TOL)
+
+
+def test_mat_mul_vectors_give_shape_1():
+    """The dot product of two vectors is [1], not rank 0 (as SQUEEZE / REDUCE_* of everything)."""
+    x, y = rand(5, seed=20), rand(5, seed=21)
+    (got,) = check_op(OP.MAT_MUL, [In(x), In(y), b8([True]), b8([True])], np.array([x @ y], "float32"), **TOL)
+    assert got.shape == (1,)
 
 
 def test_mat_mul_only_transpose_x_given():

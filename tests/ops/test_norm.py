@@ -49,6 +49,7 @@ def test_batch_normalization_params_as_inputs():
     x = rand(2, 3, 2, 2, seed=1)
     params = _params(3, seed=20)
     operands = [In(x), *(In(p) for p in params), f32([1e-3])]
+    # float32 rsqrt/multiply rounding (as above); epsilon 1e-3 keeps outputs small, so atol 1e-5.
     check_op(OP.BATCH_NORMALIZATION, operands, _bn_ref(x, *params, 1e-3), rtol=1e-5, atol=1e-5)
 
 
@@ -66,6 +67,7 @@ def test_batch_normalization_unknown_batch():
     params = _params(3, seed=40)
     ins = [In(x, dims=[nna.UNKNOWN, 3, 2, 2]), *(f32(p) for p in params), f32([1e-3])]
     out = [Out(dims=[nna.UNKNOWN, 3, 2, 2])]
+    # float32 rsqrt/multiply rounding; epsilon 1e-3 keeps outputs small, so atol 1e-5.
     check_op(OP.BATCH_NORMALIZATION, ins, _bn_ref(x, *params, 1e-3), out, rtol=1e-5, atol=1e-5)
 
 
@@ -322,18 +324,21 @@ def test_lp_normalization(shape, axis, p):
 def test_lp_normalization_defaults():
     """axis, p and epsilon omitted: 1, 2 and 1e-5."""
     x = rand(2, 3, 4, seed=1)
+    # a float32 sum (and sqrt) and a division: a few ulp.
     check_op(OP.LP_NORMALIZATION, [In(x)], _lp_norm_ref(x, [1], 2, 1e-5), rtol=1e-5, atol=1e-6)
 
 
 def test_lp_normalization_several_axes():
     x = rand(2, 3, 4, seed=2)
     operands = [In(x), i32([1, -1]), i32([1])]
+    # a float32 sum of 12 absolute values and a division: a few ulp.
     check_op(OP.LP_NORMALIZATION, operands, _lp_norm_ref(x, [1, 2], 1, 1e-5), rtol=1e-5, atol=1e-6)
 
 
 def test_lp_normalization_zero_vector():
     """An all-zero slice stays 0: epsilon keeps the denominator positive."""
     x = np.array([[0.0, 0.0, 0.0], [3.0, 0.0, 4.0]], "float32")
+    # zeros must stay exactly 0 (atol 0); 3/5 and 4/5 are one sqrt and division away: ~1 ulp.
     check_op(OP.LP_NORMALIZATION, [In(x), i32([1])], _lp_norm_ref(x, [1], 2, 1e-5), rtol=1e-6, atol=0)
 
 
@@ -366,6 +371,7 @@ def test_lrn(shape, size):
 def test_lrn_defaults():
     """All attributes omitted: size 5, bias 1, alpha 1e-4, beta 0.75; alpha large enough to matter."""
     x = rand(2, 6, 3, 3, seed=1, low=-20.0, high=20.0)
+    # a float32 window sum and pow: a few ulp.
     check_op(OP.LRN, [In(x)], _lrn_ref(x, 5, 1.0, 1e-4, 0.75), rtol=1e-5, atol=1e-6)
 
 
@@ -373,6 +379,7 @@ def test_lrn_alpha_is_not_divided_by_size():
     """One channel of value 10, size 5: 10 / (1 + 1 * 100)^1 (Paddle) rather than 10 / (1 + 100 / 5)."""
     x = np.full((1, 1, 1, 1), 10.0, "float32")
     operands = [In(x), i32([5]), f32([1.0]), f32([1.0]), f32([1.0])]
+    # one float32 pow and division: ~1 ulp; far from 10 / 21, the value with alpha divided by size.
     check_op(OP.LRN, operands, np.full((1, 1, 1, 1), 10 / 101, "float32"), rtol=1e-6, atol=0)
 
 
@@ -386,6 +393,7 @@ def test_lrn_unknown_dims():
     x = rand(2, 5, 3, seed=2)
     ins = [In(x, dims=[nna.UNKNOWN, 5, nna.UNKNOWN]), i32([3]), f32([1.0]), f32([0.5]), f32([0.75])]
     out = [Out(dims=[nna.UNKNOWN, 5, nna.UNKNOWN])]
+    # as test_lrn: a float32 window sum and pow, a few ulp.
     check_op(OP.LRN, ins, _lrn_ref(x, 3, 1.0, 0.5, 0.75), out, rtol=1e-5, atol=1e-6)
 
 

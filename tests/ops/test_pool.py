@@ -1,7 +1,11 @@
 """AVERAGE_POOL_2D, MAX_POOL_2D (with and without indices), ADAPTIVE_AVERAGE_POOL_2D and
 ADAPTIVE_MAX_POOL_2D against numpy references written from the spec (output sizes) and Paddle's pooling
 kernels (which elements a window covers and counts; max_pool2d_with_index for the indices), in float32
-and QUANT_INT8_SYMM_PER_LAYER."""
+and QUANT_INT8_SYMM_PER_LAYER.
+
+A window without real elements (op_converters/pool.py's rule): max gives the lowest float32 (Paddle's
+-FLT_MAX) and index -1, average gives 0 (Paddle gives 0 with count_include_pad and 0 / 0 without; the
+converter documents 0 as its choice)."""
 
 import math
 
@@ -32,6 +36,7 @@ PAD = nna.AutoPad
 # Averages of at most 9 float32 values summed in a different order than the float64 reference,
 # and a float32 division: a few ulps. Max pooling is exact.
 RTOL, ATOL = 1e-5, 1e-5
+LOWEST = np.finfo("float32").min  # Paddle's MaxPool::initial(), -FLT_MAX: an empty window's maximum
 
 
 def same_pads(in_hw, kernel, strides):
@@ -44,10 +49,12 @@ def same_pads(in_hw, kernel, strides):
 
 
 def pool2d_ref(x, kind, kernel, strides, pads, ceil_mode, count_include_pad=False):
-    """Pooling in float64. Output sizes are the spec's floor/ceil formulas; window (i, j) starts at
+    """Pooling in float64. Output sizes are the spec's floor/ceil formulas (every window they count,
+    including ceil_mode windows that start in or past the bottom/right padding); window (i, j) starts at
     i * stride - pad_before and is cut at the padded input's far edge (H_in + pad_after), so a
     ceil_mode overhang past it covers nothing. Max takes the real elements; average divides by
-    the real elements (count_include_pad false) or by the real and padding ones (true)."""
+    the real elements (count_include_pad false) or by the real and padding ones (true). A window
+    without real elements gives LOWEST (max) or 0 (average)."""
     n, c, h, w = x.shape
     (kh, kw), (sh, sw) = kernel, strides
     top, bottom, left, right = pads
@@ -61,9 +68,12 @@ def pool2d_ref(x, kind, kernel, strides, pads, ceil_mode, count_include_pad=Fals
         for j in range(w_out):
             w0 = j * sw - left
             w1 = min(w0 + kw, w + right)
-            window = x[:, :, max(h0, 0) : min(h1, h), max(w0, 0) : min(w1, w)].astype("float64")
-            assert window.size, "test case has a window without real elements"
-            if kind == "max":
+            rows = slice(max(h0, 0), max(min(h1, h), 0))
+            cols = slice(max(w0, 0), max(min(w1, w), 0))
+            window = x[:, :, rows, cols].astype("float64")
+            if not window.size:
+                y[:, :, i, j] = LOWEST if kind == "max" else 0
+            elif kind == "max":
                 y[:, :, i, j] = window.max(axis=(2, 3))
             else:
                 count = (h1 - h0) * (w1 - w0) if count_include_pad else window.shape[2] * window.shape[3]
@@ -81,6 +91,13 @@ CONFIGS = {
     "k3s2_same": (7, 8, [3, 3], [2, 2], PAD.SAME, None),
     "k2s1_same": (5, 6, [2, 2], [1, 1], PAD.SAME, None),
     "k3s2_valid": (8, 7, [3, 3], [2, 2], PAD.VALID, None),
+    # Windows without real elements.  With ceil_mode the spec counts a last row and column that start in
+    # the padding (4x4; TVM's pools, like PyTorch, drop them and give 3x3).
+    "k2s2_ceil_in_pad": (5, 5, [2, 2], [2, 2], PAD.NONE, [1, 1, 1, 1]),
+    # ceil_mode rows starting past the padded edge (count 0) and columns starting in the right padding.
+    "k1x2_s3x2_ceil_past_pad": (5, 6, [1, 2], [3, 2], PAD.NONE, [0, 0, 0, 1]),
+    # Pads at least the kernel: windows wholly in the padding even without ceil_mode.
+    "k2_pad_ge_kernel": (4, 5, [2, 2], [1, 2], PAD.NONE, [2, 0, 0, 3]),
 }
 
 
@@ -135,10 +152,22 @@ def test_pool2d_empty_flags_take_defaults(op):
 
 
 @pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
-def test_pool2d_unknown_batch(op):
-    inputs, expected = pool_case(op, CONFIGS["k3s2_pad_asym"], True, nna.FuseCode.RELU, True)
+@pytest.mark.parametrize("config", ["k3s2_pad_asym", "k2s2_ceil_in_pad"], ids=["relax_pool", "spec_size_pool"])
+def test_pool2d_unknown_batch(op, config):
+    inputs, expected = pool_case(op, CONFIGS[config], True, nna.FuseCode.RELU, True)
     inputs[0] = In(inputs[0].value, dims=[UNKNOWN, *inputs[0].value.shape[1:]])
     out = Out(dims=[UNKNOWN, *expected.shape[1:]])
+    check_op(op, inputs, expected, outputs=[out], rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
+@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
+def test_pool2d_unknown_spatial(op, ceil_mode):
+    # Symbolic H and W: the output sizes are the spec's formulas in them; with ceil_mode TVM cannot
+    # tell whether its size matches, so the spec-size compute runs.
+    inputs, expected = pool_case(op, CONFIGS["k2s2_ceil_in_pad"], ceil_mode, nna.FuseCode.NONE, True)
+    inputs[0] = In(inputs[0].value, dims=[2, 3, UNKNOWN, UNKNOWN])
+    out = Out(dims=[2, 3, UNKNOWN, UNKNOWN])
     check_op(op, inputs, expected, outputs=[out], rtol=RTOL, atol=ATOL)
 
 
@@ -228,7 +257,7 @@ P = nna.Precision
 
 def max_with_index(x, windows_h, windows_w):
     """Paddle's max_pool2d_with_index loop: scan each window's real elements in row-major order and keep
-    the first strictly greater one, starting from -inf with index -1; the index is h * W_in + w."""
+    the first strictly greater one, starting from -FLT_MAX with index -1; the index is h * W_in + w."""
     n, c, h, w = x.shape
     values = np.empty((n, c, len(windows_h), len(windows_w)), "float32")
     indices = np.empty(values.shape, "int64")
@@ -236,7 +265,7 @@ def max_with_index(x, windows_h, windows_w):
         for ch in range(c):
             for i, (h0, h1) in enumerate(windows_h):
                 for j, (w0, w1) in enumerate(windows_w):
-                    best, where = -np.inf, -1
+                    best, where = LOWEST, -1
                     for hh in range(max(h0, 0), min(h1, h)):
                         for ww in range(max(w0, 0), min(w1, w)):
                             if x[b, ch, hh, ww] > best:
@@ -268,7 +297,11 @@ def max_pool_index_case(config, ceil_mode, dtype, code=nna.FuseCode.NONE, x=None
     return inputs, [fuse_ref(values, code), indices.astype("int32" if dtype == P.INT32 else "int64")]
 
 
-@pytest.mark.parametrize("config", ["k3s1_pad_asym", "k2x3_s2x1", "k3s2_asym_overhang", "k3s2_same"], ids=lambda c: c)
+@pytest.mark.parametrize(
+    "config",
+    ["k3s1_pad_asym", "k2x3_s2x1", "k3s2_asym_overhang", "k3s2_same", "k2s2_ceil_in_pad", "k1x2_s3x2_ceil_past_pad"],
+    ids=lambda c: c,
+)
 @pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
 def test_max_pool2d_indices(config, ceil_mode):
     dtype = P.INT64 if ceil_mode else P.INT32
@@ -286,15 +319,12 @@ def test_max_pool2d_indices_first_of_ties():
 
 def test_max_pool2d_indices_window_in_padding():
     # H = 2 with 2 rows of bottom padding and a 2x2 kernel of stride 2: the second row of windows
-    # covers only padding, which Paddle reports as index -1 (and the float minimum as the value).
+    # covers only padding, which Paddle reports as index -1 with the value -FLT_MAX.
     x = rand(1, 2, 2, 4, seed=13)
     config = (2, 4, [2, 2], [2, 2], PAD.NONE, [0, 2, 0, 0])
-    inputs, (values, indices) = max_pool_index_case(config, False, P.INT32, x=x)
-    assert (indices[:, :, 1] == -1).all()
-    got = run_op(OP.MAX_POOL_2D, inputs, [Out(), Out(P.INT32)], [values.shape, indices.shape])
-    np.testing.assert_array_equal(got[1], indices)
-    np.testing.assert_array_equal(got[0][:, :, 0], values[:, :, 0])
-    assert (got[0][:, :, 1] < -3e38).all()  # the padding value, -inf or the lowest float
+    inputs, expected = max_pool_index_case(config, False, P.INT32, x=x)
+    assert (expected[1][:, :, 1] == -1).all() and (expected[0][:, :, 1] == LOWEST).all()
+    check_op(OP.MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
 
 
 def test_max_pool2d_indices_unknown_batch():
@@ -387,13 +417,21 @@ def test_adaptive_max_pool2d_invalid(index, value, operand):
 
 
 @pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
-def test_pool2d_quantized(op):
-    x, x_real = q8_input(rand(2, 3, 7, 8, seed=17), 0.02)
-    inputs, _ = pool_case(op, CONFIGS["k3s2_pad_asym"], True, nna.FuseCode.RELU6, True)
+@pytest.mark.parametrize(
+    "config, code",
+    [("k3s2_pad_asym", nna.FuseCode.RELU6), ("k2s2_ceil_in_pad", nna.FuseCode.NONE)],
+    ids=["relax_pool", "spec_size_pool"],
+)
+def test_pool2d_quantized(op, config, code):
+    # spec_size_pool: empty max windows (-FLT_MAX) saturate to -128.
+    h, w, kernel, strides, _, pads = CONFIGS[config]
+    x, x_real = q8_input(rand(2, 3, h, w, seed=17), 0.02)
+    inputs, _ = pool_case(op, CONFIGS[config], True, code, True)
     inputs[0] = x
     kind = "max" if op == OP.MAX_POOL_2D else "avg"
-    expected = fuse_ref(pool2d_ref(x_real, kind, [3, 3], [2, 2], [0, 2, 1, 1], True, True), nna.FuseCode.RELU6)
-    check_quantized(op, inputs, expected, out_scale=0.015)
+    expected = fuse_ref(pool2d_ref(x_real, kind, kernel, strides, pads, True, True), code)
+    with np.errstate(over="ignore"):  # the reference quantizer's -FLT_MAX / scale overflows to -inf: -128
+        check_quantized(op, inputs, expected, out_scale=0.015)
 
 
 @pytest.mark.parametrize("op", [OP.ADAPTIVE_AVERAGE_POOL_2D, OP.ADAPTIVE_MAX_POOL_2D], ids=lambda o: o.name)

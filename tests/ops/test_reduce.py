@@ -161,6 +161,22 @@ def test_reduce_sum_unknown_batch_reduced():
     check_op(OP.REDUCE_SUM, [In(x, dims=[UNKNOWN, 3]), i32([0]), b8([False])], x.sum(0), **SUM_TOL)
 
 
+@pytest.mark.parametrize("op", [OP.ARG_MAX, OP.REDUCE_SUM, OP.REDUCE_MAX], ids=lambda o: o.name)
+@pytest.mark.parametrize("shape", [(4,), (2, 3, 2)], ids=str)
+def test_rank0_results_are_shape_1(op, shape):
+    """Where numpy gives rank 0 (every axis reduced without keepdim, ARG_* of a 1-D input), the output
+    is [1]: Paddle-Lite's reduce.cc / arg_min_max.cc, the convention SQUEEZE and MAT_MUL share."""
+    x = rand(*shape, seed=24)
+    if op == OP.ARG_MAX:
+        x = x.reshape(-1)
+        inputs, expected = [In(x), i32([0]), b8([False])], np.array([x.argmax()], "int64")
+    else:
+        inputs = [In(x), i32(list(range(len(shape)))), b8([False])]
+        expected = reduce_ref(op, x, list(range(len(shape))), False)
+    (got,) = check_op(op, inputs, expected, **(SUM_TOL if op == OP.REDUCE_SUM else EXACT))
+    assert got.shape == (1,)
+
+
 @pytest.mark.parametrize("axes,word", [([3], "out of range"), ([-4], "out of range"), ([1, -2], "twice")], ids=str)
 def test_reduce_bad_axes(axes, word):
     invalid(OP.REDUCE_SUM, [In(rand(2, 3, 4)), i32(axes)], [Out()], [(2, 3, 4)], "'axes'", word)

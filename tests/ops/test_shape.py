@@ -180,6 +180,14 @@ def test_concat_axis_out_of_range():
 
 # -- SQUEEZE ------------------------------------------------------------------
 
+
+def _squeeze_ref(x, axes=None):
+    """numpy.squeeze, except that squeezing every axis gives shape [1]: NNAdapter's convention for a
+    result numpy would make rank 0 (Paddle-Lite's operation/squeeze.cc)."""
+    y = np.squeeze(x, axis=None if axes is None else tuple(axes))
+    return y.reshape(1) if y.ndim == 0 else y
+
+
 SQUEEZE_CASES = [
     ((1,), [0]),
     ((3, 1), [1]),
@@ -196,7 +204,7 @@ SQUEEZE_CASES = [
 @pytest.mark.parametrize("shape,axes", SQUEEZE_CASES, ids=str)
 def test_squeeze(shape, axes):
     x = rand(*shape, seed=7)
-    check_op(OP.SQUEEZE, [In(x), i32(axes)], np.squeeze(x, axis=tuple(axes)), **EXACT)
+    check_op(OP.SQUEEZE, [In(x), i32(axes)], _squeeze_ref(x, axes), **EXACT)
 
 
 @pytest.mark.parametrize("shape", [(1, 3, 1), (2, 1, 3, 1), (1, 2, 1, 3, 1), (2, 3), (3,)], ids=str)
@@ -205,7 +213,17 @@ def test_squeeze_all(shape, how):
     """Empty (or omitted) axes remove every size-1 dimension."""
     x = rand(*shape, seed=8)
     axes = [i32([])] if how == "empty" else []
-    check_op(OP.SQUEEZE, [In(x), *axes], np.squeeze(x), **EXACT)
+    check_op(OP.SQUEEZE, [In(x), *axes], _squeeze_ref(x), **EXACT)
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 1, 1), (1, 1, 1, 1, 1)], ids=str)
+@pytest.mark.parametrize("how", ["all_axes", "empty"])
+def test_squeeze_every_axis_gives_shape_1(shape, how):
+    """Not rank 0: the output is [1], as for REDUCE_* / ARG_* / MAT_MUL of 1-D operands."""
+    x = rand(*shape, seed=18)
+    axes = i32(list(range(-len(shape), 0)) if how == "all_axes" else [])
+    (got,) = check_op(OP.SQUEEZE, [In(x), axes], x.reshape(1), **EXACT)
+    assert got.shape == (1,)
 
 
 def test_squeeze_same_axis_twice():
