@@ -97,6 +97,12 @@ def _bind_outputs(ctx: ConvertContext, op: Operation, result: object) -> None:
         if is_quantized(t.precision) and expr.ty.dtype != t.dtype:
             expr = ctx.bb.emit(quantize_expr(expr, t))
         where = f"{op.describe()} output {i}: {operand.describe()}"
+        if getattr(expr.ty, "shape", None) is None:
+            fail(
+                f"{where}: its shape cannot be derived at compile time (e.g. broadcasting two dimensions "
+                "that are both unknown until execution); declare those dimensions",
+                ResultCode.FEATURE_NOT_SUPPORTED,
+            )
         if expr.ty.dtype != t.dtype:
             fail(f"{where} is declared {t.dtype}, the operation produces {expr.ty.dtype}")
         inferred = _static_dims(expr)
