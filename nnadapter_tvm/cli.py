@@ -29,15 +29,15 @@ def default_cache_dir() -> str:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    print(f"{'name':<8} {'vendor':<12} {'type':<12} {'version':<8} runs here")
+    width = max(len("vendor"), *(len(d.vendor) for d in DRIVERS.values()))
+    print(f"{'name':<8} {'vendor':<{width}} {'type':<12} {'version':<8} runs here")
     for name, driver in DRIVERS.items():
         ok, why = driver.can_run_here()
-        print(
-            f"{name:<8} {driver.vendor:<12} {driver.type.name:<12} {driver.version:<8} {'yes' if ok else 'no'} ({why})"
-        )
+        state = f"{'yes' if ok else 'no'} ({why})"
+        print(f"{name:<8} {driver.vendor:<{width}} {driver.type.name:<12} {driver.version:<8} {state}")
     print("\ncontext properties (KEY=VALUE;):")
     for prop in known_properties().values():
-        print(f"  {prop.key:<16} {prop.description}")
+        print(f"  {prop.key:<18} {prop.description}")
     return 0
 
 
