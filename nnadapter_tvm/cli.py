@@ -105,6 +105,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         port=args.port,
         identity=args.identity,
         known_hosts=args.known_hosts,
+        accept_new_host_key=args.accept_new_host_key,
         remote_dir=args.remote_dir,
         python=args.remote_python,
         connect_timeout=args.connect_timeout,
@@ -131,14 +132,19 @@ def _add_deploy_parser(sub: argparse._SubParsersAction) -> None:
         help="compile for arm (or reuse the cache), push the .nnc to a board over ssh, optionally verify there",
         description="Compile MODEL for the arm device into the local cache (or reuse it), push the .nnc to the "
         "board over ssh (keys only: BatchMode) and, with --verify, run it there and compare with this host's "
-        "llvm result. Host keys: --known-hosts FILE must already hold the board's key; without it "
-        "~/.ssh/known_hosts is used and a board seen for the first time is trusted (accept-new).",
+        "llvm result. Host keys: --known-hosts FILE (or ~/.ssh/known_hosts) must already hold the board's "
+        "key, unless --accept-new-host-key trusts a board seen for the first time.",
     )
     deploy.add_argument("model", nargs="?", default="builtin", help="'builtin' (default) or an .onnx file")
     deploy.add_argument("--host", required=True, help="user@board")
     deploy.add_argument("--port", type=int, help="ssh port (default: ssh's)")
     deploy.add_argument("--identity", metavar="KEY", help="ssh private key")
     deploy.add_argument("--known-hosts", metavar="FILE", help="known_hosts file that must hold the board's host key")
+    deploy.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="trust and remember the host key of a board never seen before (trust on first use)",
+    )
     deploy.add_argument("--remote-dir", default=DEFAULT_REMOTE_DIR, help="cache directory on the board (%(default)s)")
     deploy.add_argument(
         "--remote-python", metavar="PYTHON", help=f"Python on the board (default: {BOARD_PYTHON}, else python3)"

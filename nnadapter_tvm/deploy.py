@@ -4,9 +4,10 @@ over ssh and, with ``verify``, run it there and compare with this host's ``llvm`
 Transport: the system ``ssh`` client, non-interactive (``BatchMode=yes``: keys only, never a
 password prompt; nothing secret is ever put on a command line).  Host keys: with a
 ``known_hosts`` file the board's key must already be in it (``StrictHostKeyChecking=yes``; the
-emulated board writes one); without, the user's own ``~/.ssh/known_hosts`` is used with
-``StrictHostKeyChecking=accept-new``: a board seen for the first time is trusted and
-remembered, a board whose key changed is refused.
+emulated board writes one); without, the user's own ``~/.ssh/known_hosts`` is used, still
+strictly: a board never seen before is refused unless ``accept_new_host_key`` (the CLI's
+``--accept-new-host-key``) says to trust it on first use (``StrictHostKeyChecking=accept-new``);
+a board whose key changed is always refused.
 
 On the board, ``python -m nnadapter_tvm.remote`` does the work (see that module): the file is
 streamed over ssh's stdin, checked (length, SHA-256, container) and written atomically, so a
@@ -64,6 +65,7 @@ class Board:
     port: int | None = None
     identity: str | None = None
     known_hosts: str | None = None
+    accept_new_host_key: bool = False  # trust a board seen for the first time (TOFU), only when asked
     remote_dir: str = DEFAULT_REMOTE_DIR
     python: str | None = None  # None: BOARD_PYTHON, then python3
     connect_timeout: int = 20
@@ -96,10 +98,9 @@ class Board:
             argv += ["-p", str(int(self.port))]
         if self.identity:
             argv += ["-i", self.identity, "-o", "IdentitiesOnly=yes"]
+        argv += ["-o", "StrictHostKeyChecking=" + ("accept-new" if self.accept_new_host_key else "yes")]
         if self.known_hosts:
-            argv += ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={self.known_hosts}"]
-        else:
-            argv += ["-o", "StrictHostKeyChecking=accept-new"]
+            argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         return [*argv, "--", self.host, remote_command]
 
     def run(self, remote_command: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
@@ -142,7 +143,11 @@ class Board:
             return f"ssh cannot read the key {self.identity}: not a private key ({last})"
         if "host key verification failed" in text or "remote host identification has changed" in text:
             hosts = self.known_hosts or "~/.ssh/known_hosts"
-            return f"the host key of {host} port {port} is not the one in {hosts}: refusing to connect ({last})"
+            return (
+                f"the host key of {host} port {port} is not in {hosts} (or differs from it): refusing to connect; "
+                "give --known-hosts FILE holding the board's key, or --accept-new-host-key to trust a board "
+                f"seen for the first time ({last})"
+            )
         if "permission denied" in text:
             key = f"the key {self.identity}" if self.identity else "your ssh keys"
             return (

@@ -284,7 +284,10 @@ def test_ssh_command_line_is_non_interactive(tmp_path):
     joined = " ".join(argv)
     for option in ("BatchMode=yes", "StrictHostKeyChecking=yes", f"UserKnownHostsFile={known}", "-p 2200"):
         assert option in joined
-    assert "StrictHostKeyChecking=accept-new" in " ".join(deploy.Board("me@board").ssh_argv("true"))
+    # Without a known_hosts file the user's is used, still strictly; first-use trust only when asked.
+    assert "StrictHostKeyChecking=yes" in " ".join(deploy.Board("me@board").ssh_argv("true"))
+    tofu = deploy.Board("me@board", accept_new_host_key=True).ssh_argv("true")
+    assert "StrictHostKeyChecking=accept-new" in " ".join(tofu)
 
 
 @pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/x", "me@bo ard", ""])
