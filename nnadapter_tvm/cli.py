@@ -50,17 +50,10 @@ def _timed_compilation(model, context, token, cache_dir) -> tuple[Compilation, f
 
 def _execute(compilation: Compilation, x: np.ndarray) -> tuple[np.ndarray, float]:
     execution = Execution(compilation)
-    execution.set_input(0, x)
-    holder: list[np.ndarray] = []
-
-    def access(memory: object, operand_type) -> np.ndarray:
-        holder.append(np.empty(operand_type.dimensions, operand_type.dtype))
-        return holder[-1]
-
-    execution.set_output(0, None, access)
+    outputs = execution.use_arrays([x])
     start = time.perf_counter()
     execution.compute()
-    return holder[-1], time.perf_counter() - start
+    return outputs[0], time.perf_counter() - start
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -407,20 +407,8 @@ def host_reference(model: Model, inputs: Sequence[np.ndarray], cache_dir: str) -
     context = Context([Device.acquire("llvm")])
     compilation = Compilation(model, context, cache_token=model_token(model, context), cache_dir=cache_dir)
     compilation.finish()
-    outputs: list[np.ndarray | None] = [None] * len(compilation.output_types)
-
-    def output_access(index: int) -> Callable:
-        def access(memory: object, operand_type) -> np.ndarray:
-            outputs[index] = np.empty(operand_type.dimensions, operand_type.dtype)
-            return outputs[index]
-
-        return access
-
     execution = Execution(compilation)
-    for i, x in enumerate(inputs):
-        execution.set_input(i, x)
-    for i in range(len(outputs)):
-        execution.set_output(i, None, output_access(i))
+    outputs = execution.use_arrays(inputs)
     execution.compute()
     return outputs  # type: ignore[return-value]
 

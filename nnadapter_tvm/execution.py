@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tvm
@@ -47,6 +47,28 @@ class Execution:
     def set_output(self, index: int, memory: object, access: Access | None = None) -> None:
         self._check_index(index, len(self.compilation.output_types), "output")
         self._outputs[int(index)] = (memory, access or _array_access)
+
+    def use_arrays(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
+        """Feed ``inputs`` (numpy arrays, in order) and collect every output into a new array of its
+        real shape; the returned list is filled by each ``compute()``."""
+        check(
+            len(inputs) == len(self.compilation.input_types),
+            f"{len(inputs)} inputs given, the model has {len(self.compilation.input_types)}",
+        )
+        outputs: list[np.ndarray | None] = [None] * len(self.compilation.output_types)
+
+        def collect(index: int) -> Access:
+            def access(memory: object, operand_type: OperandType) -> np.ndarray:
+                outputs[index] = np.empty(operand_type.dimensions, operand_type.dtype)
+                return outputs[index]
+
+            return access
+
+        for i, x in enumerate(inputs):
+            self.set_input(i, x)
+        for i in range(len(outputs)):
+            self.set_output(i, None, collect(i))
+        return outputs
 
     def compute(self) -> None:
         input_types = self.compilation.input_types

@@ -162,23 +162,11 @@ def cmd_run(args: argparse.Namespace) -> dict:
     compilation.finish()
     load_seconds = time.perf_counter() - start
     inputs = decode_inputs(sys.stdin.buffer.read())
-    n_in, n_out = len(compilation.input_types), len(compilation.output_types)
+    n_in = len(compilation.input_types)
     if len(inputs) != n_in:
         raise _Failure(f"the model has {n_in} inputs, {len(inputs)} were sent")
-    outputs: list[np.ndarray | None] = [None] * n_out
-
-    def output_access(index: int):
-        def access(memory: object, operand_type) -> np.ndarray:
-            outputs[index] = np.empty(operand_type.dimensions, operand_type.dtype)
-            return outputs[index]
-
-        return access
-
     execution = Execution(compilation)
-    for i, x in enumerate(inputs):
-        execution.set_input(i, x)
-    for i in range(n_out):
-        execution.set_output(i, None, output_access(i))
+    outputs = execution.use_arrays(inputs)
     times = []
     for n in range(args.warmup + args.iterations):
         t0 = time.perf_counter()

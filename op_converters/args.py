@@ -138,6 +138,18 @@ class OpArgs:
             self.fail(f"axis {axis} is out of range [-{rank}, {rank}) for a rank-{rank} input", i)
         return axis % rank
 
+    def axes(self, i: int, rank: int, default: Any = _REQUIRED, what: str = "") -> list[int]:
+        """An axes operand normalized to [0, rank); out-of-range or repeated axes fail naming operand ``i``."""
+        axes = self.ints(i, default)
+        norm = []
+        for a in axes:
+            if not -rank <= a < rank:
+                self.fail(f"axis {a} is out of range [-{rank}, {rank}){what}", i)
+            norm.append(a % rank)
+        if len(set(norm)) != len(norm):
+            self.fail(f"axes {axes} name an axis twice", i)
+        return norm
+
     # -- building -----------------------------------------------------------------
     def emit(self, expr: relax.Expr) -> relax.Var:
         return self._ctx.bb.emit(expr)

@@ -89,13 +89,7 @@ def slice_(args: OpArgs) -> relax.Expr:
     for i, values in ((2, starts), (3, ends), (4, steps)):
         if len(values) != len(axes):
             args.fail(f"holds {len(values)} values, expected one per sliced axis ({len(axes)}: {axes})", i)
-    norm = []
-    for a in axes:
-        if not -rank <= a < rank:
-            args.fail(f"axis {a} is out of range [-{rank}, {rank})", 1)
-        norm.append(a % rank)
-    if len(set(norm)) != len(norm):
-        args.fail(f"axes {axes} name an axis twice", 1)
+    norm = args.axes(1, rank) if args.has(1) else axes
     if 0 in steps:
         args.fail(f"steps must not be 0, got {steps}", 4)
     if not norm:

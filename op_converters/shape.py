@@ -140,13 +140,5 @@ def unsqueeze(args: OpArgs) -> relax.Expr:
     Reference: the spec; numpy.expand_dims with a tuple of axes.
     """
     x = args.tensor(0)
-    axes = args.ints(1)
-    out_rank = len(args.shape(x)) + len(axes)
-    norm = []
-    for a in axes:
-        if not -out_rank <= a < out_rank:
-            args.fail(f"axis {a} is out of range [-{out_rank}, {out_rank}) for the output", 1)
-        norm.append(a % out_rank)
-    if len(set(norm)) != len(norm):
-        args.fail(f"axes {axes} repeat an axis", 1)
-    return relax.op.expand_dims(x, sorted(norm))
+    out_rank = len(args.shape(x)) + len(args.ints(1))
+    return relax.op.expand_dims(x, sorted(args.axes(1, out_rank, what=" for the output")))
