@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -21,6 +23,7 @@ from nnadapter_tvm.targets import DRIVERS, Driver, Program
 from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
 
 log = logging.getLogger("nnadapter_tvm")
+_COMPILE_LOCK = threading.Lock()
 
 
 class Compilation:
@@ -80,7 +83,7 @@ class Compilation:
                 if self.model is None:
                     fail(f"no cache file {path} and no model to compile")
                 self._compile()
-                cache.write_atomic(path, self._buffer)
+                _write_cache(path, self._buffer)
         else:
             self._compile()
         self.finished = True
@@ -94,7 +97,7 @@ class Compilation:
             log.warning("%s; recompiling the model", err)
             self._compile()
             if write_to:
-                cache.write_atomic(write_to, self._buffer)
+                _write_cache(write_to, self._buffer)
 
     # -- compile ------------------------------------------------------------------------
     def _compile(self) -> None:
@@ -107,15 +110,23 @@ class Compilation:
         steps, blobs, described = [], [], []
         for n, sub in enumerate(subgraphs):
             driver = self.context.devices[sub.device_index].driver
-            mod, dims = convert_subgraph(sub.inputs, sub.outputs, sub.operations)
-            out_dims.update({o.index: d for o, d in zip(sub.outputs, dims)})
-            try:
-                executable = driver.build(mod, props)
-            except TVM_ERRORS as err:
-                fail(f"TVM failed to build for {driver.name}: {_last_line(err)}", ResultCode.DEVICE_INTERNAL_ERROR)
+            # Relax's BlockBuilder and TVM's build keep process-wide state: one compile at a time.
+            with _COMPILE_LOCK:
+                mod, dims = convert_subgraph(sub.inputs, sub.outputs, sub.operations)
+                out_dims.update({o.index: d for o, d in zip(sub.outputs, dims)})
+                try:
+                    executable = driver.build(mod, props)
+                except TVM_ERRORS as err:
+                    fail(f"TVM failed to build for {driver.name}: {_last_line(err)}", ResultCode.DEVICE_INTERNAL_ERROR)
             with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
                 path = os.path.join(tmp, "module.so")
-                driver.export(executable, path)
+                try:
+                    driver.export(executable, path)
+                except (*TVM_ERRORS, OSError) as err:
+                    fail(
+                        f"exporting the {driver.name} module failed: {_last_line(err)}",
+                        ResultCode.DEVICE_INTERNAL_ERROR,
+                    )
                 blob = cache.read_file(path)
             step = _Step(driver, [o.index for o in sub.inputs], [o.index for o in sub.outputs], blob)
             steps.append(step)
@@ -284,6 +295,14 @@ class _Step:
                 fail(
                     f"the {self.driver.name} module does not load: {_last_line(err)}", ResultCode.DEVICE_INTERNAL_ERROR
                 )
+
+
+def _write_cache(path: str, data: bytes) -> None:
+    try:
+        cache.write_atomic(path, data)
+    except OSError as err:
+        code = ResultCode.OUT_OF_MEMORY if err.errno == errno.ENOSPC else ResultCode.DEVICE_INTERNAL_ERROR
+        fail(f"writing the cache file {path} failed: {err.strerror or err} (nothing was left behind)", code)
 
 
 def _last_line(err: Exception) -> str:

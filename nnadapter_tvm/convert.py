@@ -168,10 +168,9 @@ def convert_subgraph(
             for op in operations:
                 convert_fn = op_converters.get_converter(op.type)
                 try:
-                    result = convert_fn(OpArgs(op, ctx))
+                    _bind_outputs(ctx, op, convert_fn(OpArgs(op, ctx)))
                 except TVM_ERRORS as err:
                     fail(f"{op.describe()}: TVM rejected the operation: {_first_line(err)}")
-                _bind_outputs(ctx, op, result)
             exprs = []
             for operand in outputs:
                 expr = ctx.expr(operand)

@@ -115,7 +115,9 @@ class ArmDriver(LlvmDriver):
                     f"(apt-get install g++) or set {CXX_ENV}; a board that only runs cached models needs none",
                     ResultCode.DEVICE_INTERNAL_ERROR,
                 )
-            executable.export_library(path, fcompile=tvm.support.cc.cross_compiler(native))
+            executable.export_library(
+                path, workspace_dir=os.path.dirname(path), fcompile=tvm.support.cc.cross_compiler(native)
+            )
             return
         cxx = self.cross_compiler(props)
         if shutil.which(cxx) is None:
@@ -125,7 +127,9 @@ class ArmDriver(LlvmDriver):
                 f"or set {CXX_ENV}",
                 ResultCode.DEVICE_INTERNAL_ERROR,
             )
-        executable.export_library(path, fcompile=tvm.support.cc.cross_compiler(cxx))
+        executable.export_library(
+            path, workspace_dir=os.path.dirname(path), fcompile=tvm.support.cc.cross_compiler(cxx)
+        )
 
     def load(self, path: str, props: dict) -> Program:
         # The runtime loads only what can_run_here() allows; this guards direct callers.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Sequence
 
@@ -96,7 +97,7 @@ class Driver(abc.ABC):
             return tvm.compile(mod, target)
 
     def export(self, executable: relax.VMExecutable, path: str) -> None:
-        executable.export_library(path)
+        executable.export_library(path, workspace_dir=os.path.dirname(path))
 
     def load(self, path: str, props: dict) -> Program:
         if props.get("TVM_NUM_THREADS"):

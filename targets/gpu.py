@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import platform
 import re
 import shutil
@@ -371,7 +372,7 @@ class GpuDriver(Driver):
         """Write the shared library; host code for another machine is linked by its cross compiler."""
         machine = host_of(executable)
         if machine == host_machine():
-            executable.export_library(path)
+            executable.export_library(path, workspace_dir=os.path.dirname(path))
             return
         compiler = CROSS_COMPILERS.get(machine)
         if compiler is None or shutil.which(compiler) is None:
@@ -380,4 +381,4 @@ class GpuDriver(Driver):
                 f"{compiler or machine + '-linux-gnu-g++'} on PATH (Debian: g++-{machine.replace('_', '-')}-linux-gnu)",
                 ResultCode.FEATURE_NOT_SUPPORTED,
             )
-        executable.export_library(path, fcompile=cc.cross_compiler(compiler))
+        executable.export_library(path, workspace_dir=os.path.dirname(path), fcompile=cc.cross_compiler(compiler))
