@@ -62,21 +62,10 @@ MODELS = {
 
 
 def execute(compilation: nna.Compilation, x: np.ndarray) -> np.ndarray:
-    result = {}
-
-    def access_input(memory, operand_type):
-        operand_type.dimensions = list(memory.shape)
-        return memory
-
-    def access_output(memory, operand_type):
-        result["y"] = np.empty(operand_type.dimensions, operand_type.dtype)
-        return result["y"]
-
     with nna.Execution(compilation) as execution:
-        execution.set_input(0, x, access_input)
-        execution.set_output(0, None, access_output)
+        outputs = execution.use_arrays([x])
         execution.compute()
-    return result["y"]
+    return outputs[0]
 
 
 def soak(model: str, iterations: int, warmup: int, samples: int = 10) -> dict:
