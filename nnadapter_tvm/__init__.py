@@ -24,6 +24,15 @@ from nnadapter_tvm.types import (
 )
 
 
+def __getattr__(name: str) -> object:
+    # The ONNX frontend imports onnx: load it only when asked for (boards install without onnx).
+    if name == "Predictor":
+        from nnadapter_tvm.frontends.onnx.predictor import Predictor
+
+        return Predictor
+    raise AttributeError(f"module 'nnadapter_tvm' has no attribute {name!r}")
+
+
 def get_version() -> int:
     """The NNAdapter API version this library implements."""
     from nnadapter_tvm.types import VERSION
@@ -51,6 +60,7 @@ __all__ = [
     "OperationType",
     "PadMode",
     "Precision",
+    "Predictor",
     "ResultCode",
     "get_version",
     "list_devices",

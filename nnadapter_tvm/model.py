@@ -139,7 +139,7 @@ class Model:
         outputs = [self._check_own(o, f"{name} output {i}") for i, o in enumerate(outputs)]
         schema = SCHEMAS.get(op_type)
         if schema is not None:
-            _validate_against_schema(name, schema, inputs, outputs)
+            validate_against_schema(name, schema, inputs, outputs)
         for i, out in enumerate(outputs):
             check(not out.is_constant, f"{name} output {i}: {out.describe()} is a constant")
             other = self._producer.get(out.index)
@@ -245,7 +245,7 @@ class Model:
         self.destroy()
 
 
-def _validate_against_schema(name: str, schema: OpSchema, inputs: list[Operand], outputs: list[Operand]) -> None:
+def validate_against_schema(name: str, schema: OpSchema, inputs: list[Operand], outputs: list[Operand]) -> None:
     for kind, args, operands in (("input", schema.inputs, inputs), ("output", schema.outputs, outputs)):
         slots = assign_slots(name, kind, args, len(operands))
         by_name: dict[str, Operand] = {}

@@ -365,3 +365,48 @@ SCHEMAS: dict[O, OpSchema] = {
         (Arg("output", F32), Arg("scores", F32)),
     ),
 }
+
+# Extension beyond the spec: operations whose math is the same for every element type also take
+# integer, FLOAT16 and FLOAT64 tensors (the spec lists FLOAT32 and QUANT_INT8 only). Paddle Lite's
+# own converters emit integer shape arithmetic this way, and ONNX models need it. Only the data
+# slots that accept FLOAT32 widen; attribute operands keep their spec types.
+EXTRA_INTS = (P.INT8, P.UINT8, P.INT16, P.UINT16, P.INT32, P.UINT32, P.INT64, P.UINT64)
+EXTRA_FLOATS = (P.FLOAT16, P.FLOAT64)
+_ATTRIBUTE_NAMES = frozenset({"epsilon", "alpha", "beta", "threshold", "value", "conf_thresh", "scale_x_y"})
+WIDENED_NUMERIC = (
+    O.ADD, O.SUB, O.MUL, O.MAX, O.MIN, O.ABS, O.EQUAL, O.NOT_EQUAL, O.GREATER, O.GREATER_EQUAL, O.LESS,
+    O.LESS_EQUAL, O.REDUCE_SUM, O.REDUCE_MAX, O.ARG_MAX, O.ARG_MIN, O.CUM_SUM, O.TOP_K,
+)  # fmt: skip
+# Data movement: any element type, booleans included.
+WIDENED_ANY_TYPE = (
+    O.CONCAT, O.RESHAPE, O.TRANSPOSE, O.SQUEEZE, O.UNSQUEEZE, O.FLATTEN, O.SLICE, O.GATHER, O.EXPAND, O.TILE,
+    O.SPLIT, O.STACK, O.UNSTACK, O.WHERE, O.SHAPE, O.ASSIGN, O.PAD, O.FILL_LIKE,
+)  # fmt: skip
+WIDENED_FLOAT_TYPES = (
+    O.DIV, O.POW, O.EXP, O.LOG, O.SIN, O.COS, O.TANH, O.SIGMOID, O.RELU, O.SOFTMAX, O.LOG_SOFTMAX, O.FLOOR,
+    O.SQUARE, O.RSQRT, O.REDUCE_MEAN, O.LEAKY_RELU, O.SOFTPLUS, O.HARD_SIGMOID, O.GELU, O.CLIP, O.PRELU,
+    O.MAT_MUL,
+)  # fmt: skip
+
+
+def _widen(arg: Arg, extra: tuple[P, ...]) -> Arg:
+    if P.FLOAT32 not in arg.precisions or arg.name in _ATTRIBUTE_NAMES:
+        return arg
+    return dataclasses.replace(arg, precisions=arg.precisions + tuple(p for p in extra if p not in arg.precisions))
+
+
+def _widen_schemas() -> None:
+    numeric = EXTRA_INTS + EXTRA_FLOATS
+    for ops, extra in (
+        (WIDENED_NUMERIC, numeric),
+        (WIDENED_ANY_TYPE, (P.BOOL8, *numeric)),
+        (WIDENED_FLOAT_TYPES, EXTRA_FLOATS),
+    ):
+        for op in ops:
+            s = SCHEMAS[op]
+            SCHEMAS[op] = OpSchema(
+                tuple(_widen(a, extra) for a in s.inputs), tuple(_widen(a, extra) for a in s.outputs)
+            )
+
+
+_widen_schemas()

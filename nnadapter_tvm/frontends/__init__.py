@@ -1,0 +1,1 @@
+"""Framework adapters: each turns a framework's model into NNAdapter models through the public API."""

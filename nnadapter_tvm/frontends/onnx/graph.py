@@ -1,0 +1,445 @@
+"""An ONNX graph imported as units: each node is folded at import, converted into NNAdapter
+standard operations (recorded, not yet placed in a model), or left to the host."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import types
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.frontends.onnx import host
+from nnadapter_tvm.frontends.onnx.registry import get_converter
+from nnadapter_tvm.model import validate_against_schema
+from nnadapter_tvm.op_schema import SCHEMAS
+from nnadapter_tvm.types import NNAdapterError, OperationType, Precision, ResultCode
+
+_PRECISIONS = {
+    np.dtype("bool"): Precision.BOOL8,
+    np.dtype("int8"): Precision.INT8,
+    np.dtype("uint8"): Precision.UINT8,
+    np.dtype("int16"): Precision.INT16,
+    np.dtype("uint16"): Precision.UINT16,
+    np.dtype("int32"): Precision.INT32,
+    np.dtype("uint32"): Precision.UINT32,
+    np.dtype("int64"): Precision.INT64,
+    np.dtype("uint64"): Precision.UINT64,
+    np.dtype("float16"): Precision.FLOAT16,
+    np.dtype("float32"): Precision.FLOAT32,
+    np.dtype("float64"): Precision.FLOAT64,
+}
+# Random ops must draw at every run, never once at import.
+_NOT_FOLDABLE = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+
+Shape = tuple  # of int | None (None: known only at execution)
+
+
+@dataclasses.dataclass(frozen=True)
+class Quant:
+    """Quantization of a value that an NNAdapter operand carries (per layer or per channel)."""
+
+    precision: Precision
+    scale: float | tuple[float, ...]
+    zero_point: int | None = None
+    channel_dim: int | None = None
+
+
+@dataclasses.dataclass(eq=False)
+class Value:
+    """A tensor of the imported graph: an ONNX value or one a converter made in between."""
+
+    name: str
+    dtype: np.dtype | None
+    shape: Shape | None  # None: rank unknown
+    const: np.ndarray | None = None
+    quant: Quant | None = None
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+    def describe(self) -> str:
+        dims = "?" if self.shape is None else "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+        return f"'{self.name}' ({self.dtype}, {dims})"
+
+
+def precision_of(dtype: np.dtype, where: str) -> Precision:
+    precision = _PRECISIONS.get(np.dtype(dtype)) if dtype is not None else None
+    if precision is None:
+        fail(f"{where}: element type {dtype} has no NNAdapter precision", ResultCode.FEATURE_NOT_SUPPORTED)
+    return precision
+
+
+@dataclasses.dataclass(eq=False)
+class OpRecord:
+    """One NNAdapter operation a converter asked for; ``None`` inputs are omitted optional operands."""
+
+    type: OperationType
+    inputs: list[Value]
+    outputs: list[Value]
+
+
+@dataclasses.dataclass(eq=False)
+class Unit:
+    """One ONNX node after import: its operations (``ops``) or, when ``host`` is set, why it runs on the host."""
+
+    node: onnx.NodeProto
+    index: int
+    inputs: list[Value]
+    outputs: list[Value]
+    ops: list[OpRecord] = dataclasses.field(default_factory=list)
+    host: str | None = None  # the reason it runs on the host
+    folded: bool = False
+
+    @property
+    def label(self) -> str:
+        return node_label(self.node, self.index)
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    return f"node {index} {node.op_type}" + (f" '{node.name}'" if node.name else f" (output '{node.output[0]}')")
+
+
+_REQUIRED = object()
+
+
+class NodeContext:
+    """What an ONNX op converter sees: the node's inputs, attributes and inferred outputs, and
+    ``emit`` to record NNAdapter operations."""
+
+    def __init__(self, graph: ImportedGraph, node: onnx.NodeProto, index: int, inputs: list[Value | None]):
+        self.graph = graph
+        self.node = node
+        self.index = index
+        self.opset = graph.opset
+        self.ops: list[OpRecord] = []
+        self._inputs = inputs
+        self.attrs: dict[str, Any] = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        self._counter = itertools.count()
+
+    # -- reading ------------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return node_label(self.node, self.index)
+
+    @property
+    def op_type(self) -> str:
+        return self.node.op_type
+
+    def fail(self, message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NoReturn:
+        fail(f"{self.label}: {message}", code)
+
+    def unsupported(self, message: str) -> NoReturn:
+        self.fail(message, ResultCode.FEATURE_NOT_SUPPORTED)
+
+    @property
+    def input_count(self) -> int:
+        return len(self._inputs)
+
+    def has(self, i: int) -> bool:
+        return i < len(self._inputs) and self._inputs[i] is not None
+
+    def input(self, i: int) -> Value:
+        if not self.has(i):
+            self.fail(f"input {i} is required")
+        return self._inputs[i]
+
+    def optional(self, i: int) -> Value | None:
+        return self._inputs[i] if self.has(i) else None
+
+    def inputs(self) -> list[Value | None]:
+        return list(self._inputs)
+
+    def const(self, i: int, default: object = _REQUIRED) -> np.ndarray:
+        """Input ``i``'s value, which must be known at import (an initializer or folded)."""
+        if not self.has(i):
+            if default is _REQUIRED:
+                self.fail(f"input {i} is required")
+            return default
+        v = self._inputs[i]
+        if not v.is_const:
+            self.unsupported(f"input {i} {v.describe()} must be a constant (an initializer or computable at import)")
+        return v.const
+
+    def attr(self, name: str, default: object = _REQUIRED) -> Any:
+        if name not in self.attrs:
+            if default is _REQUIRED:
+                self.fail(f"attribute '{name}' is required")
+            return default
+        value = self.attrs[name]
+        return value.decode() if isinstance(value, bytes) else value
+
+    def out_shape(self, i: int = 0) -> Shape | None:
+        info = self.graph.inferred.get(self.node.output[i]) if i < len(self.node.output) else None
+        return None if info is None else info[1]
+
+    def out_dtype(self, i: int = 0) -> np.dtype | None:
+        info = self.graph.inferred.get(self.node.output[i]) if i < len(self.node.output) else None
+        return None if info is None else info[0]
+
+    # -- making values and operations -----------------------------------------------------
+    def constant(self, value: object, dtype: str | np.dtype | None = None) -> Value:
+        array = np.array(value, dtype=dtype)
+        return Value(f"{self._prefix()}const{next(self._counter)}", array.dtype, array.shape, const=array)
+
+    def i32(self, value: object) -> Value:
+        return self.constant(value, "int32")
+
+    def i64(self, value: object) -> Value:
+        return self.constant(value, "int64")
+
+    def f32(self, value: object) -> Value:
+        return self.constant(value, "float32")
+
+    def boolean(self, value: bool) -> Value:
+        return self.constant(bool(value), "bool")
+
+    def emit(
+        self,
+        op_type: OperationType,
+        inputs: Sequence[Value | None],
+        dtype: str | np.dtype | None = None,
+        shape: Shape | str | None = "node",
+        outputs: int = 1,
+        quant: Quant | None = None,
+    ) -> Value | list[Value]:
+        """Record ``op_type`` on ``inputs``; its output(s) get ``dtype`` (default: the first input's)
+        and ``shape`` (default ``"node"``: the ONNX-inferred shape of the node's output 0..n)."""
+        _check_schema(self, op_type, inputs, outputs, dtype, quant)
+        first = next((v for v in inputs if v is not None), None)
+        out_dtype = np.dtype(dtype) if dtype is not None else (first.dtype if first is not None else None)
+        results = []
+        for k in range(outputs):
+            out_shape = self.out_shape(k) if shape == "node" else shape
+            name = f"{self._prefix()}{op_type.name.lower()}{next(self._counter)}"
+            results.append(Value(name, out_dtype, None if out_shape is None else tuple(out_shape), quant=quant))
+        self.ops.append(OpRecord(op_type, list(inputs), results))
+        return results[0] if outputs == 1 else results
+
+    def _prefix(self) -> str:
+        return f"{self.node.name or self.node.output[0]}/"
+
+
+class _Probe:
+    """What schema validation reads of an operand, for a value not yet in a model."""
+
+    def __init__(self, label: str, dtype: np.dtype | None, quant: Quant | None, what: str):
+        precision = quant.precision if quant is not None else precision_of(dtype, f"{label}: {what}")
+        self.type = types.SimpleNamespace(precision=precision)
+        self._what = what
+
+    def describe(self) -> str:
+        return self._what
+
+
+def _check_schema(ctx: NodeContext, op_type: OperationType, inputs, outputs: int, dtype, quant) -> None:
+    """Precisions the NNAdapter operation does not define make the node unsupported (host-able), not invalid."""
+    schema = SCHEMAS.get(op_type)
+    if schema is None:
+        return
+    present = [v for v in inputs if v is not None]
+    first = present[0] if present else None
+    out_dtype = np.dtype(dtype) if dtype is not None else (first.dtype if first is not None else None)
+    ins = [_Probe(ctx.label, v.dtype, v.quant, v.describe()) for v in present]
+    outs = [_Probe(ctx.label, out_dtype, quant, f"output {k}") for k in range(outputs)]
+    try:
+        validate_against_schema(op_type.name, schema, ins, outs)
+    except NNAdapterError as err:
+        ctx.unsupported(str(err.args[0]))
+
+
+@dataclasses.dataclass
+class ImportOptions:
+    host_fallback: bool = False
+    host_ops: object = None  # a partition config: matches(node, inputs, outputs) -> bool
+
+
+class ImportedGraph:
+    """The graph's values by ONNX name and its nodes as units, in topological order."""
+
+    def __init__(self, model: onnx.ModelProto, options: ImportOptions | None = None):
+        self.model = model
+        self.options = options or ImportOptions()
+        self.opset = _opset(model)
+        graph = model.graph
+        self.inferred: dict[str, tuple[np.dtype | None, Shape | None]] = {}
+        for info in itertools.chain(graph.input, graph.value_info, graph.output):
+            self.inferred[info.name] = _type_of(info)
+        self.values: dict[str, Value] = {}
+        for init in graph.initializer:
+            array = numpy_helper.to_array(init)
+            self.values[init.name] = Value(init.name, array.dtype, array.shape, const=array)
+        self.inputs: list[Value] = []
+        for info in graph.input:
+            if info.name in self.values:
+                continue  # an initializer that may be overridden: treated as the constant it is
+            dtype, shape = self.inferred[info.name]
+            if dtype is None:
+                fail(f"graph input '{info.name}' is not a tensor (sequences, maps and optionals are not supported)")
+            value = Value(info.name, dtype, shape)
+            self.values[info.name] = value
+            self.inputs.append(value)
+        self.units: list[Unit] = []
+        self.errors: list[str] = []
+        for index, node in enumerate(graph.node):
+            self._import_node(index, node)
+        if self.errors:
+            listing = "\n  ".join(self.errors)
+            fail(
+                f"{len(self.errors)} ONNX node(s) cannot run on the NNAdapter devices "
+                f"(enable host fallback to run them on the host):\n  {listing}",
+                ResultCode.FEATURE_NOT_SUPPORTED,
+            )
+        self.outputs: list[Value] = []
+        for info in graph.output:
+            if info.name not in self.values:
+                fail(f"graph output '{info.name}' is not produced by any node")
+            self.outputs.append(self.values[info.name])
+
+    def _import_node(self, index: int, node: onnx.NodeProto) -> None:
+        label = node_label(node, index)
+        inputs: list[Value | None] = []
+        for name in node.input:
+            if not name:
+                inputs.append(None)
+                continue
+            if name not in self.values:
+                fail(f"{label}: input '{name}' is not produced by any earlier node (the graph is not sorted?)")
+            inputs.append(self.values[name])
+        unit = Unit(node, index, [v for v in inputs if v is not None], [])
+        if node.domain not in ("", "ai.onnx"):
+            self._to_host(unit, f"domain '{node.domain}' is not ONNX's default domain")
+            return
+        if _foldable(node, inputs):
+            unit.outputs = self._bind(node, host.evaluate(node, [v.const if v else None for v in inputs], self.opset))
+            unit.folded = True
+            self.units.append(unit)
+            return
+        config = self.options.host_ops
+        if config is not None and config.matches(node):
+            self._to_host(unit, "matched by the partition config")
+            return
+        converter = get_converter(node.op_type)
+        if converter is None:
+            self._to_host(unit, f"no converter for ONNX op {node.op_type}")
+            return
+        ctx = NodeContext(self, node, index, inputs)
+        try:
+            result = converter(ctx)
+        except NNAdapterError as err:
+            if err.code != ResultCode.FEATURE_NOT_SUPPORTED:
+                raise
+            self._to_host(unit, err.args[0])
+            return
+        results = result if isinstance(result, (list, tuple)) else [result]
+        unit.ops = ctx.ops
+        unit.outputs = self._bind(node, results, check_against_onnx=True)
+        self.units.append(unit)
+
+    def _to_host(self, unit: Unit, reason: str) -> None:
+        outputs = []
+        for name in unit.node.output:
+            dtype, shape = self.inferred.get(name, (None, None))
+            outputs.append(Value(name, dtype, shape) if name else None)
+        unit.outputs = self._bind(unit.node, outputs)
+        if not self.options.host_fallback and reason != "matched by the partition config":
+            # Keep importing (with placeholder outputs) so that one error lists every such node.
+            self.errors.append(reason if reason.startswith(unit.label) else f"{unit.label}: {reason}")
+            return
+        unit.host = reason
+        self.units.append(unit)
+
+    def _bind(self, node: onnx.NodeProto, results: Sequence[object], check_against_onnx: bool = False) -> list[Value]:
+        bound = []
+        for i, name in enumerate(node.output):
+            if not name:
+                continue
+            if i >= len(results) or results[i] is None:
+                fail(f"{node_label(node, -1)}: output {i} '{name}' was not produced")
+            value = results[i]
+            if isinstance(value, np.ndarray):
+                value = Value(name, value.dtype, value.shape, const=value)
+            if check_against_onnx:
+                _check_inferred(node, i, value, self.inferred.get(name))
+            self.values[name] = value
+            bound.append(value)
+        return bound
+
+    # -- describing ------------------------------------------------------------------------
+    @property
+    def host_units(self) -> list[Unit]:
+        return [u for u in self.units if u.host is not None]
+
+
+def _check_inferred(node: onnx.NodeProto, i: int, value: Value, inferred: tuple | None) -> None:
+    """A converter's result must agree with ONNX's own type and shape inference."""
+    if inferred is None:
+        return
+    dtype, shape = inferred
+    where = f"{node.op_type} '{node.name or node.output[0]}' output {i}"
+    if dtype is not None and value.dtype is not None and np.dtype(dtype) != np.dtype(value.dtype):
+        fail(f"{where}: the conversion gives {value.dtype}, ONNX infers {dtype}", ResultCode.DEVICE_INTERNAL_ERROR)
+    if shape is None or value.shape is None:
+        if value.shape is None and shape is not None:
+            value.shape = shape
+        return
+    if len(shape) != len(value.shape):
+        fail(
+            f"{where}: the conversion gives rank {len(value.shape)}, ONNX infers {list(shape)}",
+            ResultCode.DEVICE_INTERNAL_ERROR,
+        )
+    for a, b in zip(shape, value.shape):
+        if a is not None and b is not None and a != b:
+            fail(
+                f"{where}: the conversion gives {list(value.shape)}, ONNX infers {list(shape)}",
+                ResultCode.DEVICE_INTERNAL_ERROR,
+            )
+    value.shape = tuple(a if a is not None else b for a, b in zip(shape, value.shape))
+
+
+def _foldable(node: onnx.NodeProto, inputs: list[Value | None]) -> bool:
+    if node.op_type in _NOT_FOLDABLE:
+        return False
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        return False
+    return all(v is None or v.is_const for v in inputs)
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return entry.version
+    return 1
+
+
+def _type_of(info: onnx.ValueInfoProto) -> tuple[np.dtype | None, Shape | None]:
+    t = info.type
+    if not t.HasField("tensor_type"):
+        return None, None
+    elem = t.tensor_type.elem_type
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else None
+    except (KeyError, TypeError, ValueError):
+        dtype = None
+    if dtype is not None and dtype not in _PRECISIONS:
+        dtype = None if dtype.kind in "OUSV" else dtype
+    if not t.tensor_type.HasField("shape"):
+        return dtype, None
+    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim)
+    return dtype, dims

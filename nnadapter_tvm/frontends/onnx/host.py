@@ -1,0 +1,52 @@
+"""Nodes that run on the host (folded at import, or host fallback) through onnx's reference evaluator."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
+
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.types import ResultCode
+
+
+class HostNode:
+    """One ONNX node, evaluated on numpy arrays."""
+
+    def __init__(self, node: onnx.NodeProto, opset: int):
+        self.node = node
+        inputs = [onnx.helper.make_empty_tensor_value_info(n) for n in node.input if n]
+        outputs = [onnx.helper.make_empty_tensor_value_info(n) for n in node.output if n]
+        graph = onnx.helper.make_graph([node], "host", inputs, outputs)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        try:
+            self._evaluator = ReferenceEvaluator(model)
+        except Exception as err:  # the evaluator raises whatever its op implementation raises
+            fail(
+                f"{node.op_type} '{node.name or node.output[0]}': the host cannot run it: {err}",
+                ResultCode.FEATURE_NOT_SUPPORTED,
+            )
+        self._names = [n for n in node.input if n]
+
+    def run(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        feeds = dict(zip(self._names, [x for x in inputs if x is not None]))
+        try:
+            results = self._evaluator.run(None, feeds)
+        except Exception as err:
+            fail(f"{self.node.op_type} '{self.node.name or self.node.output[0]}' failed on the host: {err}")
+        return [np.asarray(r) for r in results]
+
+
+@functools.lru_cache(maxsize=256)
+def _cached(serialized: bytes, opset: int) -> HostNode:
+    node = onnx.NodeProto()
+    node.ParseFromString(serialized)
+    return HostNode(node, opset)
+
+
+def evaluate(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None], opset: int) -> list[np.ndarray]:
+    """Fold ``node`` on constant ``inputs`` (``None`` for omitted optional inputs)."""
+    return _cached(node.SerializeToString(), opset).run(inputs)

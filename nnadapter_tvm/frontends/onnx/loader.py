@@ -1,0 +1,57 @@
+"""Reading an ONNX model: parse, check, inline local functions, infer shapes."""
+
+from __future__ import annotations
+
+import os
+
+import onnx
+import onnx.inliner
+import onnx.shape_inference
+
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.types import ResultCode
+
+
+def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
+    """A checked model with local functions inlined and shapes inferred; errors name the file."""
+    source = "the model"
+    if isinstance(model, onnx.ModelProto):
+        proto = model
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        proto = _parse(bytes(model), "the given bytes")
+    else:
+        source = os.fspath(model)
+        try:
+            with open(source, "rb") as f:
+                head = f.read(1)
+            proto = onnx.load(source) if head else None
+        except FileNotFoundError:
+            fail(f"{source}: no such file")
+        except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as err:
+            fail(f"{source}: cannot read it: {err}")
+        except Exception as err:  # protobuf's DecodeError and friends
+            fail(f"{source} is not an ONNX model: {err}")
+        if proto is None or not proto.HasField("graph"):
+            fail(f"{source} is not an ONNX model (no graph)")
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as err:
+        fail(f"{source} fails onnx.checker: {str(err).strip().splitlines()[0]}")
+    if proto.functions:
+        proto = onnx.inliner.inline_local_functions(proto)
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as err:  # shape inference raises InferenceError and friends
+        fail(f"{source}: ONNX shape inference failed: {err}", ResultCode.INVALID_PARAMETER)
+    return proto
+
+
+def _parse(data: bytes, source: str) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as err:
+        fail(f"{source} is not an ONNX model: {err}")
+    if not proto.HasField("graph"):
+        fail(f"{source} is not an ONNX model (no graph)")
+    return proto

@@ -1,0 +1,62 @@
+"""Helpers the ONNX op converters share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.types import FuseCode
+from nnadapter_tvm.types import OperationType as O
+
+
+def fuse_none(ctx: NodeContext) -> Value:
+    return ctx.i32(int(FuseCode.NONE))
+
+
+def norm_axis(ctx: NodeContext, axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < max(rank, 1):
+        ctx.fail(f"{what} {axis} is outside [-{rank}, {rank}) for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def rank_of(ctx: NodeContext, v: Value) -> int:
+    if v.rank is None:
+        ctx.unsupported(f"the rank of {v.describe()} is unknown")
+    return v.rank
+
+
+def broadcast_shape(a: Sequence[int | None], b: Sequence[int | None]) -> tuple[int | None, ...]:
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == 1:
+            out.append(y)
+        elif y == 1 or x == y:
+            out.append(x)
+        else:
+            out.append(None if x is None or y is None else max(x, y))
+    return tuple(out)
+
+
+def binary(ctx: NodeContext, op: O, a: Value, b: Value, shape: object = "node", with_fuse: bool = True) -> Value:
+    """An elementwise NNAdapter binary operation (numpy broadcasting, like ONNX's multidirectional)."""
+    if shape == "node" and ctx.out_shape() is None and a.shape is not None and b.shape is not None:
+        shape = broadcast_shape(a.shape, b.shape)
+    inputs = [a, b, fuse_none(ctx)] if with_fuse else [a, b]
+    return ctx.emit(op, inputs, shape=shape)
+
+
+def reshape(ctx: NodeContext, x: Value, shape: Sequence[int], out_shape: object = None) -> Value:
+    """RESHAPE to ``shape`` (0 copies the input dimension, -1 is inferred, as the spec says)."""
+    if out_shape is None:
+        out_shape = tuple(None if d in (-1, 0) else d for d in shape)
+    return ctx.emit(O.RESHAPE, [x, ctx.i32(np.asarray(shape, "int32"))], shape=out_shape)
+
+
+def to_rank0(ctx: NodeContext, x: Value) -> Value:
+    """NNAdapter gives [1] where ONNX gives a scalar: reshape to rank 0."""
+    return ctx.emit(O.RESHAPE, [x, ctx.i32(np.zeros([0], "int32"))], shape=())

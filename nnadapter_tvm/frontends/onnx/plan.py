@@ -1,0 +1,146 @@
+"""Imported units -> an execution plan: NNAdapter subgraphs (TVM) and host nodes in topological order."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Unit, Value, precision_of
+from nnadapter_tvm.frontends.onnx.host import HostNode
+from nnadapter_tvm.model import Model, Operand
+from nnadapter_tvm.types import UNKNOWN, OperandType, ResultCode
+
+
+@dataclasses.dataclass(eq=False)
+class Subgraph:
+    """Units whose operations form one NNAdapter model, compiled by TVM."""
+
+    index: int
+    units: list[Unit]
+    inputs: list[Value] = dataclasses.field(default_factory=list)
+    outputs: list[Value] = dataclasses.field(default_factory=list)
+
+    @property
+    def operation_count(self) -> int:
+        return sum(len(u.ops) for u in self.units)
+
+    def build_model(self) -> Model:
+        """The NNAdapter model of this subgraph, built through the public API."""
+        model = Model()
+        operands: dict[int, Operand] = {}
+
+        def operand(v: Value, where: str) -> Operand:
+            if id(v) not in operands:
+                operands[id(v)] = model.add_operand(operand_type(v, where))
+                if v.is_const:
+                    model.set_operand_value(operands[id(v)], np.ascontiguousarray(v.const))
+            return operands[id(v)]
+
+        for v in self.inputs:
+            operand(v, f"subgraph {self.index} input")
+        for unit in self.units:
+            for op in unit.ops:
+                ins = [operand(v, unit.label) for v in op.inputs if v is not None]
+                outs = [operand(v, unit.label) for v in op.outputs]
+                model.add_operation(op.type, ins, outs)
+        model.identify_inputs_and_outputs(
+            [operands[id(v)] for v in self.inputs], [operand(v, "subgraph output") for v in self.outputs]
+        )
+        model.finish()
+        return model
+
+
+@dataclasses.dataclass(eq=False)
+class HostStep:
+    unit: Unit
+    node: HostNode
+
+
+def operand_type(v: Value, where: str) -> OperandType:
+    if v.shape is None:
+        fail(
+            f"{where}: the rank of {v.describe()} is unknown (ONNX shape inference could not derive it)",
+            ResultCode.FEATURE_NOT_SUPPORTED,
+        )
+    dims = [UNKNOWN if d is None else int(d) for d in v.shape]
+    if v.quant is not None:
+        q = v.quant
+        return OperandType(q.precision, dims, scale=q.scale, zero_point=q.zero_point, channel_dim=q.channel_dim)
+    return OperandType(precision_of(v.dtype, f"{where}: {v.describe()}"), dims)
+
+
+def make_plan(graph: ImportedGraph) -> list[Subgraph | HostStep]:
+    """Group converted units into as few subgraphs as the host nodes between them allow."""
+    available: set[int] = {id(v) for v in graph.inputs} | {id(v) for v in graph.values.values() if v.is_const}
+    for u in graph.units:
+        if u.folded:
+            available |= {id(v) for v in u.outputs}
+
+    def ready(u: Unit, extra: set[int]) -> bool:
+        needed = {id(v) for op in u.ops for v in op.inputs if v is not None and not v.is_const} if u.ops else set()
+        needed |= {id(v) for v in u.inputs if not v.is_const}
+        produced_inside = {id(v) for op in u.ops for v in op.outputs}
+        return (needed - produced_inside) <= (available | extra)
+
+    remaining = [u for u in graph.units if not u.folded]
+    steps: list[Subgraph | HostStep] = []
+    while remaining:
+        taken: list[Unit] = []
+        made: set[int] = set()
+        progress = True
+        while progress:
+            progress = False
+            for u in list(remaining):
+                if u.host is None and ready(u, made):
+                    taken.append(u)
+                    made |= {id(v) for v in u.outputs} | {id(v) for op in u.ops for v in op.outputs}
+                    remaining.remove(u)
+                    progress = True
+        if any(u.ops for u in taken):
+            steps.append(Subgraph(len([s for s in steps if isinstance(s, Subgraph)]), taken))
+        available |= made
+        hosts = [u for u in remaining if u.host is not None and ready(u, set())]
+        if not hosts and not taken:
+            fail("the graph has a cycle or an input no node produces", ResultCode.INVALID_PARAMETER)
+        for u in hosts[:1]:  # one at a time: the next may unlock more device work
+            steps.append(HostStep(u, HostNode(u.node, graph.opset)))
+            available |= {id(v) for v in u.outputs}
+            remaining.remove(u)
+    _wire(graph, steps)
+    return steps
+
+
+def _wire(graph: ImportedGraph, steps: list[Subgraph | HostStep]) -> None:
+    """Each subgraph's inputs (values it reads from outside) and outputs (values read after it)."""
+    consumers: dict[int, set[int]] = {}
+    for k, step in enumerate(steps):
+        for v in _reads(step):
+            consumers.setdefault(id(v), set()).add(k)
+    graph_outputs = {id(v) for v in graph.outputs}
+    for k, step in enumerate(steps):
+        if not isinstance(step, Subgraph):
+            continue
+        produced: dict[int, Value] = {}
+        for u in step.units:
+            for op in u.ops:
+                for v in op.outputs:
+                    produced[id(v)] = v
+        seen: set[int] = set()
+        for v in _reads(step):
+            if id(v) not in produced and not v.is_const and id(v) not in seen:
+                seen.add(id(v))
+                step.inputs.append(v)
+        step.outputs = [
+            v for key, v in produced.items() if key in graph_outputs or any(c != k for c in consumers.get(key, ()))
+        ]
+        if not step.outputs:
+            # Its results are never read (e.g. only dangling outputs): keep the last one so the model is valid.
+            step.outputs = [list(produced.values())[-1]]
+
+
+def _reads(step: Subgraph | HostStep) -> list[Value]:
+    if isinstance(step, HostStep):
+        return list(step.unit.inputs)
+    return [v for u in step.units for op in u.ops for v in op.inputs if v is not None]
