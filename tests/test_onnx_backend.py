@@ -1,7 +1,7 @@
 """onnx's own backend test suite (the node cases) against nnadapter-tvm's TVM path alone.
 
 Every case whose operator maps onto NNAdapter's standard operations must pass; the rest are listed
-in tests/onnx/backend_excludes.txt, each with the reason.  The pass and exclude counts are printed
+in tests/onnx/excludes*.txt, each with the reason.  The pass and exclude counts are printed
 at the end of the run (conftest.py)."""
 
 from __future__ import annotations
@@ -14,11 +14,20 @@ import onnx.backend.test
 
 from nnadapter_tvm.frontends.onnx import backend
 
-EXCLUDES_FILE = os.path.join(os.path.dirname(__file__), "onnx", "backend_excludes.txt")
+EXCLUDES_DIR = os.path.join(os.path.dirname(__file__), "onnx")
 
 
-def read_excludes(path: str = EXCLUDES_FILE) -> list[tuple[str, str]]:
-    """``(pattern, reason)`` per line ``pattern  # reason``; a line without a reason is an error."""
+def read_excludes(directory: str = EXCLUDES_DIR) -> list[tuple[str, str]]:
+    """``(pattern, reason)`` per line ``pattern  # reason`` of every ``excludes*.txt``; a line without
+    a reason is an error."""
+    entries = []
+    for name in sorted(os.listdir(directory)):
+        if name.startswith("excludes") and name.endswith(".txt"):
+            entries += _read_excludes_file(os.path.join(directory, name))
+    return entries
+
+
+def _read_excludes_file(path: str) -> list[tuple[str, str]]:
     entries = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
