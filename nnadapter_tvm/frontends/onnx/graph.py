@@ -14,7 +14,7 @@ import onnx
 from onnx import numpy_helper
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.frontends.onnx import host
+from nnadapter_tvm.frontends.onnx import functions, host
 from nnadapter_tvm.frontends.onnx.registry import get_converter
 from nnadapter_tvm.model import validate_against_schema
 from nnadapter_tvm.op_schema import SCHEMAS
@@ -123,11 +123,11 @@ class NodeContext:
     """What an ONNX op converter sees: the node's inputs, attributes and inferred outputs, and
     ``emit`` to record NNAdapter operations."""
 
-    def __init__(self, graph: ImportedGraph, node: onnx.NodeProto, index: int, inputs: list[Value | None]):
+    def __init__(self, graph: ImportedGraph, node: onnx.NodeProto, index: int, inputs: list[Value | None], opset: int):
         self.graph = graph
         self.node = node
         self.index = index
-        self.opset = graph.opset
+        self.opset = opset
         self.ops: list[OpRecord] = []
         self._inputs = inputs
         self.attrs: dict[str, Any] = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -280,7 +280,7 @@ class ImportedGraph:
         graph = model.graph
         self.inferred: dict[str, tuple[np.dtype | None, Shape | None]] = {}
         for info in itertools.chain(graph.input, graph.value_info, graph.output):
-            self.inferred[info.name] = _type_of(info)
+            self.inferred[info.name] = type_of(info)
         self.values: dict[str, Value] = {}
         for init in graph.initializer:
             array = numpy_helper.to_array(init)
@@ -312,7 +312,8 @@ class ImportedGraph:
                 fail(f"graph output '{info.name}' is not produced by any node")
             self.outputs.append(self.values[info.name])
 
-    def _import_node(self, index: int, node: onnx.NodeProto) -> None:
+    def _import_node(self, index: int, node: onnx.NodeProto, opset: int | None = None) -> None:
+        opset = opset or self.opset
         label = node_label(node, index)
         inputs: list[Value | None] = []
         for name in node.input:
@@ -327,7 +328,7 @@ class ImportedGraph:
             self._to_host(unit, f"domain '{node.domain}' is not ONNX's default domain")
             return
         if _foldable(node, inputs):
-            unit.outputs = self._bind(node, host.evaluate(node, [v.const if v else None for v in inputs], self.opset))
+            unit.outputs = self._bind(node, host.evaluate(node, [v.const if v else None for v in inputs], opset))
             unit.folded = True
             self.units.append(unit)
             return
@@ -337,9 +338,10 @@ class ImportedGraph:
             return
         converter = get_converter(node.op_type)
         if converter is None:
-            self._to_host(unit, f"no converter for ONNX op {node.op_type}")
+            if not self._expand(index, node, inputs, opset):
+                self._to_host(unit, f"no converter for ONNX op {node.op_type}")
             return
-        ctx = NodeContext(self, node, index, inputs)
+        ctx = NodeContext(self, node, index, inputs, opset)
         try:
             result = converter(ctx)
         except NNAdapterError as err:
@@ -351,6 +353,25 @@ class ImportedGraph:
         unit.ops = ctx.ops
         unit.outputs = self._bind(node, results, check_against_onnx=True)
         self.units.append(unit)
+
+    def _expand(self, index: int, node: onnx.NodeProto, inputs: list[Value | None], opset: int) -> bool:
+        """Import the node's ONNX function body instead, when its op is defined as one."""
+        expansion = functions.expand(node, opset, [(v.dtype, v.shape) if v else (None, None) for v in inputs])
+        if expansion is None:
+            return False
+        nodes, body_opset, inferred = expansion
+        outer = set(node.input) | set(node.output)
+        # Bodies expanded separately reuse internal names: make them unique to this node.
+        rename = {n: f"{n}#{index}" for sub in nodes for n in [*sub.input, *sub.output] if n and n not in outer}
+        for name, info in inferred.items():
+            self.inferred.setdefault(rename.get(name, name), info)
+        for sub in nodes:
+            renamed = onnx.NodeProto()
+            renamed.CopyFrom(sub)
+            renamed.input[:] = [rename.get(n, n) for n in sub.input]
+            renamed.output[:] = [rename.get(n, n) for n in sub.output]
+            self._import_node(index, renamed, body_opset)
+        return True
 
     def _to_host(self, unit: Unit, reason: str) -> None:
         outputs = []
@@ -428,7 +449,7 @@ def _opset(model: onnx.ModelProto) -> int:
     return 1
 
 
-def _type_of(info: onnx.ValueInfoProto) -> tuple[np.dtype | None, Shape | None]:
+def type_of(info: onnx.ValueInfoProto) -> tuple[np.dtype | None, Shape | None]:
     t = info.type
     if not t.HasField("tensor_type"):
         return None, None
