@@ -18,7 +18,7 @@ from nnadapter_tvm.device import Device
 from nnadapter_tvm.execution import Execution
 from nnadapter_tvm.targets import DRIVERS
 from nnadapter_tvm.token import model_token
-from nnadapter_tvm.types import NNAdapterError
+from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 
 def default_cache_dir() -> str:
@@ -57,14 +57,23 @@ def _execute(compilation: Compilation, x: np.ndarray) -> tuple[np.ndarray, float
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    context = Context([Device.acquire(args.device)], args.properties)
+    if args.model != "builtin":
+        if not args.model.lower().endswith(".onnx"):
+            raise NNAdapterError(
+                ResultCode.INVALID_PARAMETER, f"MODEL must be 'builtin' or an .onnx file, got {args.model!r}"
+            )
+        from nnadapter_tvm.frontends.onnx import cli as onnx_cli
+
+        return onnx_cli.cmd_run(args)
+    device = (args.device or ["llvm"])[0]
+    context = Context([Device.acquire(device)], args.properties)
     model = builtin_model.build()
     token = model_token(model, context)
     path = cache.cache_path(args.cache_dir, token)
     if args.fresh and os.path.exists(path):
         os.unlink(path)
     print(f"model: built-in CNN, {len(model.operations)} operations, input [N, 3, 32, 32] (N={args.batch})")
-    print(f"device: {args.device}   cache: {path}")
+    print(f"device: {device}   cache: {path}")
     print(f"token: {token}")
     state = "found in the cache" if os.path.exists(path) else "compiling"
     print(f"{state} ...", flush=True)
@@ -152,17 +161,43 @@ def _add_deploy_parser(sub: argparse._SubParsersAction) -> None:
     deploy.set_defaults(func=cmd_deploy)
 
 
+def _add_onnx_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--partition-config", metavar="FILE_OR_TEXT", help="Paddle Lite partition config: ONNX nodes kept on the host"
+    )
+    parser.add_argument("--host-fallback", action="store_true", help="run ONNX nodes no device supports on the host")
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from nnadapter_tvm.frontends.onnx import cli as onnx_cli
+
+    return onnx_cli.cmd_info(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nnadapter-tvm", description=__doc__)
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("devices", help="list devices and context properties").set_defaults(func=cmd_devices)
-    run = sub.add_parser("run", help="compile (or load from the cache) and run the built-in CNN")
-    run.add_argument("--device", default="llvm", choices=list(DRIVERS))
+    run = sub.add_parser("run", help="compile (or load from the cache) and run the built-in CNN or an ONNX model")
+    run.add_argument("model", nargs="?", default="builtin", help="'builtin' (default) or MODEL.onnx")
+    run.add_argument(
+        "--device", action="append", choices=list(DRIVERS), help="device (repeat for several; default llvm)"
+    )
     run.add_argument("--cache-dir", default=default_cache_dir(), help="default: %(default)s")
     run.add_argument("--properties", default="", help="context properties, KEY=VALUE;...")
-    run.add_argument("--batch", type=int, default=1)
-    run.add_argument("--fresh", action="store_true", help="delete this model's cache file first")
+    run.add_argument("--batch", type=int, default=1, help="batch of the built-in model's input")
+    run.add_argument("--fresh", action="store_true", help="delete the built-in model's cache file first")
+    run.add_argument(
+        "--input", action="append", metavar="NAME=FILE.npy", help="an ONNX model's input (default: random inputs)"
+    )
+    run.add_argument("--repeat", type=int, default=10, help="timed runs of an ONNX model (%(default)s)")
+    _add_onnx_model_options(run)
     run.set_defaults(func=cmd_run)
+    info = sub.add_parser("info", help="how an ONNX model is partitioned: subgraphs, host nodes, DOT graph")
+    info.add_argument("model", help="MODEL.onnx")
+    info.add_argument("--dot", action="store_true", help="print a DOT graph coloured by subgraph")
+    _add_onnx_model_options(info)
+    info.set_defaults(func=cmd_info)
     _add_deploy_parser(sub)
     return parser
 

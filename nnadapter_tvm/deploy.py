@@ -340,15 +340,14 @@ def load_model(spec: str, batch: int = 1) -> ModelSource:
 
 
 def _load_onnx(path: str, batch: int) -> ModelSource:
-    # The hook for the ONNX importer: ``nnadapter_tvm.frontends.onnx`` turns the file into a Model
-    # (expected: ``load_model(path) -> Model``); the token and the sample inputs follow from it.
+    # The ONNX importer turns the file into one Model; the token and the sample inputs follow from it.
     if not os.path.isfile(path):
         raise DeployError(f"no such file: {path}", ResultCode.INVALID_PARAMETER)
     try:
         from nnadapter_tvm.frontends import onnx as frontend  # type: ignore[attr-defined]
     except ImportError:
         frontend = None
-    convert: Callable[[str], Model] | None = getattr(frontend, "load_model", None)
+    convert: Callable[[str], Model] | None = getattr(frontend, "import_model", None)
     if convert is None:
         raise DeployError(
             "ONNX models are not supported by deploy yet (the ONNX importer is not part of this build); "

@@ -144,3 +144,23 @@ def _reads(step: Subgraph | HostStep) -> list[Value]:
     if isinstance(step, HostStep):
         return list(step.unit.inputs)
     return [v for u in step.units for op in u.ops for v in op.inputs if v is not None]
+
+
+def single_model(graph: ImportedGraph) -> Model:
+    """The whole graph as one NNAdapter model, inputs and outputs in the graph's order; for tools that
+    take a ``Model`` (deploy). Fails when a node runs on the host or an output is not computed."""
+    hosts = graph.host_units
+    if hosts:
+        fail(
+            f"{len(hosts)} node(s) would run on the host ({hosts[0].label}, ...): not one NNAdapter model",
+            ResultCode.FEATURE_NOT_SUPPORTED,
+        )
+    produced = {id(v) for u in graph.units for op in u.ops for v in op.outputs}
+    for v in graph.outputs:
+        if id(v) not in produced:
+            fail(
+                f"graph output {v.describe()} is a constant or an input, not computed by an operation",
+                ResultCode.FEATURE_NOT_SUPPORTED,
+            )
+    subgraph = Subgraph(0, [u for u in graph.units if u.ops], list(graph.inputs), list(graph.outputs))
+    return subgraph.build_model()
