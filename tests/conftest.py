@@ -39,3 +39,23 @@ def add_relu_compilation() -> nna.Compilation:
     compilation = nna.Compilation(build_add_relu(), nna.Context([nna.Device.acquire("llvm")]))
     compilation.finish()
     return compilation
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The ONNX backend suite's counts, as issue 4 asks: passed, failed, excluded."""
+    stats = terminalreporter.stats
+
+    def count(outcome: str) -> int:
+        return sum(
+            1
+            for r in stats.get(outcome, [])
+            if "OnnxBackendNodeModelTest" in getattr(r, "nodeid", "")
+            and getattr(r, "when", "call") in ("call", "setup")
+        )
+
+    passed, failed, excluded = count("passed"), count("failed") + count("error"), count("skipped")
+    if passed or failed or excluded:
+        terminalreporter.write_sep("-", "onnx backend node cases")
+        terminalreporter.write_line(
+            f"{passed} passed, {failed} failed, {excluded} excluded (tests/onnx/excludes*.txt, each with its reason)"
+        )

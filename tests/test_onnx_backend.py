@@ -49,6 +49,8 @@ for _pattern, _reason in EXCLUDES:
 _backend_test.include(r"^test_.*_cpu$")
 _cases = _backend_test.test_cases
 OnnxBackendNodeModelTest: type[unittest.TestCase] = _cases["OnnxBackendNodeModelTest"]
+for _name in [n for n in vars(OnnxBackendNodeModelTest) if n.startswith("test_") and not n.endswith("_cpu")]:
+    delattr(OnnxBackendNodeModelTest, _name)  # the backend's one device is the CPU (llvm)
 
 
 def excluded_node_cases() -> list[str]:
