@@ -214,21 +214,21 @@ class NodeContext:
         self,
         op_type: OperationType,
         inputs: Sequence[Value | None],
-        dtype: str | np.dtype | None = None,
+        dtype: str | np.dtype | Sequence[str | np.dtype | None] | None = None,
         shape: Shape | str | None = "node",
         outputs: int = 1,
         quant: Quant | None = None,
     ) -> Value | list[Value]:
-        """Record ``op_type`` on ``inputs``; its output(s) get ``dtype`` (default: the first input's)
-        and ``shape`` (default ``"node"``: the ONNX-inferred shape of the node's output 0..n)."""
+        """Record ``op_type`` on ``inputs``; its output(s) get ``dtype`` (default: the first input's;
+        a list gives one per output) and ``shape`` (default ``"node"``: the ONNX-inferred shape of the
+        node's output 0..n)."""
         _check_schema(self, op_type, inputs, outputs, dtype, quant)
-        first = next((v for v in inputs if v is not None), None)
-        out_dtype = np.dtype(dtype) if dtype is not None else (first.dtype if first is not None else None)
+        out_dtypes = _out_dtypes(inputs, dtype, outputs)
         results = []
         for k in range(outputs):
             out_shape = self.out_shape(k) if shape == "node" else shape
             name = f"{self._prefix()}{op_type.name.lower()}{next(self._counter)}"
-            results.append(Value(name, out_dtype, None if out_shape is None else tuple(out_shape), quant=quant))
+            results.append(Value(name, out_dtypes[k], None if out_shape is None else tuple(out_shape), quant=quant))
         self.ops.append(OpRecord(op_type, list(inputs), results))
         return results[0] if outputs == 1 else results
 
@@ -248,16 +248,23 @@ class _Probe:
         return self._what
 
 
+def _out_dtypes(inputs, dtype, outputs: int) -> list[np.dtype | None]:
+    """Each output's dtype: ``dtype`` (one for all, or a list with one per output; None: the first input's)."""
+    first = next((v for v in inputs if v is not None), None)
+    default = first.dtype if first is not None else None
+    per_output = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * outputs
+    return [np.dtype(d) if d is not None else default for d in per_output]
+
+
 def _check_schema(ctx: NodeContext, op_type: OperationType, inputs, outputs: int, dtype, quant) -> None:
     """Precisions the NNAdapter operation does not define make the node unsupported (host-able), not invalid."""
     schema = SCHEMAS.get(op_type)
     if schema is None:
         return
     present = [v for v in inputs if v is not None]
-    first = present[0] if present else None
-    out_dtype = np.dtype(dtype) if dtype is not None else (first.dtype if first is not None else None)
     ins = [_Probe(ctx.label, v.dtype, v.quant, v.describe()) for v in present]
-    outs = [_Probe(ctx.label, out_dtype, quant, f"output {k}") for k in range(outputs)]
+    out_dtypes = _out_dtypes(inputs, dtype, outputs)
+    outs = [_Probe(ctx.label, out_dtypes[k], quant, f"output {k}") for k in range(outputs)]
     try:
         validate_against_schema(op_type.name, schema, ins, outs)
     except NNAdapterError as err:
