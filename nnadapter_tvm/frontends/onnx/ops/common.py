@@ -60,3 +60,20 @@ def reshape(ctx: NodeContext, x: Value, shape: Sequence[int], out_shape: object 
 def to_rank0(ctx: NodeContext, x: Value) -> Value:
     """NNAdapter gives [1] where ONNX gives a scalar: reshape to rank 0."""
     return ctx.emit(O.RESHAPE, [x, ctx.i32(np.zeros([0], "int32"))], shape=())
+
+
+def fold_if_empty(ctx: NodeContext) -> list[np.ndarray] | None:
+    """The node's outputs when every input not known at import is empty (static shape, no elements):
+    they then follow from shapes and constants alone, so the host computes them at import; else None."""
+    from nnadapter_tvm.frontends.onnx import host
+
+    arrays, empty = [], False
+    for v in ctx.inputs():
+        if v is None or v.is_const:
+            arrays.append(None if v is None else v.const)
+        elif v.is_static and 0 in v.shape:
+            arrays.append(np.zeros(v.shape, v.dtype))
+            empty = True
+        else:
+            return None
+    return host.evaluate(ctx.node, arrays, ctx.opset) if empty else None
