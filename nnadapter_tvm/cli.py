@@ -168,6 +168,12 @@ def _add_onnx_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host-fallback", action="store_true", help="run ONNX nodes no device supports on the host")
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from nnadapter_tvm import benchmark
+
+    return benchmark.main(args.rest)
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from nnadapter_tvm.frontends.onnx import cli as onnx_cli
 
@@ -199,6 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_onnx_model_options(info)
     info.set_defaults(func=cmd_info)
     _add_deploy_parser(sub)
+    bench = sub.add_parser(
+        "bench", help="latency of ONNX models vs onnxruntime and TVM's ONNX frontend", add_help=False
+    )
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
