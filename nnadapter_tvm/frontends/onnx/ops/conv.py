@@ -1,0 +1,239 @@
+"""Convolutions: Conv -> CONV_2D, ConvTranspose -> CONV_2D_TRANSPOSE, DeformConv -> DEFORMABLE_CONV_2D
+(1-D as 2-D between UNSQUEEZE and SQUEEZE)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.ops.common import fuse_none, rank_of
+from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.types import AutoPad
+from nnadapter_tvm.types import OperationType as O
+
+
+def spatial_attrs(ctx: NodeContext, nd: int) -> tuple[list[int], list[int], list[int]]:
+    """strides, dilations and the ONNX-ordered pads [b1, b2, ..., e1, e2, ...] (attributes, defaults)."""
+    strides = list(ctx.attr("strides", [1] * nd))
+    dilations = list(ctx.attr("dilations", [1] * nd))
+    pads = list(ctx.attr("pads", [0] * (2 * nd)))
+    if len(strides) != nd or len(dilations) != nd or len(pads) != 2 * nd:
+        ctx.fail(f"strides {strides}, dilations {dilations}, pads {pads} do not fit {nd} spatial dims")
+    if min(strides) <= 0 or min(dilations) <= 0 or min(pads) < 0:
+        ctx.fail(f"strides {strides} and dilations {dilations} must be positive, pads {pads} non-negative")
+    return strides, dilations, pads
+
+
+def same_pads(ctx: NodeContext, sizes, kernel, strides, dilations, mode: str) -> list[int]:
+    """ONNX SAME_UPPER / SAME_LOWER: output ceil(in / stride), the odd pad at the end (upper) or start (lower)."""
+    begins, ends = [], []
+    for size, k, s, d in zip(sizes, kernel, strides, dilations):
+        if size is None:
+            ctx.unsupported(f"auto_pad {mode} needs static spatial dims (got {list(sizes)})")
+        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+        small = total // 2
+        begins.append(small if mode == "SAME_UPPER" else total - small)
+        ends.append(total - small if mode == "SAME_UPPER" else small)
+    return begins + ends
+
+
+def resolve_pads(ctx: NodeContext, sizes, kernel, strides, dilations, pads) -> list[int]:
+    """ONNX-ordered pads after auto_pad (NOTSET: the pads attribute; VALID: none; SAME_*: computed)."""
+    mode = ctx.attr("auto_pad", "NOTSET")
+    if mode == "NOTSET":
+        return pads
+    if mode == "VALID":
+        return [0] * len(pads)
+    if mode in ("SAME_UPPER", "SAME_LOWER"):
+        return same_pads(ctx, sizes, kernel, strides, dilations, mode)
+    ctx.fail(f"auto_pad '{mode}' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID")
+
+
+def nn_pads(pads: list[int]) -> list[int]:
+    """ONNX [h_begin, w_begin, h_end, w_end] -> NNAdapter [top, bottom, left, right]."""
+    return [pads[0], pads[2], pads[1], pads[3]]
+
+
+def lift_1d(ctx: NodeContext, v: Value) -> Value:
+    """[N, C, W] -> [N, C, 1, W] (a 1-D operation as a 2-D one)."""
+    if v.is_const:
+        return ctx.constant(np.expand_dims(v.const, 2))
+    shape = None if v.shape is None else (*v.shape[:2], 1, *v.shape[2:])
+    return ctx.emit(O.UNSQUEEZE, [v, ctx.i32([2])], shape=shape)
+
+
+def drop_1d(ctx: NodeContext, v: Value, k: int = 0) -> Value:
+    """[N, C, 1, W] -> [N, C, W]: the node's output ``k``."""
+    return ctx.emit(O.SQUEEZE, [v, ctx.i32([2])], shape=ctx.out_shape(k))
+
+
+def lifted_shape(ctx: NodeContext, nd: int, k: int = 0):
+    shape = ctx.out_shape(k)
+    if shape is None or nd == 2:
+        return shape
+    return (*shape[:2], 1, *shape[2:])
+
+
+def conv_operands(ctx: NodeContext, what: str = "Conv") -> tuple[int, Value, Value]:
+    """The spatial rank (1 or 2) and input, filter as 2-D operands."""
+    x, w = ctx.input(0), ctx.input(1)
+    rank = rank_of(ctx, x)
+    nd = rank - 2
+    if nd not in (1, 2):
+        ctx.unsupported(f"{what} with {nd} spatial dims: NNAdapter's convolutions are 2-D (1-D as 2-D)")
+    if w.rank != rank:
+        ctx.fail(f"the filter {w.describe()} must have the input's rank {rank}")
+    kernel = ctx.attr("kernel_shape", None)
+    if kernel is not None and w.shape is not None and list(kernel) != list(w.shape[2:]):
+        ctx.fail(f"kernel_shape {list(kernel)} differs from the filter's spatial dims {list(w.shape[2:])}")
+    return nd, x, w
+
+
+def bias_operand(ctx: NodeContext, i: int) -> Value:
+    b = ctx.optional(i)
+    return b if b is not None else ctx.f32(np.zeros([0], "float32"))
+
+
+def lift_attrs(nd: int, strides, dilations, pads):
+    if nd == 2:
+        return strides, dilations, pads
+    return [1, *strides], [1, *dilations], [0, pads[0], 0, pads[1]]
+
+
+@onnx_op("Conv")
+def conv(ctx: NodeContext) -> Value:
+    """Conv -> CONV_2D (1-D: UNSQUEEZE, CONV_2D, SQUEEZE); SAME_* pads are computed, the bias may be absent."""
+    nd, x, w = conv_operands(ctx)
+    if w.shape is None or any(d is None for d in w.shape[2:]):
+        ctx.unsupported(f"the filter {w.describe()} needs static spatial dims")
+    strides, dilations, pads = spatial_attrs(ctx, nd)
+    sizes = x.shape[2:]
+    pads = resolve_pads(ctx, sizes, w.shape[2:], strides, dilations, pads)
+    group = int(ctx.attr("group", 1))
+    if nd == 1:
+        x, w = lift_1d(ctx, x), lift_1d(ctx, w)
+    strides, dilations, pads = lift_attrs(nd, strides, dilations, pads)
+    y = ctx.emit(
+        O.CONV_2D,
+        [
+            x,
+            w,
+            bias_operand(ctx, 2),
+            ctx.i32(int(AutoPad.NONE)),
+            ctx.i32(nn_pads(pads)),
+            ctx.i32(strides),
+            ctx.i32(group),
+            ctx.i32(dilations),
+            fuse_none(ctx),
+        ],
+        shape=lifted_shape(ctx, nd),
+    )
+    return drop_1d(ctx, y) if nd == 1 else y
+
+
+def _transpose_geometry(ctx: NodeContext, sizes, kernel, strides, dilations, pads, output_padding):
+    """Per spatial axis: the begin pad and the output size, as ONNX's reference computes them."""
+    mode = ctx.attr("auto_pad", "NOTSET")
+    nd = len(kernel)
+    full = [s * (n - 1) + (k - 1) * d + 1 for n, k, s, d in zip(sizes, kernel, strides, dilations)]
+    output_shape = ctx.attr("output_shape", None)
+    explicit = "pads" in ctx.attrs and mode == "NOTSET"
+    if output_shape is None and mode in ("SAME_UPPER", "SAME_LOWER"):
+        output_shape = [n * s for n, s in zip(sizes, strides)]
+    if output_shape is not None:
+        output_shape = list(output_shape)[-nd:]
+        if explicit:
+            return pads[:nd], output_shape
+        begins = []
+        for f, p, out in zip(full, output_padding, output_shape):
+            total = f + p - out
+            begins.append(total // 2 if mode == "SAME_UPPER" else total - total // 2)
+        return begins, output_shape
+    if mode == "VALID":
+        pads = [0] * (2 * nd)
+    outs = [f + p - b - e for f, p, b, e in zip(full, output_padding, pads[:nd], pads[nd:])]
+    return pads[:nd], outs
+
+
+@onnx_op("ConvTranspose")
+def conv_transpose(ctx: NodeContext) -> Value:
+    """ConvTranspose -> CONV_2D_TRANSPOSE: the output is rows [pad_begin, pad_begin + out) of the full
+    transposed result (zero past it), given to NNAdapter as pads plus output_padding."""
+    nd, x, w = conv_operands(ctx, "ConvTranspose")
+    if w.shape is None or any(d is None for d in w.shape[2:]):
+        ctx.unsupported(f"the filter {w.describe()} needs static spatial dims")
+    sizes = x.shape[2:]
+    if any(d is None for d in sizes):
+        ctx.unsupported(f"ConvTranspose needs static spatial dims, got {x.describe()}")
+    kernel = list(w.shape[2:])
+    strides, dilations, pads = spatial_attrs(ctx, nd)
+    output_padding = list(ctx.attr("output_padding", [0] * nd))
+    begins, outs = _transpose_geometry(ctx, sizes, kernel, strides, dilations, pads, output_padding)
+    nn_begin, nn_end, nn_extra = [], [], []
+    for n, k, s, d, b, out in zip(sizes, kernel, strides, dilations, begins, outs):
+        full = s * (n - 1) + (k - 1) * d + 1
+        end = max(full - b - out, 0)
+        extra = out - (full - b - end)
+        if b < 0 or out <= 0 or extra >= max(s, d):
+            ctx.unsupported(
+                f"output rows [{b}, {b + out}) of the full transposed result (size {full}) are not "
+                "expressible with CONV_2D_TRANSPOSE (non-negative pads, output_padding < max(stride, dilation))"
+            )
+        nn_begin.append(b)
+        nn_end.append(end)
+        nn_extra.append(extra)
+    group = int(ctx.attr("group", 1))
+    if nd == 1:
+        x, w = lift_1d(ctx, x), lift_1d(ctx, w)
+        nn_begin, nn_end, nn_extra = [0, *nn_begin], [0, *nn_end], [0, *nn_extra]
+    strides, dilations, _ = lift_attrs(nd, strides, dilations, [0, 0])
+    y = ctx.emit(
+        O.CONV_2D_TRANSPOSE,
+        [
+            x,
+            w,
+            bias_operand(ctx, 2),
+            ctx.i32(int(AutoPad.NONE)),
+            ctx.i32([nn_begin[0], nn_end[0], nn_begin[1], nn_end[1]]),
+            ctx.i32(strides),
+            ctx.i32(group),
+            ctx.i32(dilations),
+            ctx.i32(nn_extra),
+            ctx.i32(np.zeros([0], "int32")),
+            fuse_none(ctx),
+        ],
+        shape=lifted_shape(ctx, nd),
+    )
+    return drop_1d(ctx, y) if nd == 1 else y
+
+
+@onnx_op("DeformConv")
+def deform_conv(ctx: NodeContext) -> Value:
+    """DeformConv -> DEFORMABLE_CONV_2D (a mask of ones when absent; offset_group as deformable_group)."""
+    x, w, offset = ctx.input(0), ctx.input(1), ctx.input(2)
+    if rank_of(ctx, x) != 4:
+        ctx.unsupported(f"DeformConv on {x.describe()}: DEFORMABLE_CONV_2D is 2-D")
+    strides, dilations, pads = spatial_attrs(ctx, 2)
+    group, offset_group = int(ctx.attr("group", 1)), int(ctx.attr("offset_group", 1))
+    mask = ctx.optional(4)
+    if mask is None:
+        if offset.shape is None or any(d is None for d in offset.shape):
+            ctx.unsupported(f"an absent mask needs a static offset shape, got {offset.describe()}")
+        n, c2, h, wd = offset.shape
+        mask = ctx.constant(np.ones([n, c2 // 2, h, wd], x.dtype))
+    return ctx.emit(
+        O.DEFORMABLE_CONV_2D,
+        [
+            x,
+            offset,
+            mask,
+            w,
+            bias_operand(ctx, 3),
+            ctx.i32(nn_pads(pads)),
+            ctx.i32(strides),
+            ctx.i32(group),
+            ctx.i32(offset_group),
+            ctx.i32(dilations),
+            fuse_none(ctx),
+        ],
+    )

@@ -1,0 +1,246 @@
+"""Pooling: MaxPool, AveragePool, LpPool -> MAX_POOL_2D / AVERAGE_POOL_2D (1-D as 2-D, 3-D as two 2-D
+passes: the window is a product of per-axis ranges); GlobalAveragePool / GlobalMaxPool -> REDUCE_MEAN /
+REDUCE_MAX."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.ops.common import binary, fuse_none, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.ops.conv import resolve_pads, spatial_attrs
+from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.types import AutoPad, Precision
+from nnadapter_tvm.types import OperationType as O
+
+# Element types a max pooling computes exactly in float32 (every value is representable; max selects one).
+_EXACT_IN_F32 = ("int8", "uint8", "int16", "uint16", "float16")
+
+
+def _onnx_sizes(ctx: NodeContext, sizes, kernel, strides, pads, ceil_mode: bool) -> list[int]:
+    """The output size per spatial axis by ONNX's rule: with ceil_mode, a last window that would start
+    past the input and its begin pad is dropped."""
+    nd = len(kernel)
+    outs = []
+    for i, (n, k, s) in enumerate(zip(sizes, kernel, strides)):
+        span = n + pads[i] + pads[nd + i] - k
+        if span < 0:
+            ctx.fail(f"the window {k} exceeds the padded input ({n} + {pads[i]} + {pads[nd + i]})")
+        out = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (out - 1) * s >= n + pads[i]:
+            out -= 1
+        outs.append(out)
+    return outs
+
+
+def _pool_2d(ctx: NodeContext, kind: str, x: Value, kernel, strides, pads, outs, count_include_pad=False) -> Value:
+    """One MAX_POOL_2D / AVERAGE_POOL_2D over the last two axes of 4-D ``x`` (ONNX-ordered ``pads``) giving
+    ``outs``.  Where padding is never counted (max, or average without count_include_pad) a longer end
+    pad stands for ceil_mode; otherwise NNAdapter's ceil_mode must give ``outs``."""
+    sizes = x.shape[2:]
+    ceil_mode = False
+    begin, end = list(pads[:2]), list(pads[2:])
+    floor_sizes = [(n + b + e - k) // s + 1 for n, b, e, k, s in zip(sizes, begin, end, kernel, strides)]
+    if floor_sizes != list(outs):
+        if kind == "max" or not count_include_pad:
+            end = [
+                max(e, (o - 1) * s + k - n - b) for n, b, e, k, s, o in zip(sizes, begin, end, kernel, strides, outs)
+            ]
+            if [(n + b + e - k) // s + 1 for n, b, e, k, s in zip(sizes, begin, end, kernel, strides)] != list(outs):
+                ctx.unsupported(f"output size {list(outs)} is not expressible with floor-mode pooling")
+        else:
+            ceil_sizes = [-(-(n + b + e - k) // s) + 1 for n, b, e, k, s in zip(sizes, begin, end, kernel, strides)]
+            if ceil_sizes != list(outs):
+                ctx.unsupported(
+                    f"output size {list(outs)} with count_include_pad is neither NNAdapter's floor "
+                    f"{floor_sizes} nor ceil {ceil_sizes} size"
+                )
+            ceil_mode = True
+    inputs = [
+        x,
+        ctx.i32(int(AutoPad.NONE)),
+        ctx.i32([begin[0], end[0], begin[1], end[1]]),
+        ctx.i32(list(kernel)),
+        ctx.i32(list(strides)),
+        ctx.boolean(ceil_mode),
+    ]
+    shape = (*x.shape[:2], *outs)
+    if kind == "max":
+        return ctx.emit(
+            O.MAX_POOL_2D, [*inputs, ctx.boolean(False), ctx.i32(int(Precision.INT64)), fuse_none(ctx)], shape=shape
+        )
+    return ctx.emit(O.AVERAGE_POOL_2D, [*inputs, ctx.boolean(count_include_pad), fuse_none(ctx)], shape=shape)
+
+
+def _window(ctx: NodeContext, x: Value):
+    """kernel, strides, ONNX-ordered pads and ONNX output sizes of a pooling node on ``x``."""
+    rank = rank_of(ctx, x)
+    nd = rank - 2
+    if nd not in (1, 2, 3):
+        ctx.unsupported(f"pooling over {nd} spatial dims (1-3 are composed from 2-D poolings)")
+    if x.shape is None or any(d is None for d in x.shape[1:]):
+        ctx.unsupported(f"pooling needs static channel and spatial dims, got {x.describe()}")
+    kernel = list(ctx.attr("kernel_shape"))
+    if len(kernel) != nd or min(kernel) <= 0:
+        ctx.fail(f"kernel_shape {kernel} must hold {nd} positive values")
+    strides, dilations, pads = spatial_attrs(ctx, nd)
+    if any(d != 1 for d in dilations):
+        ctx.unsupported(f"dilations {dilations}: NNAdapter's poolings have no dilation")
+    sizes = list(x.shape[2:])
+    mode = ctx.attr("auto_pad", "NOTSET")
+    pads = resolve_pads(ctx, sizes, kernel, strides, dilations, pads)
+    ceil_mode = bool(ctx.attr("ceil_mode", 0)) and mode == "NOTSET"
+    outs = _onnx_sizes(ctx, sizes, kernel, strides, pads, ceil_mode)
+    if mode in ("SAME_UPPER", "SAME_LOWER"):
+        outs = [-(-n // s) for n, s in zip(sizes, strides)]
+    return kernel, strides, pads, outs
+
+
+def _pool_nd(ctx: NodeContext, kind: str, x: Value, count_include_pad: bool = False) -> Value:
+    """Pooling of ``kind`` over every spatial axis of ``x`` (rank 3-5), as 2-D poolings."""
+    kernel, strides, pads, outs = _window(ctx, x)
+    nd = len(kernel)
+    n, c, *sizes = x.shape
+    if nd == 1:
+        x4 = reshape(ctx, x, [n, c, 1, sizes[0]], (n, c, 1, sizes[0]))
+        y = _pool_2d(
+            ctx, kind, x4, [1, *kernel], [1, *strides], [0, pads[0], 0, pads[1]], [1, *outs], count_include_pad
+        )
+        return reshape(ctx, y, [n, c, outs[0]], (n, c, outs[0]))
+    if nd == 2:
+        return _pool_2d(ctx, kind, x, kernel, strides, pads, outs, count_include_pad)
+    d, h, w = sizes
+    # Pass 1 over (H, W) for every depth slice, pass 2 over D: a window is a product of per-axis ranges,
+    # so the maximum is the maximum of maxima and the average (each count a product of per-axis counts)
+    # the average of averages.
+    x4 = reshape(ctx, x, [n, c * d, h, w], (n, c * d, h, w))
+    hw = [pads[1], pads[2], pads[4], pads[5]]
+    y = _pool_2d(ctx, kind, x4, kernel[1:], strides[1:], hw, outs[1:], count_include_pad)
+    plane = outs[1] * outs[2]
+    y = reshape(ctx, y, [n, c, d, plane], (n, c, d, plane))
+    y = _pool_2d(
+        ctx, kind, y, [kernel[0], 1], [strides[0], 1], [pads[0], 0, pads[3], 0], [outs[0], plane], count_include_pad
+    )
+    return reshape(ctx, y, [n, c, *outs], (n, c, *outs))
+
+
+def _as_f32(ctx: NodeContext, x: Value, exact: tuple[str, ...]) -> tuple[Value, np.dtype | None]:
+    """``x`` as float32 (CAST) when its type is one of ``exact``; the original type to cast back to."""
+    if x.dtype == np.float32:
+        return x, None
+    if x.dtype.name not in exact:
+        ctx.unsupported(f"pooling of {x.dtype} (NNAdapter's poolings take float32)")
+    return ctx.emit(O.CAST, [x, ctx.i32(int(Precision.FLOAT32))], dtype="float32", shape=x.shape), x.dtype
+
+
+def _cast_back(ctx: NodeContext, y: Value, dtype: np.dtype | None) -> Value:
+    if dtype is None:
+        return y
+    precision = {"int8": Precision.INT8, "uint8": Precision.UINT8, "int16": Precision.INT16}
+    precision.update({"uint16": Precision.UINT16, "float16": Precision.FLOAT16})
+    return ctx.emit(O.CAST, [y, ctx.i32(int(precision[dtype.name]))], dtype=dtype, shape=y.shape)
+
+
+@onnx_op("MaxPool")
+def max_pool(ctx: NodeContext) -> Value | list[Value]:
+    """MaxPool -> MAX_POOL_2D (small integer and float16 inputs through an exact float32 CAST); the
+    Indices output (flat positions in the input, row- or column-major) from MAX_POOL_2D's plane indices."""
+    x, dtype = _as_f32(ctx, ctx.input(0), _EXACT_IN_F32)
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        return _max_pool_with_indices(ctx, x)
+    return _cast_back(ctx, _pool_nd(ctx, "max", x), dtype)
+
+
+def _max_pool_with_indices(ctx: NodeContext, x: Value) -> list[Value]:
+    kernel, strides, pads, outs = _window(ctx, x)
+    if len(kernel) != 2 or x.dtype != np.float32:
+        ctx.unsupported("MaxPool's Indices output is supported for 2-D float32 poolings")
+    n, c, h, w = x.shape
+    if n is None:
+        ctx.unsupported(f"MaxPool's Indices need a static batch, got {x.describe()}")
+    if any(p >= k for p, k in zip(pads, kernel * 2)):
+        ctx.unsupported(f"pads {pads} reach a kernel {kernel}: a window may hold no input element")
+    floor_sizes = [
+        (sz + pads[i] + pads[2 + i] - k) // s + 1 for i, (sz, k, s) in enumerate(zip((h, w), kernel, strides))
+    ]
+    ends = [
+        max(pads[2 + i], (o - 1) * s + k - sz - pads[i])
+        for i, (sz, k, s, o) in enumerate(zip((h, w), kernel, strides, outs))
+    ]
+    if (
+        floor_sizes != outs
+        and [(sz + pads[i] + ends[i] - k) // s + 1 for i, (sz, k, s) in enumerate(zip((h, w), kernel, strides))] != outs
+    ):
+        ctx.unsupported(f"output size {outs} is not expressible with floor-mode pooling")
+    y, plane = ctx.emit(
+        O.MAX_POOL_2D,
+        [
+            x,
+            ctx.i32(int(AutoPad.NONE)),
+            ctx.i32([pads[0], ends[0], pads[1], ends[1]]),
+            ctx.i32(kernel),
+            ctx.i32(strides),
+            ctx.boolean(False),
+            ctx.boolean(True),
+            ctx.i32(int(Precision.INT64)),
+            fuse_none(ctx),
+        ],
+        dtype=["float32", "int64"],
+        shape=(n, c, *outs),
+        outputs=2,
+    )
+    if int(ctx.attr("storage_order", 0)) == 1:
+        # Column-major: h * W + w -> w * H + h, through float32 (exact: the plane holds < 2^24 elements).
+        if h * w >= 1 << 24:
+            ctx.unsupported(f"column-major indices of a {h}x{w} plane (at least 2^24 elements)")
+        shape = (n, c, *outs)
+        pf = ctx.emit(O.CAST, [plane, ctx.i32(int(Precision.FLOAT32))], dtype="float32", shape=shape)
+        row = ctx.emit(O.FLOOR, [binary(ctx, O.DIV, pf, ctx.f32(float(w)), shape=shape)], shape=shape)
+        col = binary(ctx, O.SUB, pf, binary(ctx, O.MUL, row, ctx.f32(float(w)), shape=shape), shape=shape)
+        pf = binary(ctx, O.ADD, binary(ctx, O.MUL, col, ctx.f32(float(h)), shape=shape), row, shape=shape)
+        plane = ctx.emit(O.CAST, [pf, ctx.i32(int(Precision.INT64))], dtype="int64", shape=shape)
+    offsets = (np.arange(n * c, dtype="int64") * (h * w)).reshape(n, c, 1, 1)
+    return [y, binary(ctx, O.ADD, plane, ctx.constant(offsets), shape=ctx.out_shape(1))]
+
+
+@onnx_op("AveragePool")
+def average_pool(ctx: NodeContext) -> Value:
+    """AveragePool -> AVERAGE_POOL_2D with count_include_pad."""
+    x, dtype = _as_f32(ctx, ctx.input(0), ())
+    return _cast_back(ctx, _pool_nd(ctx, "avg", x, bool(ctx.attr("count_include_pad", 0))), dtype)
+
+
+@onnx_op("LpPool")
+def lp_pool(ctx: NodeContext) -> Value:
+    """LpPool -> (sum of |x|^p over the window)^(1/p), the sum as kernel_size * AVERAGE_POOL_2D with
+    count_include_pad (padding adds 0; every window then counts kernel_size elements)."""
+    x, _ = _as_f32(ctx, ctx.input(0), ())
+    p = float(ctx.attr("p", 2))
+    if p <= 0:
+        ctx.fail(f"p {p} must be positive")
+    if ctx.attr("ceil_mode", 0):
+        kernel, strides, pads, outs = _window(ctx, x)
+        nd = len(kernel)
+        floor = [
+            (n + pads[i] + pads[nd + i] - k) // s + 1 for i, (n, k, s) in enumerate(zip(x.shape[2:], kernel, strides))
+        ]
+        if floor != outs:
+            ctx.unsupported(f"ceil_mode windows past the padding (output {outs}, floor {floor}) count fewer elements")
+    powered = binary(ctx, O.POW, ctx.emit(O.ABS, [x], shape=x.shape), ctx.f32(p), shape=x.shape)
+    avg = _pool_nd(ctx, "avg", powered, True)
+    kernel = math.prod(ctx.attr("kernel_shape"))
+    total = binary(ctx, O.MUL, avg, ctx.f32(float(kernel)), shape=avg.shape)
+    return binary(ctx, O.POW, total, ctx.f32(1.0 / p), shape=avg.shape)
+
+
+@onnx_op("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(ctx: NodeContext) -> Value:
+    """GlobalAveragePool / GlobalMaxPool -> REDUCE_MEAN / REDUCE_MAX over the spatial axes, kept."""
+    x = ctx.input(0)
+    rank = rank_of(ctx, x)
+    if rank < 3:
+        ctx.fail(f"needs rank >= 3 [N, C, spatial...], got {x.describe()}")
+    op = O.REDUCE_MEAN if ctx.op_type == "GlobalAveragePool" else O.REDUCE_MAX
+    return ctx.emit(op, [x, ctx.i32(list(range(2, rank))), ctx.boolean(True)])
