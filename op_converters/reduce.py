@@ -113,5 +113,20 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     dtype = index_dtype(args, 5)
     if k < 1 or (isinstance(shape[axis], int) and k > shape[axis]):
         args.fail(f"k {k} is out of range [1, {shape[axis]}] (the size of axis {axis})", 1)
-    both = args.emit(relax.op.topk(x, k, axis, "both", largest, dtype))
-    return [relax.TupleGetItem(both, 0), relax.TupleGetItem(both, 1)]
+    key = _top_k_key(x, str(x.ty.dtype))
+    if key is None:
+        both = args.emit(relax.op.topk(x, k, axis, "both", largest, dtype))
+        return [relax.TupleGetItem(both, 0), relax.TupleGetItem(both, 1)]
+    indices = args.emit(relax.op.topk(key, k, axis, "indices", largest, "int64"))
+    values = relax.op.gather_elements(x, indices, axis)
+    return [values, relax.op.astype(indices, dtype) if dtype != "int64" else indices]
+
+
+def _top_k_key(x: relax.Expr, dtype: str) -> relax.Expr | None:
+    """An int64 tensor ordered as ``x`` for the dtypes TVM's topk kernel rejects (int16, uint16, uint32: a
+    widening cast; uint64: the top bit flipped, then reinterpreted), else None."""
+    if dtype in ("int16", "uint16", "uint32"):
+        return relax.op.astype(x, "int64")
+    if dtype == "uint64":
+        return relax.op.astype(relax.op.bitwise_xor(x, relax.const(1 << 63, "uint64")), "int64")
+    return None

@@ -307,6 +307,27 @@ def test_top_k_unsorted():
     )
 
 
+_WIDENED_TOP_K = {"int16": P.INT16, "uint16": P.UINT16, "uint32": P.UINT32, "uint64": P.UINT64}
+
+
+@pytest.mark.parametrize("dtype", sorted(_WIDENED_TOP_K))
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+def test_top_k_widened_integer_types(dtype, largest):
+    """Types TVM's topk kernel rejects go through an order-preserving int64 key (ONNX TopK takes them);
+    the extremes of each type are included (uint64 above 2**63 must stay the largest)."""
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(45).integers(0, 50, (3, 7)).astype(dtype)
+    x[0, :4] = [info.max, info.min, info.max - 1, 1]
+    x[1, 2] = info.max // 2 + 1
+    inputs = top_k_inputs(x, 3, 1, largest, True, 7, precision=_WIDENED_TOP_K[dtype])
+    outputs = [Out(_WIDENED_TOP_K[dtype]), Out(P.INT64)]
+    # Python ints as keys: negating the type's minimum would overflow in its own dtype.
+    key = -x.astype(object) if largest else x.astype(object)
+    indices = np.argsort(key, axis=1, kind="stable")[:, :3]
+    expected = [np.take_along_axis(x, indices, 1), indices.astype("int64")]
+    check_op(OP.TOP_K, inputs, expected, outputs, **EXACT)
+
+
 def test_top_k_q8():
     # Values come back requantized to the output's scale; with the input's scale that is exact.
     q, real = q8_input(rand(2, 3, 6, seed=43), 0.05)
