@@ -1,0 +1,293 @@
+"""Indexing: Slice, Gather, GatherElements, GatherND, Pad, OneHot, Trilu, Range -> SLICE, GATHER (the
+element-wise gathers on the flattened input with computed flat indices), PAD (wrap: SLICE + CONCAT),
+EQUAL + WHERE, WHERE with a constant mask."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.ops.common import binary, fold_if_empty, norm_axis, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import PadMode
+
+_I32 = np.iinfo(np.int32)
+
+
+def _ints(ctx: NodeContext, i: int, attr: str, since: int, default: object = None) -> list[int] | None:
+    """Attribute ``attr`` before opset ``since``, constant input ``i`` from it on."""
+    if ctx.opset < since:
+        value = ctx.attr(attr, default)
+    else:
+        value = np.reshape(ctx.const(i), -1).tolist() if ctx.has(i) else default
+    return None if value is None else [int(v) for v in value]
+
+
+def _empty_result(ctx: NodeContext, x: Value) -> np.ndarray | None:
+    shape = ctx.out_shape()
+    if shape is not None and all(d is not None for d in shape) and 0 in shape:
+        return np.zeros(shape, ctx.out_dtype() or x.dtype)
+    return None
+
+
+def _slice(ctx: NodeContext, x: Value, axes, starts, ends, steps, shape="node") -> Value:
+    clamp = [int(np.clip(v, _I32.min, _I32.max)) for v in (*starts, *ends)]
+    n = len(starts)
+    inputs = [x, ctx.i32(axes), ctx.i32(clamp[:n]), ctx.i32(clamp[n:]), ctx.i32(steps)]
+    return ctx.emit(O.SLICE, inputs, shape=shape)
+
+
+@onnx_op("Slice")
+def slice_(ctx: NodeContext) -> Value | np.ndarray:
+    """Slice -> SLICE (attributes before opset 10, constant inputs after; INT64 bounds clamped to INT32,
+    which slices the same for dims below 2^31)."""
+    x = ctx.input(0)
+    rank = rank_of(ctx, x)
+    starts = _ints(ctx, 1, "starts", 10)
+    ends = _ints(ctx, 2, "ends", 10)
+    if starts is None or ends is None or len(starts) != len(ends):
+        ctx.fail(f"starts {starts} and ends {ends} must be given, one per sliced axis")
+    axes = _ints(ctx, 3, "axes", 10, list(range(len(starts))))
+    steps = _ints(ctx, 4, "steps", 10, [1] * len(starts))
+    if len(axes) != len(starts) or len(steps) != len(starts):
+        ctx.fail(f"axes {axes} and steps {steps} must hold one value per start {starts}")
+    if 0 in steps:
+        ctx.fail(f"steps {steps} must not be 0")
+    empty = _empty_result(ctx, x)
+    if empty is not None:
+        return empty
+    axes = [norm_axis(ctx, a, rank) for a in axes]
+    return _slice(ctx, x, axes, starts, ends, steps)
+
+
+@onnx_op("Gather")
+def gather(ctx: NodeContext) -> Value | np.ndarray:
+    """Gather -> GATHER (negative indices count from the end, as GATHER's do)."""
+    x, indices = ctx.input(0), ctx.input(1)
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), rank_of(ctx, x))
+    empty = _empty_result(ctx, x)
+    if empty is not None:
+        return empty
+    return ctx.emit(O.GATHER, [x, indices, ctx.i32(axis)])
+
+
+def _positive(ctx: NodeContext, idx: Value, dims: object) -> Value:
+    """``idx`` with negative entries + ``dims`` (broadcast): at import for constants, else LESS + ADD + WHERE."""
+    dims_array = np.asarray(dims, idx.dtype)
+    if idx.is_const:
+        return ctx.constant(np.where(idx.const < 0, idx.const + dims_array, idx.const), idx.dtype)
+    negative = ctx.emit(O.LESS, [idx, ctx.constant(np.zeros((), idx.dtype))], dtype="bool", shape=idx.shape)
+    shifted = binary(ctx, O.ADD, idx, ctx.constant(dims_array), shape=idx.shape)
+    return ctx.emit(O.WHERE, [negative, shifted, idx], dtype=idx.dtype, shape=idx.shape)
+
+
+def _static(ctx: NodeContext, *values: Value) -> None:
+    for v in values:
+        if not v.is_static:
+            ctx.unsupported(f"{v.describe()} must have a static shape (flat indices are computed from it)")
+
+
+def _strides(shape: tuple[int, ...]) -> np.ndarray:
+    return np.array([math.prod(shape[a + 1 :]) for a in range(len(shape))], "int64")
+
+
+@onnx_op("GatherElements")
+def gather_elements(ctx: NodeContext) -> Value | np.ndarray:
+    """GatherElements -> GATHER on the flattened input with flat indices base + index * stride(axis)
+    (base: the constant flat offset of every other coordinate)."""
+    x, indices = ctx.input(0), ctx.input(1)
+    _static(ctx, x, indices)
+    rank = rank_of(ctx, x)
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), rank)
+    if indices.rank != rank:
+        ctx.fail(f"indices {indices.describe()} must have the input's rank {rank}")
+    empty = _empty_result(ctx, x)
+    if empty is not None:
+        return empty
+    strides = _strides(x.shape)
+    grid = np.indices(indices.shape, "int64")
+    base = sum(grid[a] * strides[a] for a in range(rank) if a != axis)
+    dtype = "int64" if x.rank and math.prod(x.shape) > _I32.max else indices.dtype
+    idx = indices if indices.dtype == dtype else _cast_int64(ctx, indices)
+    idx = _positive(ctx, idx, x.shape[axis])
+    scaled = binary(ctx, O.MUL, idx, ctx.constant(np.array(strides[axis], dtype)), shape=idx.shape)
+    flat_idx = binary(ctx, O.ADD, scaled, ctx.constant(np.asarray(base, dtype)), shape=idx.shape)
+    flat = reshape(ctx, x, [-1], out_shape=(math.prod(x.shape),))
+    return ctx.emit(O.GATHER, [flat, flat_idx, ctx.i32(0)])
+
+
+def _cast_int64(ctx: NodeContext, v: Value) -> Value:
+    if v.is_const:
+        return ctx.constant(v.const.astype("int64"))
+    return ctx.emit(O.CAST, [v, ctx.i32(7)], dtype="int64", shape=v.shape)
+
+
+@onnx_op("GatherND")
+def gather_nd(ctx: NodeContext) -> Value | np.ndarray:
+    """GatherND -> GATHER of rows of the input reshaped to [batch * indexed dims, rest...]; the row is
+    REDUCE_SUM(index * strides) over the index tuple plus the constant offset of its batch."""
+    x, indices = ctx.input(0), ctx.input(1)
+    _static(ctx, x, indices)
+    b = int(ctx.attr("batch_dims", 0))
+    k = indices.shape[-1]
+    if not 1 <= k <= x.rank - b:
+        ctx.fail(f"index tuples of length {k} do not fit input {x.describe()} with batch_dims {b}")
+    empty = _empty_result(ctx, x)
+    if empty is not None:
+        return empty
+    batch, indexed, rest = x.shape[:b], x.shape[b : b + k], x.shape[b + k :]
+    rows = math.prod(batch) * math.prod(indexed)
+    table = reshape(ctx, x, [rows, *rest], out_shape=(rows, *rest))
+    idx = _cast_int64(ctx, indices) if indices.dtype != np.int64 else indices
+    idx = _positive(ctx, idx, indexed)
+    weighted = binary(ctx, O.MUL, idx, ctx.i64(_strides(indexed)), shape=idx.shape)
+    lead = indices.shape[:-1]
+    row = ctx.emit(O.REDUCE_SUM, [weighted, ctx.i32([len(lead)]), ctx.boolean(False)], shape=lead or (1,))
+    if b:
+        offsets = np.arange(math.prod(batch), dtype="int64").reshape(batch) * math.prod(indexed)
+        offsets = offsets.reshape(batch + (1,) * (len(lead) - b))
+        row = binary(ctx, O.ADD, row, ctx.i64(offsets), shape=row.shape)
+    y = ctx.emit(O.GATHER, [table, row, ctx.i32(0)], shape=(*row.shape, *rest))
+    out = ctx.out_shape()
+    return y if tuple(out) == y.shape else reshape(ctx, y, list(out), out_shape=out)
+
+
+_PAD_MODES = {"constant": PadMode.CONSTANT, "reflect": PadMode.REFLECT, "edge": PadMode.EDGE}
+
+
+def _pad_value(ctx: NodeContext, x: Value) -> Value:
+    if ctx.opset < 11:
+        value = np.array(ctx.attr("value", 0.0))
+    else:
+        value = np.reshape(ctx.const(2), -1) if ctx.has(2) and ctx.input(2).shape != (0,) else np.zeros(1)
+        value = value[0] if value.size else np.zeros(())
+    if x.dtype.kind == "f":
+        v32 = np.float32(value)
+        if not (np.isnan(v32) and np.isnan(value)) and float(v32) != float(value):
+            ctx.unsupported(f"constant_value {value} is not exact in FLOAT32, PAD's value precision")
+        return ctx.f32(v32)
+    return ctx.i64(int(value))
+
+
+@onnx_op("Pad")
+def pad(ctx: NodeContext) -> Value | np.ndarray:
+    """Pad -> PAD (modes constant, reflect, edge; pads attribute before opset 11, input after; axes
+    input from opset 18); wrap: SLICE + CONCAT; negative pads crop first with SLICE."""
+    x = ctx.input(0)
+    rank = rank_of(ctx, x)
+    mode = ctx.attr("mode", "constant")
+    pads = ctx.attr("paddings", None) if ctx.opset < 2 else _ints(ctx, 1, "pads", 11)
+    if pads is None:
+        ctx.fail("pads are required")
+    axes = _ints(ctx, 3, "axes", 18, list(range(rank))) if ctx.opset >= 18 else list(range(rank))
+    axes = [norm_axis(ctx, a, rank) for a in axes]
+    if len(pads) != 2 * len(axes):
+        ctx.fail(f"{len(pads)} pads for {len(axes)} axes")
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a], end[a] = int(pads[i]), int(pads[i + len(axes)])
+    empty = _empty_result(ctx, x)
+    if empty is not None and mode == "constant":
+        return empty
+    if mode not in (*_PAD_MODES, "wrap"):
+        ctx.unsupported(f"mode '{mode}'")
+    if any(p < 0 for p in begin + end):  # crop first
+        if any(x.shape[a] is None for a in range(rank)):
+            ctx.unsupported("negative pads on an input of unknown shape")
+        crop = [a for a in range(rank) if begin[a] < 0 or end[a] < 0]
+        starts = [max(-begin[a], 0) for a in crop]
+        ends = [x.shape[a] - max(-end[a], 0) for a in crop]
+        shape = tuple(e - s if a in crop else d for a, d, s, e in _per_axis(x.shape, crop, starts, ends))
+        x = _slice(ctx, x, crop, starts, ends, [1] * len(crop), shape=shape)
+        begin, end = [max(p, 0) for p in begin], [max(p, 0) for p in end]
+    if not any(begin + end):
+        return ctx.emit(O.ASSIGN, [x])
+    if mode == "wrap":
+        return _wrap(ctx, x, begin, end)
+    for a in range(rank):
+        if mode == "reflect" and max(begin[a], end[a]) >= (x.shape[a] or 0) and (begin[a] or end[a]):
+            ctx.unsupported(f"reflect pads {begin[a]}, {end[a]} not below the size {x.shape[a]} of axis {a}")
+    flat = [p for a in range(rank) for p in (begin[a], end[a])]
+    value = _pad_value(ctx, x) if mode == "constant" else ctx.f32(0.0)
+    return ctx.emit(O.PAD, [x, ctx.i32(flat), ctx.i32(int(_PAD_MODES[mode])), value])
+
+
+def _per_axis(shape, crop, starts, ends):
+    bounds = dict(zip(crop, zip(starts, ends)))
+    for a, d in enumerate(shape):
+        s, e = bounds.get(a, (0, d))
+        yield a, d, s, e
+
+
+def _wrap(ctx: NodeContext, x: Value, begin: list[int], end: list[int]) -> Value:
+    """Wrap padding: per axis, CONCAT of the last ``begin`` slices, the input and the first ``end``."""
+    for a, (b, e) in enumerate(zip(begin, end)):
+        if not (b or e):
+            continue
+        d = x.shape[a]
+        if d is None or max(b, e) > d:
+            ctx.unsupported(f"wrap pads {b}, {e} beyond the size {d} of axis {a}")
+        parts = []
+        if b:
+            parts.append(_slice(ctx, x, [a], [d - b], [d], [1], shape=_with(x.shape, a, b)))
+        parts.append(x)
+        if e:
+            parts.append(_slice(ctx, x, [a], [0], [e], [1], shape=_with(x.shape, a, e)))
+        x = ctx.emit(O.CONCAT, [*parts, ctx.i32(a)], shape=_with(x.shape, a, d + b + e))
+    return x
+
+
+def _with(shape: tuple, axis: int, size: int) -> tuple:
+    return tuple(size if a == axis else d for a, d in enumerate(shape))
+
+
+@onnx_op("OneHot")
+def one_hot(ctx: NodeContext) -> Value:
+    """OneHot -> EQUAL(UNSQUEEZE(indices), the constant range of depth) + WHERE(on, off); negative
+    indices + depth, out-of-range ones give an all-off row."""
+    indices, values = ctx.input(0), ctx.input(2)
+    depth = int(np.reshape(ctx.const(1), -1)[0])
+    if not values.is_const:
+        ctx.unsupported("values (off, on) must be known at import")
+    off, on = np.reshape(values.const, -1)
+    rank = rank_of(ctx, indices)
+    axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank + 1)
+    idx = indices
+    if idx.dtype.kind == "f":
+        idx = ctx.emit(O.CAST, [idx, ctx.i32(7)], dtype="int64", shape=idx.shape)  # ONNX truncates
+    idx = _positive(ctx, idx, depth)
+    column = ctx.emit(O.UNSQUEEZE, [idx, ctx.i32([axis])], shape=_insert(idx.shape, axis, 1))
+    positions = np.arange(depth, dtype=idx.dtype).reshape(_insert((1,) * rank, axis, depth))
+    out_shape = _insert(idx.shape, axis, depth)
+    hot = ctx.emit(O.EQUAL, [column, ctx.constant(positions)], dtype="bool", shape=out_shape)
+    on_v, off_v = ctx.constant(np.array(on, values.dtype)), ctx.constant(np.array(off, values.dtype))
+    return ctx.emit(O.WHERE, [hot, on_v, off_v], dtype=values.dtype)
+
+
+def _insert(shape: tuple, axis: int, size: int) -> tuple:
+    return (*shape[:axis], size, *shape[axis:])
+
+
+@onnx_op("Trilu")
+def trilu(ctx: NodeContext) -> Value | np.ndarray:
+    """Trilu -> WHERE(constant triangle mask, input, 0) (k a constant input)."""
+    x = ctx.input(0)
+    folded = fold_if_empty(ctx)
+    if folded is not None:
+        return folded[0]
+    if rank_of(ctx, x) < 2 or x.shape[-2] is None or x.shape[-1] is None:
+        ctx.unsupported(f"{x.describe()}: the last two dims must be static")
+    k = int(np.reshape(ctx.const(1), -1)[0]) if ctx.has(1) else 0
+    ones = np.ones(x.shape[-2:], bool)
+    mask = np.triu(ones, k) if ctx.attr("upper", 1) else np.tril(ones, k)
+    zero = ctx.constant(np.zeros((), x.dtype))
+    return ctx.emit(O.WHERE, [ctx.constant(mask), x, zero], dtype=x.dtype)
+
+
+@onnx_op("Range")
+def range_(ctx: NodeContext) -> Value:
+    """Range -> folded at import when start, limit and delta are constants; otherwise unsupported."""
+    ctx.unsupported("start, limit and delta known only at run time: the output length depends on them")
