@@ -1,0 +1,147 @@
+"""Resize, Upsample -> RESIZE_NEAREST or RESIZE_LINEAR, where one of their configurations computes
+ONNX's result exactly.
+
+NNAdapter's resizes follow Paddle's interpolate (align_corners; align_mode 0 = half-pixel, 1 =
+asymmetric; the ratio from scales or from the sizes), ONNX's has more coordinate transformation and
+nearest rounding modes.  Rather than a table of which ONNX combination equals which Paddle one (easy
+to get subtly wrong at the borders), each candidate configuration is checked at import: ONNX's
+reference Resize and a numpy copy of the NNAdapter converter's float32 formulas run on a probe image of
+the node's own spatial size, and the first candidate that agrees is emitted.  Nothing agrees: the node
+is unsupported, naming its modes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnadapter_tvm.frontends.onnx import host
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.types import OperationType as O
+
+F32 = np.float32
+
+
+def _ratio(in_size: int, out_size: int, scale: float | None, align_corners: bool) -> np.float32:
+    """RESIZE_*'s ratio (op_converters/vision.py _resize_ratio)."""
+    if out_size <= 1:
+        return F32(0.0)
+    if align_corners:
+        return F32(in_size - 1) / F32(out_size - 1)
+    if scale is not None:
+        return F32(1.0 / float(F32(scale)))
+    return F32(in_size) / F32(out_size)
+
+
+def _nearest_1d(in_size: int, out_size: int, ratio: np.float32, align_corners: bool) -> np.ndarray:
+    src = ratio * np.arange(out_size, dtype=F32)
+    if align_corners:
+        src = src + F32(0.5)
+    return np.minimum(src.astype(np.int64), in_size - 1)
+
+
+def _linear_1d(in_size: int, out_size: int, ratio: np.float32, half_pixel: bool):
+    k = np.arange(out_size, dtype=F32)
+    src = ratio * (k + F32(0.5)) - F32(0.5) if half_pixel else ratio * k
+    src = np.maximum(src, F32(0.0))
+    low = np.minimum(src.astype(np.int64), in_size - 1)
+    high = np.minimum(low + 1, in_size - 1)
+    return low, high, (src - low.astype(F32)).astype(F32)
+
+
+def _mirror(x: np.ndarray, out_hw: tuple[int, int], config: dict) -> np.ndarray:
+    """What RESIZE_NEAREST / RESIZE_LINEAR compute for ``config`` on a [1, 1, H, W] float32 image."""
+    (h, w), (oh, ow) = x.shape[2:], out_hw
+    scales = config["scales"] or (None, None)
+    ac = config["align_corners"]
+    rh, rw = _ratio(h, oh, scales[0], ac), _ratio(w, ow, scales[1], ac)
+    if not config["linear"]:
+        return x[:, :, _nearest_1d(h, oh, rh, ac)][:, :, :, _nearest_1d(w, ow, rw, ac)]
+    half = config["align_mode"] == 0 and not ac
+    h0, h1, lh = _linear_1d(h, oh, rh, half)
+    w0, w1, lw = _linear_1d(w, ow, rw, half)
+    lh, lw = lh[:, None], lw[None, :]
+    one = F32(1.0)
+    top = x[0, 0][h0][:, w0] * (one - lw) + x[0, 0][h0][:, w1] * lw
+    bottom = x[0, 0][h1][:, w0] * (one - lw) + x[0, 0][h1][:, w1] * lw
+    return (top * (one - lh) + bottom * lh)[None, None]
+
+
+def _candidates(linear: bool, scales: tuple[float, float] | None) -> list[dict]:
+    found = []
+    for ac in (False, True):
+        for mode in (1, 0) if linear else (1,):
+            for s in (None, scales) if not ac and scales is not None else (None,):
+                found.append({"linear": linear, "align_corners": ac, "align_mode": mode, "scales": s})
+    return found
+
+
+def _probe_inputs(ctx: NodeContext, probe: np.ndarray) -> list[np.ndarray | None]:
+    arrays: list[np.ndarray | None] = [probe]
+    for i in range(1, ctx.input_count):
+        v = ctx.optional(i)
+        if v is None:
+            arrays.append(None)
+            continue
+        if not v.is_const:
+            ctx.unsupported(f"input {i} {v.describe()} must be known at import (the output size depends on it)")
+        array = v.const
+        if ctx.op_type == "Resize" and i == 3 and array.size == 4 and ctx.attr("axes", None) is None:
+            array = np.concatenate([[1, 1], array[2:]]).astype(array.dtype)  # sizes: N, C of the probe
+        arrays.append(array)
+    return arrays
+
+
+def _onnx_scales(ctx: NodeContext, x: Value) -> tuple[float, float] | None:
+    """The H and W scales ONNX's coordinate transformation uses, when given as scales."""
+    if ctx.op_type == "Upsample":
+        scales = ctx.attr("scales", None) if ctx.opset < 9 else ctx.const(1)
+    else:
+        scales = ctx.const(1 if ctx.opset < 11 else 2, None) if ctx.has(1 if ctx.opset < 11 else 2) else None
+    if scales is None or np.size(scales) == 0:
+        return None
+    scales = np.reshape(np.asarray(scales, F32), -1)
+    return float(scales[-2]), float(scales[-1])
+
+
+@onnx_op("Resize", "Upsample")
+def resize(ctx: NodeContext) -> Value:
+    """Resize / Upsample (4-D, H and W only) -> RESIZE_NEAREST or RESIZE_LINEAR with the configuration
+    (align_corners, align_mode, ratio from scales or sizes) checked at import to compute ONNX's result."""
+    x = ctx.input(0)
+    mode = ctx.attr("mode", "nearest")
+    transform = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.op_type == "Resize" else "asymmetric")
+    nearest_mode = ctx.attr("nearest_mode", "round_prefer_floor")
+    what = f"mode '{mode}', coordinate_transformation_mode '{transform}'" + (
+        f", nearest_mode '{nearest_mode}'" if mode == "nearest" else ""
+    )
+    if mode not in ("nearest", "linear", "bilinear"):
+        ctx.unsupported(f"{what}: NNAdapter resizes nearest or (bi)linear only")
+    if x.rank != 4 or not x.is_static:
+        ctx.unsupported(f"{x.describe()}: RESIZE_* take a static 4-D [N, C, H, W] input")
+    axes = ctx.attr("axes", None)
+    if axes is not None and sorted(a % 4 for a in axes) != [2, 3]:
+        ctx.unsupported(f"axes {list(axes)}: NNAdapter resizes H and W only")
+    out = ctx.out_shape()
+    n, c, h, w = x.shape
+    probe = np.random.default_rng(0).random((1, 1, h, w)).astype(F32)
+    expected = host.evaluate(ctx.node, _probe_inputs(ctx, probe), ctx.opset)[0]
+    out_hw = expected.shape[2:]
+    if out is None or any(d is None for d in out) or tuple(out) != (n, c, *out_hw):
+        ctx.unsupported(f"output shape {out} vs ({n}, {c}, {out_hw}): only H and W may change")
+    if x.dtype != np.float32:
+        ctx.unsupported(f"{x.dtype} input: RESIZE_* compute in float32")
+    linear = mode != "nearest"
+    for config in _candidates(linear, _onnx_scales(ctx, x)):
+        got = _mirror(probe, out_hw, config)
+        if np.allclose(got, expected, rtol=0, atol=0 if not linear else 2e-6):
+            return _emit(ctx, x, out_hw, config)
+    ctx.unsupported(f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
+
+
+def _emit(ctx: NodeContext, x: Value, out_hw: tuple[int, int], config: dict) -> Value:
+    scales = ctx.f32(np.zeros([0], F32) if config["scales"] is None else np.asarray(config["scales"], F32))
+    inputs = [x, ctx.i32(list(out_hw)), scales, ctx.boolean(config["align_corners"])]
+    if config["linear"]:
+        return ctx.emit(O.RESIZE_LINEAR, [*inputs, ctx.i32(config["align_mode"])])
+    return ctx.emit(O.RESIZE_NEAREST, inputs)
