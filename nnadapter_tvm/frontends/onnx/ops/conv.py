@@ -74,9 +74,9 @@ def lifted_shape(ctx: NodeContext, nd: int, k: int = 0):
     return (*shape[:2], 1, *shape[2:])
 
 
-def conv_operands(ctx: NodeContext, what: str = "Conv") -> tuple[int, Value, Value]:
-    """The spatial rank (1 or 2) and input, filter as 2-D operands."""
-    x, w = ctx.input(0), ctx.input(1)
+def conv_operands(ctx: NodeContext, what: str = "Conv", w_index: int = 1) -> tuple[int, Value, Value]:
+    """The spatial rank (1 or 2), the input and the filter (input ``w_index``)."""
+    x, w = ctx.input(0), ctx.input(w_index)
     rank = rank_of(ctx, x)
     nd = rank - 2
     if nd not in (1, 2):
@@ -103,7 +103,13 @@ def lift_attrs(nd: int, strides, dilations, pads):
 @onnx_op("Conv")
 def conv(ctx: NodeContext) -> Value:
     """Conv -> CONV_2D (1-D: UNSQUEEZE, CONV_2D, SQUEEZE); SAME_* pads are computed, the bias may be absent."""
-    nd, x, w = conv_operands(ctx)
+    _, x, w = conv_operands(ctx)
+    return conv_nd(ctx, x, w, bias_operand(ctx, 2))
+
+
+def conv_nd(ctx: NodeContext, x: Value, w: Value, bias: Value) -> Value:
+    """CONV_2D of ``x`` and ``w`` (1-D or 2-D, the node's attributes) giving the node's output 0."""
+    nd = x.rank - 2
     if w.shape is None or any(d is None for d in w.shape[2:]):
         ctx.unsupported(f"the filter {w.describe()} needs static spatial dims")
     strides, dilations, pads = spatial_attrs(ctx, nd)
@@ -118,7 +124,7 @@ def conv(ctx: NodeContext) -> Value:
         [
             x,
             w,
-            bias_operand(ctx, 2),
+            bias,
             ctx.i32(int(AutoPad.NONE)),
             ctx.i32(nn_pads(pads)),
             ctx.i32(strides),

@@ -8,6 +8,7 @@ import numpy as np
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Quant, Value, precision_of
 from nnadapter_tvm.frontends.onnx.ops.common import binary, norm_axis, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.ops.conv import conv_nd, conv_operands
 from nnadapter_tvm.frontends.onnx.ops.matmul import matmul
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import OperationType as O
@@ -216,3 +217,60 @@ def qlinear_matmul(ctx: NodeContext) -> Value:
     t = binary(ctx, O.MUL, prod, _cast(ctx, factor, "float32"), shape=prod.shape)
     t = binary(ctx, O.ADD, t, _cast(ctx, y_zp, "float32"), shape=prod.shape)
     return _saturate(ctx, _round_half_even(ctx, t), y_zp.dtype)
+
+
+def _shifted_filter(ctx: NodeContext, w: Value, zp: Value | None) -> Value:
+    """w - zero_point as float32, the zero point per tensor or per output channel."""
+    if zp is not None and zp.rank == 1 and zp.shape[0] != 1:
+        zp = reshape(ctx, zp, [-1, 1, 1, 1][: w.rank], (zp.shape[0],) + (1,) * (w.rank - 1))
+    if zp is not None and zp.rank == 1:
+        zp = reshape(ctx, zp, [1], (1,))
+    if w.dtype.name not in ("int8", "uint8"):
+        ctx.unsupported(f"{ctx.op_type} of {w.dtype}")
+    f = _cast(ctx, w, "float32")
+    return f if zp is None else binary(ctx, O.SUB, f, _cast(ctx, zp, "float32"), shape=w.shape)
+
+
+def _integer_conv(ctx: NodeContext, w_index: int, x_zp: int, w_zp: int) -> Value:
+    """CONV_2D of the zero-point-shifted input and filter in float32 (exact below 2^24, checked)."""
+    _, x, w = conv_operands(ctx, ctx.op_type, w_index)
+    if w.shape is None or any(d is None for d in w.shape[1:]):
+        ctx.unsupported(f"the filter {w.describe()} needs static dims")
+    terms = int(np.prod(w.shape[1:]))
+    if terms * 255 * 255 >= 1 << 24:
+        ctx.unsupported(f"a window of {terms} products may exceed float32's exact integers")
+    xf = _shifted(ctx, x, ctx.optional(x_zp))
+    wf = _shifted_filter(ctx, w, ctx.optional(w_zp))
+    return conv_nd(ctx, xf, wf, ctx.f32(np.zeros([0], "float32")))
+
+
+@onnx_op("ConvInteger")
+def conv_integer(ctx: NodeContext) -> Value:
+    """ConvInteger -> CONV_2D of (x - x_zero_point) and (w - w_zero_point) in float32, CAST to int32."""
+    return _cast(ctx, _integer_conv(ctx, 1, 2, 3), "int32")
+
+
+@onnx_op("QLinearConv")
+def qlinear_conv(ctx: NodeContext) -> Value:
+    """QLinearConv -> CONV_2D of the shifted integers (+ the int32 bias) * (x_scale * w_scale / y_scale)
+    + y_zero_point, rounded half to even, CLIP and CAST (ONNX's reference order)."""
+    x_scale, w_scale, y_scale, y_zp = ctx.input(1), ctx.input(4), ctx.input(6), ctx.optional(7)
+    acc = _integer_conv(ctx, 3, 2, 5)
+    bias = ctx.optional(8)
+    if bias is not None:
+        b = reshape(
+            ctx, _cast(ctx, bias, "float32"), [1, -1] + [1] * (acc.rank - 2), (1, bias.shape[0]) + (1,) * (acc.rank - 2)
+        )
+        acc = binary(ctx, O.ADD, acc, b, shape=acc.shape)
+    for s in (x_scale, y_scale):
+        if (s.rank or 0) > 1 or (s.rank == 1 and s.shape[0] != 1):
+            ctx.unsupported(f"scale {s.describe()}: per-tensor only")
+    if w_scale.rank == 1 and w_scale.shape[0] != 1:
+        w_scale = reshape(ctx, w_scale, [-1] + [1] * (acc.rank - 2), (w_scale.shape[0],) + (1,) * (acc.rank - 2))
+    factor = binary(ctx, O.MUL, x_scale, w_scale, shape=w_scale.shape)
+    factor = binary(ctx, O.DIV, factor, y_scale, shape=w_scale.shape)
+    t = binary(ctx, O.MUL, acc, _cast(ctx, factor, "float32"), shape=acc.shape)
+    dtype = y_zp.dtype if y_zp is not None else ctx.input(0).dtype
+    if y_zp is not None:
+        t = binary(ctx, O.ADD, t, _cast(ctx, y_zp, "float32"), shape=acc.shape)
+    return _saturate(ctx, _round_half_even(ctx, t), dtype)
