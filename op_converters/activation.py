@@ -16,8 +16,9 @@ _UNARY = {
 }
 
 
-def _f32(value: float) -> relax.Expr:
-    return relax.const(value, "float32")
+def _const(value: float, like: relax.Expr) -> relax.Expr:
+    """A scalar of ``like``'s float type: FLOAT16/FLOAT64 inputs (widened, op_schema.py) need their own."""
+    return relax.const(value, str(like.ty.dtype))
 
 
 def _one_value(args: OpArgs, i: int) -> relax.Expr:
@@ -91,7 +92,7 @@ def gelu(args: OpArgs) -> relax.Expr:
 
 def _hard_sigmoid(args: OpArgs, x: relax.Expr) -> relax.Expr:
     alpha, beta = args.float(1), args.float(2)
-    return relax.op.clip(relax.op.add(relax.op.multiply(x, _f32(alpha)), _f32(beta)), 0.0, 1.0)
+    return relax.op.clip(relax.op.add(relax.op.multiply(x, _const(alpha, x)), _const(beta, x)), 0.0, 1.0)
 
 
 @converter(O.HARD_SIGMOID)
@@ -123,7 +124,8 @@ def leaky_relu(args: OpArgs) -> relax.Expr:
     Reference: the spec.
     """
     x = args.tensor(0)
-    return relax.op.where(relax.op.greater_equal(x, _f32(0.0)), x, relax.op.multiply(x, _f32(args.float(1))))
+    alpha = _const(args.float(1), x)
+    return relax.op.where(relax.op.greater_equal(x, _const(0.0, x)), x, relax.op.multiply(x, alpha))
 
 
 @converter(O.PRELU)
@@ -138,6 +140,8 @@ def prelu(args: OpArgs) -> relax.Expr:
     shape = args.shape(x)
     slope = args.tensor(1)
     slope_shape = args.shape(slope)
+    if str(slope.ty.dtype) != str(x.ty.dtype):
+        slope = relax.op.astype(slope, str(x.ty.dtype))  # the FLOAT32 slope of a FLOAT16/FLOAT64 input
     channels = shape[1] if len(shape) >= 2 else None
     if slope_shape == [1]:
         slope = relax.op.reshape(slope, [])
@@ -146,7 +150,7 @@ def prelu(args: OpArgs) -> relax.Expr:
     else:
         expected = "[1]" if channels is None else f"[1] or [C] = [{channels}]"
         args.fail(f"shape {slope_shape} must be {expected} for an input of shape {shape}", 1)
-    return relax.op.where(relax.op.greater_equal(x, _f32(0.0)), x, relax.op.multiply(x, slope))
+    return relax.op.where(relax.op.greater_equal(x, _const(0.0, x)), x, relax.op.multiply(x, slope))
 
 
 def _softplus_te(x: te.Tensor, beta: float, threshold: float) -> te.Tensor:
@@ -157,8 +161,9 @@ def _softplus_te(x: te.Tensor, beta: float, threshold: float) -> te.Tensor:
     a few ulp even where e is tiny. u is its own stage, so that the arithmetic simplifier cannot
     fold (1 + e) - 1 back into e.
     """
-    one, zero = tirx.const(1.0, "float32"), tirx.const(0.0, "float32")
-    b = tirx.const(beta, "float32")
+    dtype = x.dtype  # FLOAT16/FLOAT64 inputs (widened) compute in their own type
+    one, zero = tirx.const(1.0, dtype), tirx.const(0.0, dtype)
+    b = tirx.const(beta, dtype)
     small = te.compute(x.shape, lambda *i: tirx.exp(-tirx.abs(x(*i) * b)), name="softplus_exp")
     rounded = te.compute(x.shape, lambda *i: one + small(*i), name="softplus_u")
 
@@ -167,7 +172,7 @@ def _softplus_te(x: te.Tensor, beta: float, threshold: float) -> te.Tensor:
         z = value * b
         log1p = tirx.Select(u == one, e, tirx.log(u) * e / (u - one))
         soft = (tirx.max(z, zero) + log1p) / b
-        return tirx.Select(z > tirx.const(threshold, "float32"), value, soft)
+        return tirx.Select(z > tirx.const(threshold, dtype), value, soft)
 
     return te.compute(x.shape, compute, name="softplus")
 

@@ -406,3 +406,51 @@ def test_softplus_threshold_operand():
     # The header's optional third operand moves the switch to the linear branch.
     x = np.linspace(-4, 4, 33, dtype="float32")
     check_op(OP.SOFTPLUS, [In(x), f32([2.0]), f32([3.0])], _softplus(x, 2.0, threshold=3.0), **SOFTPLUS_TOL)
+
+
+# -- FLOAT16 / FLOAT64 inputs (op_schema.py widens these activations beyond the spec) -------------
+WIDE = {"float16": P.FLOAT16, "float64": P.FLOAT64}
+# float64 computes in float64 (the references are float64); float16 computes in float16: a few of
+# its ulp (2^-10 relative), and atol for results near 0.
+WIDE_TOL = {"float16": {"rtol": 4e-3, "atol": 2e-3}, "float64": {"rtol": 1e-12, "atol": 1e-12}}
+WIDE_CASES = {
+    "leaky_relu": (OP.LEAKY_RELU, lambda x: [f32([0.1])], lambda x: _leaky_relu(x, 0.1)),
+    "hard_sigmoid": (OP.HARD_SIGMOID, lambda x: [f32([0.2]), f32([0.5])], lambda x: _hard_sigmoid(x, 0.2, 0.5)),
+    "prelu_one": (OP.PRELU, lambda x: [f32([0.25])], lambda x: _prelu(x, [0.25])),
+    "prelu_channels": (OP.PRELU, lambda x: [f32([0.1, -0.2, 0.3])], lambda x: _prelu(x, [0.1, -0.2, 0.3])),
+    "softplus": (OP.SOFTPLUS, lambda x: [f32([1.0])], lambda x: _softplus(x, 1.0)),
+    "softplus_no_threshold": (OP.SOFTPLUS, lambda x: [f32([2.0]), f32([np.inf])], lambda x: _softplus(x, 2.0, np.inf)),
+    "gelu": (OP.GELU, lambda x: [b8([False])], lambda x: _gelu(x, False)),
+    "gelu_tanh": (OP.GELU, lambda x: [b8([True])], lambda x: _gelu(x, True)),
+}
+
+
+@pytest.mark.parametrize("dtype", list(WIDE))
+@pytest.mark.parametrize("case", list(WIDE_CASES))
+def test_widened_float_types(case, dtype):
+    """Attributes (alpha, beta, slope) stay FLOAT32 operands; the math runs in the input's type."""
+    op, extra, ref = WIDE_CASES[case]
+    x = rand(2, 3, 4, seed=5, low=-6.0, high=6.0).astype(dtype)
+    # The references compute in float64 from float32-rounded inputs: exact for float16 inputs too.
+    expected = np.asarray(ref(x.astype("float32")), "float64")
+    if dtype == "float64":
+        expected = np.asarray(_ref64(case, x), "float64")
+    check_op(op, [In(x, WIDE[dtype]), *extra(x)], expected.astype(dtype), [Out(WIDE[dtype])], **WIDE_TOL[dtype])
+
+
+def _ref64(case, x):
+    """The float64 references of WIDE_CASES without the float32 rounding of the input."""
+    x = x.astype("float64")
+    alpha = float(np.float32(0.1))
+    slope = np.float32([0.1, -0.2, 0.3]).astype("float64").reshape(1, 3, 1)
+    refs = {
+        "leaky_relu": lambda: np.where(x >= 0, x, alpha * x),
+        "hard_sigmoid": lambda: np.clip(float(np.float32(0.2)) * x + 0.5, 0, 1),
+        "prelu_one": lambda: np.where(x >= 0, x, 0.25 * x),
+        "prelu_channels": lambda: np.where(x >= 0, x, slope * x),
+        "softplus": lambda: np.where(x > 20, x, np.logaddexp(0, x)),
+        "softplus_no_threshold": lambda: np.logaddexp(0, 2 * x) / 2,
+        "gelu": lambda: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+        "gelu_tanh": lambda: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    }
+    return refs[case]()
