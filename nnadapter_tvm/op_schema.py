@@ -376,6 +376,8 @@ _ATTRIBUTE_NAMES = frozenset({"epsilon", "alpha", "beta", "threshold", "value", 
 WIDENED_NUMERIC = (
     O.ADD, O.SUB, O.MUL, O.MAX, O.MIN, O.ABS, O.EQUAL, O.NOT_EQUAL, O.GREATER, O.GREATER_EQUAL, O.LESS,
     O.LESS_EQUAL, O.REDUCE_SUM, O.REDUCE_MAX, O.ARG_MAX, O.ARG_MIN, O.CUM_SUM, O.TOP_K,
+    # ONNX's integer Div and Mod compose on FLOOR_DIV; Cast takes and gives unsigned types.
+    O.FLOOR_DIV, O.CAST,
 )  # fmt: skip
 # Data movement: any element type, booleans included.
 WIDENED_ANY_TYPE = (

@@ -36,22 +36,38 @@ def binary(args: OpArgs) -> relax.Expr:
     return fuse(args, _BINARY[args.type](x, y), 2)
 
 
+def _int_floor_div(x: relax.Expr, y: relax.Expr) -> relax.Expr:
+    """Integer floor division that never traps: a zero divisor gives 0 and, for signed types,
+    x // -1 is the wrapping negation (numpy's results); the hardware divide would raise SIGFPE."""
+    dtype = str(x.ty.dtype)
+    zero, one = relax.const(0, dtype), relax.const(1, dtype)
+    by_zero = relax.op.equal(y, zero)
+    if dtype.startswith("uint"):
+        return relax.op.where(by_zero, zero, relax.op.floor_divide(x, relax.op.where(by_zero, one, y)))
+    by_minus_one = relax.op.equal(y, relax.const(-1, dtype))
+    safe = relax.op.where(relax.op.logical_or(by_zero, by_minus_one), one, y)
+    quotient = relax.op.where(by_minus_one, relax.op.subtract(zero, x), relax.op.floor_divide(x, safe))
+    return relax.op.where(by_zero, zero, quotient)
+
+
 @converter(O.FLOOR_DIV)
 def floor_div(args: OpArgs) -> relax.Expr:
     """input0, input1, fuse_code -> output = fuse(floor(input0 / input1)) with numpy broadcasting.
 
     The quotient is the correctly rounded float32 ``input0 / input1``, then floored: this is the
     spec's formula and Paddle's ``paddle.floor_divide`` for floats; it can differ from numpy's
-    ``floor_divide`` (e.g. 1 / 0.1 rounds to 10, numpy gives 9). Integer inputs (which the
-    spec does not list) use integer floor division. Division by zero gives +-inf (NaN for 0 / 0).
+    ``floor_divide`` (e.g. 1 / 0.1 rounds to 10, numpy gives 9). Division by zero gives +-inf
+    (NaN for 0 / 0). Integer inputs (which the spec does not list; op_schema.py widens it for
+    ONNX's integer Div and Mod) use integer floor division, as numpy's ``floor_divide``: a zero
+    divisor gives 0, and the most negative value // -1 wraps around to itself.
 
     Reference: the spec; Paddle's ``paddle.floor_divide``. (Paddle-Lite's host kernel truncates
     toward zero instead; this follows the spec's floor.)
     """
     check_broadcast(args, [0, 1])
     x, y = args.tensor(0), args.tensor(1)
-    if str(x.ty.dtype).startswith("int"):
-        return fuse(args, relax.op.floor_divide(x, y), 2)
+    if str(x.ty.dtype).startswith(("int", "uint")):
+        return fuse(args, _int_floor_div(x, y), 2)
     return fuse(args, relax.op.floor(relax.op.divide(x, y)), 2)
 
 

@@ -52,8 +52,11 @@ _CAST_DTYPES = {
     Precision.INT8: "int8",
     Precision.UINT8: "uint8",
     Precision.INT16: "int16",
+    Precision.UINT16: "uint16",
     Precision.INT32: "int32",
+    Precision.UINT32: "uint32",
     Precision.INT64: "int64",
+    Precision.UINT64: "uint64",
     Precision.FLOAT16: "float16",
     Precision.FLOAT32: "float32",
     Precision.FLOAT64: "float64",
@@ -62,8 +65,11 @@ _CAST_DTYPES = {
 
 @converter(O.CAST)
 def cast(args: OpArgs) -> relax.Expr:
-    """input, dtype (a Precision code: BOOL8=0, INT8=1, UINT8=2, INT16=3, INT32=5, INT64=7,
-    FLOAT16=9, FLOAT32=10, FLOAT64=11) -> output of that precision, same shape.
+    """input, dtype (a Precision code: BOOL8=0, INT8=1, UINT8=2, INT16=3, UINT16=4, INT32=5, UINT32=6,
+    INT64=7, UINT64=8, FLOAT16=9, FLOAT32=10, FLOAT64=11) -> output of that precision, same shape.
+
+    UINT16/UINT32/UINT64 (inputs and dtype codes), which the spec does not list, are accepted for
+    ONNX models (op_schema.py widens CAST).
 
     Follows numpy's ``astype``: float -> integer truncates toward zero; any -> BOOL8 is
     ``x != 0`` (NaN gives true); BOOL8 -> number gives 0 or 1; narrowing integer casts wrap around (two's

@@ -157,6 +157,49 @@ def test_floor_div_special_cases():
     check_op(OP.FLOOR_DIV, [In(a), In(b), fuse(0)], expected, rtol=0, atol=0)
 
 
+INT_TYPES = {
+    "int8": nna.Precision.INT8,
+    "uint8": nna.Precision.UINT8,
+    "int16": nna.Precision.INT16,
+    "uint16": nna.Precision.UINT16,
+    "int32": nna.Precision.INT32,
+    "uint32": nna.Precision.UINT32,
+    "int64": nna.Precision.INT64,
+    "uint64": nna.Precision.UINT64,
+}
+
+
+@pytest.mark.parametrize("dtype", list(INT_TYPES))
+def test_floor_div_integers(dtype):
+    """Integer FLOOR_DIV (widened beyond the spec for ONNX's integer Div and Mod) is numpy's
+    floor_divide: rounds toward -inf for either sign; a zero divisor gives 0 (no trap) and the
+    most negative value // -1 wraps to itself."""
+    info = np.iinfo(dtype)
+    if dtype.startswith("u"):
+        a = np.array([7, 7, 0, 5, info.max, info.max, 9], dtype)
+        b = np.array([2, 7, 3, 0, 1, 2, 10], dtype)
+    else:
+        a = np.array([7, -7, 7, -7, 6, 0, 5, -5, info.min, info.min, info.max, -1], dtype)
+        b = np.array([2, 2, -2, -2, 3, 3, 0, 0, -1, 1, -1, 2], dtype)
+    with np.errstate(divide="ignore", over="ignore"):
+        expected = np.floor_divide(a, b)
+    p = INT_TYPES[dtype]
+    check_op(OP.FLOOR_DIV, [In(a, p), In(b, p), fuse(0)], expected, [Out(p)])
+
+
+def test_floor_div_integer_broadcasting():
+    a = np.arange(-12, 12, dtype="int32").reshape(2, 3, 4)
+    b = np.array([[3], [-5], [0]], "int32")
+    with np.errstate(divide="ignore"):
+        expected = np.floor_divide(a, b)
+    check_op(
+        OP.FLOOR_DIV,
+        [In(a, nna.Precision.INT32), In(b, nna.Precision.INT32), fuse(0)],
+        expected,
+        [Out(nna.Precision.INT32)],
+    )
+
+
 # -- SUM -----------------------------------------------------------------------
 
 SUM_SHAPES = [
