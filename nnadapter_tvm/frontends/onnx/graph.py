@@ -174,6 +174,8 @@ class NodeContext:
             return default
         v = self._inputs[i]
         if not v.is_const:
+            if any(v is g for g in self.graph.inputs):
+                self.graph.needs_constant.append(v.name)
             self.unsupported(f"input {i} {v.describe()} must be a constant (an initializer or computable at import)")
         return v.const
 
@@ -304,15 +306,19 @@ class ImportedGraph:
             self.inputs.append(value)
         self.units: list[Unit] = []
         self.errors: list[str] = []
+        # Graph inputs a converter needed as constants (shape parameters fed at run time).
+        self.needs_constant: list[str] = []
         for index, node in enumerate(graph.node):
             self._import_node(index, node)
         if self.errors:
             listing = "\n  ".join(self.errors)
-            fail(
+            err = NNAdapterError(
+                ResultCode.FEATURE_NOT_SUPPORTED,
                 f"{len(self.errors)} ONNX node(s) cannot run on the NNAdapter devices "
                 f"(enable host fallback to run them on the host):\n  {listing}",
-                ResultCode.FEATURE_NOT_SUPPORTED,
             )
+            err.needs_constant = sorted(set(self.needs_constant))
+            raise err
         self.outputs: list[Value] = []
         for info in graph.output:
             if info.name not in self.values:

@@ -250,9 +250,7 @@ def one_hot(ctx: NodeContext) -> Value:
     indices + depth, out-of-range ones give an all-off row."""
     indices, values = ctx.input(0), ctx.input(2)
     depth = int(np.reshape(ctx.const(1), -1)[0])
-    if not values.is_const:
-        ctx.unsupported("values (off, on) must be known at import")
-    off, on = np.reshape(values.const, -1)
+    off, on = np.reshape(ctx.const(2), -1)
     rank = rank_of(ctx, indices)
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank + 1)
     idx = indices

@@ -83,9 +83,7 @@ def _probe_inputs(ctx: NodeContext, probe: np.ndarray) -> list[np.ndarray | None
         if v is None:
             arrays.append(None)
             continue
-        if not v.is_const:
-            ctx.unsupported(f"input {i} {v.describe()} must be known at import (the output size depends on it)")
-        array = v.const
+        array = ctx.const(i)  # the output size depends on it
         if ctx.op_type == "Resize" and i == 3 and array.size == 4 and ctx.attr("axes", None) is None:
             array = np.concatenate([[1, 1], array[2:]]).astype(array.dtype)  # sizes: N, C of the probe
         arrays.append(array)

@@ -35,8 +35,6 @@ def reshape_(ctx: NodeContext) -> Value | np.ndarray:
     """Reshape -> RESHAPE (0 copies the input dimension unless allowzero, -1 is inferred); the shape must be
     known at import (NNAdapter's RESHAPE reads its shape operand at compile time)."""
     x = ctx.input(0)
-    if not ctx.input(1).is_const:
-        ctx.unsupported("a shape computed at run time: NNAdapter's RESHAPE needs a constant shape operand")
     target = [int(d) for d in np.reshape(ctx.const(1), -1)]
     if ctx.attr("allowzero", 0) and 0 in target:
         if -1 in target:
