@@ -225,3 +225,20 @@ def test_cli_run_and_info(tmp_path, capsys) -> None:
     assert dot.startswith("digraph G {") and "fillcolor=lightblue" in dot and '-> n1 [label="s"]' in dot
     assert main(["run", str(tmp_path / "missing.onnx")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_backend_specialises_on_shape_parameters_fed_at_run_time() -> None:
+    """Reshape's shape as a graph input: compiled for the fed shape, and again for a new one."""
+    from nnadapter_tvm.frontends.onnx import backend
+
+    model = make_model(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        [helper.make_tensor_value_info("x", F, [2, 6]), helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", F, [None, None])],
+    )
+    rep = backend.prepare(model, "CPU")
+    x = np.arange(12, dtype="float32").reshape(2, 6)
+    for shape in ([3, 4], [4, -1], [3, 4]):
+        (y,) = rep.run([x, np.array(shape, "int64")])
+        np.testing.assert_array_equal(y, x.reshape(shape))
+    assert rep.specialise == ["shape"] and len(rep._specialised) == 2
