@@ -1,13 +1,41 @@
-"""``llvm``: the host CPU."""
+"""``llvm``: the host CPU.
+
+Modules are generated for this machine's CPU (``LLVM_MCPU`` overrides it) and every kernel gets a
+default CPU schedule from ``targets/cpu_schedule.py`` (``CPU_SCHEDULES=0`` turns them off).
+"""
 
 from __future__ import annotations
 
+import logging
+
 import tvm
+from nnadapter_tvm.targets import cpu_schedule
 from nnadapter_tvm.targets.base import Driver, Property
+from tvm import relax
+
+log = logging.getLogger("nnadapter_tvm")
 
 
 def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _switch(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "on", "yes"):
+        return True
+    if value in ("0", "false", "off", "no"):
+        return False
+    raise ValueError("must be 1 or 0")
+
+
+#: Shared by the ``llvm`` and ``arm`` drivers (both build through ``LlvmDriver.build``).
+CPU_SCHEDULES = Property(
+    "CPU_SCHEDULES",
+    "1: default CPU schedules (NHWC, packed weights, tiled, vectorized, parallel); 0: TVM's unscheduled loops "
+    "(default: 1)",
+    _switch,
+)
 
 
 class LlvmDriver(Driver):
@@ -15,6 +43,7 @@ class LlvmDriver(Driver):
     properties = (
         Property("LLVM_MCPU", "CPU model for code generation, e.g. skylake-avx512 (default: the host's)", str),
         Property("LLVM_MATTR", "comma-separated LLVM features, e.g. +avx2,+fma", _csv),
+        CPU_SCHEDULES,
     )
 
     def can_run_here(self) -> tuple[bool, str]:
@@ -22,11 +51,24 @@ class LlvmDriver(Driver):
 
     def tvm_target(self, props: dict) -> tvm.target.Target:
         config: dict = {"kind": "llvm"}
-        if props.get("LLVM_MCPU"):
-            config["mcpu"] = props["LLVM_MCPU"]
+        cpu = props.get("LLVM_MCPU") or cpu_schedule.host_cpu()
+        if cpu:
+            # Without a CPU, LLVM generates baseline code (SSE2 on x86-64: no AVX, no FMA).
+            config["mcpu"] = cpu
         if props.get("LLVM_MATTR"):
             config["mattr"] = list(props["LLVM_MATTR"])
         return tvm.target.Target(config)
 
     def tvm_device(self) -> tvm.runtime.Device:
         return tvm.cpu(0)
+
+    def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
+        """Compile ``mod``; with ``CPU_SCHEDULES`` (the default) every kernel is scheduled first."""
+        target = self.tvm_target(props)
+        opt_level = int(props.get("TVM_OPT_LEVEL", 3))
+        if props.get("CPU_SCHEDULES") is False:
+            with tvm.transform.PassContext(opt_level=opt_level):
+                return tvm.compile(mod, target)
+        executable, report = cpu_schedule.build(mod, target, opt_level)
+        log.debug("%s schedules: %s", self.name, report)
+        return executable

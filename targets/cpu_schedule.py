@@ -1,0 +1,720 @@
+"""Default schedules for the CPU targets (``llvm``, ``arm``): no tuning, every kernel scheduled.
+
+``tvm.compile`` on an LLVM target schedules nothing: each operator becomes a naive, single-threaded
+loop nest, and a plain ``{"kind": "llvm"}`` target even generates SSE2 code only.  ``prepare`` turns a
+Relax module into a legalized, fused module whose every PrimFunc carries a CPU schedule:
+
+1. **Layout.**  ``ConvertLayout`` moves convolutions (and with them the element-wise ops, pools,
+   concatenations and reductions around them) to NHWC, so that the channel axis is the contiguous one
+   for any channel count; the graph's NCHW inputs and outputs get one transpose each.
+2. **Lowering with packed weights.**  ``LegalizeOps`` lowers float32 ``conv2d`` (NHWC) and ``matmul``
+   with a 2-D right operand through this module's own TE computes, whose weights are *packed* into a
+   blocked layout by a separate kernel: ``[OC / ob, KH, KW, IC / group, ob]`` for convolutions,
+   ``[KH, KW, C]`` for depthwise ones, ``[N / nb, K, nb]`` for matrix products.  ``FoldConstant`` then
+   runs the packing once, at compile time, on constant weights.
+3. **Fusion.**  ``FuseOps``/``FuseTIR`` put bias, batch-norm, activation and residual epilogues into the
+   kernel of the convolution or product they follow.
+4. **Scheduling** (``schedule_prim_func``), by the main block of each fused PrimFunc:
+
+   - ``conv2d`` / ``dense``: a register tile of ``wt`` output pixels (rows) x ``ob`` output channels
+     (columns, one or two SIMD vectors) accumulates in a local buffer while the reduction loops
+     (kernel rows, columns, input channels) run outside it; the tile's channel loop is vectorized and
+     its pixel loop unrolled; batch x channel blocks x output rows run in parallel; the epilogue is
+     computed on the tile right after its reduction (``reverse_compute_at``), before it leaves registers.
+   - ``depthwise``: the same with the channel block as the only reduction-free vector axis.
+   - reductions (pools, means, softmax's max/sum): the contiguous output axis moves inside the
+     reduction loops and is vectorized (NHWC pools vectorize over channels); outer axes parallel.
+   - everything else (element-wise, broadcast, injective: transposes, concatenations, pads): producers
+     inlined where TVM allows, then outer loops fused and parallel, the innermost loop vectorized.
+
+   A rule that raises, or whose result does not lower through TVM's TIR pipeline, is dropped for the
+   next one; the last resort is the unscheduled function, so a schedule never fails a compile.
+
+The vector width comes from the target (AVX-512: 16 floats, AVX2: 8, NEON/SSE: 4); ``host_target``
+gives the ``llvm`` driver this machine's CPU so that LLVM can use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Callable
+
+import tvm
+import tvm_ffi
+from tvm import relax, s_tir, te, tirx, topi
+from tvm.target import codegen
+
+log = logging.getLogger("nnadapter_tvm")
+
+CONV = "nna_conv2d_nhwc"
+DEPTHWISE = "nna_depthwise_conv2d_nhwc"
+DENSE = "nna_dense_packed"
+PACK = "nna_pack_"
+PAD = "nna_pad"
+
+#: Below this many output elements a kernel stays on one thread (a parallel launch costs microseconds).
+PARALLEL_MIN_ELEMENTS = 4096
+
+
+# -- the target ---------------------------------------------------------------------------
+
+
+def host_cpu() -> str | None:
+    """LLVM's name for this machine's CPU (``emeraldrapids``, ``neoverse-n1``, ...), None if unknown."""
+    try:
+        cpu = str(codegen.llvm_get_system_cpu())
+    except Exception:  # an LLVM without the query
+        return None
+    return cpu if cpu and cpu != "generic" else None
+
+
+def _has(feature: str, target: tvm.target.Target) -> bool:
+    try:
+        return bool(codegen.target_has_features(feature, target))
+    except Exception:  # a target LLVM cannot describe: assume the baseline
+        return False
+
+
+def vector_lanes(target: tvm.target.Target, dtype_bits: int = 32) -> int:
+    """SIMD lanes of ``dtype_bits`` elements: 512-bit vectors with AVX-512, 256 with AVX2, else 128."""
+    if _has("avx512f", target):
+        bits = 512
+    elif _has("avx2", target) or _has("avx", target):
+        bits = 256
+    else:
+        bits = 128  # NEON, SSE
+    return max(bits // dtype_bits, 1)
+
+
+def vector_registers(target: tvm.target.Target) -> int:
+    """Architectural SIMD registers (32 on AVX-512 and aarch64, 16 on AVX2/SSE)."""
+    if _has("avx512f", target) or _has("neon", target):
+        return 32
+    mtriple = str(target.attrs.get("mtriple", ""))
+    return 32 if mtriple.startswith(("aarch64", "arm64")) else 16
+
+
+# -- lowering with packed weights ---------------------------------------------------------
+
+
+def _static_shape(expr: relax.Expr) -> list[int] | None:
+    shape = getattr(expr.ty, "shape", None)
+    if shape is None or not hasattr(shape, "values"):
+        return None
+    dims = []
+    for d in shape.values:
+        if not isinstance(d, tirx.IntImm):
+            return None
+        dims.append(int(d.value))
+    return dims
+
+
+def _shape(expr: relax.Expr) -> list | None:
+    shape = getattr(expr.ty, "shape", None)
+    if shape is None or not hasattr(shape, "values"):
+        return None
+    return [int(d.value) if isinstance(d, tirx.IntImm) else d for d in shape.values]
+
+
+def _block(extent: int, candidates: list[int]) -> int:
+    """The first of ``candidates`` that divides ``extent`` (1 if none)."""
+    return next((c for c in candidates if c >= 1 and extent % c == 0), 1)
+
+
+def _channel_blocks(lanes: int) -> list[int]:
+    return [2 * lanes, lanes, lanes // 2, lanes // 4, 2]
+
+
+class Lowering:
+    """``LegalizeOps`` overrides for ``relax.nn.conv2d`` and ``relax.matmul`` (see the module docstring)."""
+
+    def __init__(self, target: tvm.target.Target):
+        self.lanes = vector_lanes(target)
+        self._default = {
+            name: tvm.ir.Op.get(name).get_attr("FLegalize") for name in ("relax.nn.conv2d", "relax.matmul")
+        }
+
+    def legalize_map(self) -> dict[str, Callable]:
+        return {"relax.nn.conv2d": self.conv2d, "relax.matmul": self.matmul}
+
+    # conv2d ---------------------------------------------------------------------------
+
+    def conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        try:
+            lowered = self._conv2d(bb, call)
+        except Exception as err:  # any surprise: TVM's own lowering
+            log.debug("cpu_schedule: conv2d keeps the default lowering (%s)", err)
+            lowered = None
+        return lowered if lowered is not None else self._default["relax.nn.conv2d"](bb, call)
+
+    def _conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
+        attrs = call.attrs
+        x, w = call.args
+        if (attrs.data_layout, attrs.kernel_layout, attrs.out_layout) != ("NHWC", "OIHW", "NHWC"):
+            return None
+        out_dtype = attrs.out_dtype if attrs.out_dtype and str(attrs.out_dtype) != "void" else x.ty.dtype
+        if x.ty.dtype != "float32" or w.ty.dtype != "float32" or str(out_dtype) != "float32":
+            return None
+        w_shape, x_shape = _static_shape(w), _shape(x)
+        if w_shape is None or x_shape is None or len(x_shape) != 4 or not isinstance(x_shape[3], int):
+            return None
+        oc, icg, kh, kw = w_shape
+        c = x_shape[3]
+        groups = int(attrs.groups)
+        if groups <= 0 or c % groups or oc % groups or icg * groups != c:
+            return None
+        strides = [int(s) for s in attrs.strides]
+        dilation = [int(d) for d in attrs.dilation]
+        pad_t, pad_l, pad_b, pad_r = [int(p) for p in attrs.padding]
+        pads = (pad_t, pad_l, pad_b, pad_r)
+        ocg = oc // groups
+        if icg == 1 and groups > 1:  # depthwise (with a channel multiplier when ocg > 1)
+            wp = bb.emit_te(
+                lambda t: te.compute((kh, kw, oc), lambda a, b, o: t[o, 0, a, b], name=PACK + "depthwise_weight"),
+                w,
+                primfunc_name_hint=PACK + "depthwise_weight",
+            )
+            return bb.call_te(_depthwise_nhwc, x, wp, strides, pads, dilation, ocg, primfunc_name_hint=DEPTHWISE)
+        ob = _block(ocg, _channel_blocks(self.lanes))
+        wp = bb.emit_te(
+            lambda t: te.compute(
+                (oc // ob, kh, kw, icg, ob),
+                lambda o, a, b, i, v: t[o * ob + v, i, a, b],
+                name=PACK + "conv_weight",
+            ),
+            w,
+            primfunc_name_hint=PACK + "conv_weight",
+        )
+        return bb.call_te(_conv_nhwc, x, wp, oc, strides, pads, dilation, groups, primfunc_name_hint=CONV)
+
+    # matmul ---------------------------------------------------------------------------
+
+    def matmul(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        try:
+            lowered = self._matmul(bb, call)
+        except Exception as err:
+            log.debug("cpu_schedule: matmul keeps the default lowering (%s)", err)
+            lowered = None
+        return lowered if lowered is not None else self._default["relax.matmul"](bb, call)
+
+    def _matmul(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
+        a, b = call.args
+        out_dtype = call.attrs.out_dtype
+        if str(out_dtype) not in ("", "void", "float32"):
+            return None
+        if a.ty.dtype != "float32" or b.ty.dtype != "float32":
+            return None
+        b_shape, a_shape = _static_shape(b), _shape(a)
+        if b_shape is None or len(b_shape) != 2 or a_shape is None or len(a_shape) < 2:
+            return None
+        k, n = b_shape
+        if not isinstance(a_shape[-1], int) or a_shape[-1] != k:
+            return None
+        nb = _block(n, _channel_blocks(self.lanes))
+        bp = bb.emit_te(
+            lambda t: te.compute((n // nb, k, nb), lambda o, r, v: t[r, o * nb + v], name=PACK + "dense_weight"),
+            b,
+            primfunc_name_hint=PACK + "dense_weight",
+        )
+        return bb.call_te(_dense_packed, a, bp, n, primfunc_name_hint=DENSE)
+
+
+def _pad_nhwc(x: te.Tensor, pads: tuple[int, int, int, int]) -> te.Tensor:
+    pad_t, pad_l, pad_b, pad_r = pads
+    if not any(pads):
+        return x
+    return topi.nn.pad(x, [0, pad_t, pad_l, 0], [0, pad_b, pad_r, 0], name=PAD)
+
+
+def _out_size(size, before: int, after: int, k: int, stride: int, dilation: int):
+    return (size + before + after - ((k - 1) * dilation + 1)) // stride + 1
+
+
+def _conv_nhwc(x: te.Tensor, wp: te.Tensor, oc: int, strides, pads, dilation, groups: int) -> te.Tensor:
+    """out[n, y, x, o] = sum over (kh, kw, ic of o's group) of pad(x)[...] * wp[o // ob, kh, kw, ic, o % ob]."""
+    n, h, w, _ = x.shape
+    _, kh, kw, icg, ob = (int(d) for d in wp.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = _out_size(h, pads[0], pads[2], kh, sh, dh)
+    ow = _out_size(w, pads[1], pads[3], kw, sw, dw)
+    xp = _pad_nhwc(x, pads)
+    rh, rw, ri = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, icg), "ri")
+    ocg = oc // groups
+
+    def body(b, y, xx, o):
+        channel = ri if groups == 1 else (o // ocg) * icg + ri
+        return te.sum(
+            xp[b, y * sh + rh * dh, xx * sw + rw * dw, channel] * wp[o // ob, rh, rw, ri, o % ob], axis=[rh, rw, ri]
+        )
+
+    return te.compute((n, oh, ow, oc), body, name=CONV)
+
+
+def _depthwise_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, multiplier: int) -> te.Tensor:
+    """out[n, y, x, o] = sum over (kh, kw) of pad(x)[..., o // multiplier] * wp[kh, kw, o]."""
+    n, h, w, _ = x.shape
+    kh, kw, oc = (int(d) for d in wp.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = _out_size(h, pads[0], pads[2], kh, sh, dh)
+    ow = _out_size(w, pads[1], pads[3], kw, sw, dw)
+    xp = _pad_nhwc(x, pads)
+    rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
+
+    def body(b, y, xx, o):
+        channel = o if multiplier == 1 else o // multiplier
+        return te.sum(xp[b, y * sh + rh * dh, xx * sw + rw * dw, channel] * wp[rh, rw, o], axis=[rh, rw])
+
+    return te.compute((n, oh, ow, oc), body, name=DEPTHWISE)
+
+
+def _dense_packed(a: te.Tensor, bp: te.Tensor, n: int) -> te.Tensor:
+    """out[..., m, j] = sum_k a[..., m, k] * bp[j // nb, k, j % nb]."""
+    _, k, nb = (int(d) for d in bp.shape)
+    r = te.reduce_axis((0, k), "k")
+    batch = list(a.shape[:-1])
+
+    def body(*idx):
+        *rows, j = idx
+        return te.sum(a[(*rows, r)] * bp[j // nb, r, j % nb], axis=[r])
+
+    return te.compute((*batch, n), body, name=DENSE)
+
+
+# -- scheduling ---------------------------------------------------------------------------
+
+
+def _extent(sch: s_tir.Schedule, loop) -> int | None:
+    value = sch.get(loop).extent
+    return int(value.value) if isinstance(value, tirx.IntImm) else None
+
+
+def _product(extents: list[int | None]) -> int | None:
+    return None if any(e is None for e in extents) else math.prod(extents)
+
+
+def _iter_kinds(sch: s_tir.Schedule, block) -> list[str] | None:
+    """'S'/'R' per loop of ``block`` when each of its loops binds exactly one block iterator, in order."""
+    loops = sch.get_loops(block)
+    realize = sch.get(loops[-1]).body if loops else None
+    if not isinstance(realize, s_tir.SBlockRealize):
+        return None
+    stmt = realize.block
+    if len(stmt.iter_vars) != len(loops):
+        return None
+    kinds = []
+    for loop, iv, value in zip(loops, stmt.iter_vars, realize.iter_values):
+        if not (isinstance(value, tirx.Var) and value.same_as(sch.get(loop).loop_var)):
+            return None
+        if iv.iter_type == tirx.IterVar.DataPar:
+            kinds.append("S")
+        elif iv.iter_type == tirx.IterVar.CommReduce:
+            kinds.append("R")
+        else:
+            return None
+    return kinds
+
+
+def _vectorize_inner(sch: s_tir.Schedule, loop, lanes: int) -> bool:
+    """Vectorize ``loop`` (split by a vector-sized divisor when longer); False when it cannot pay."""
+    extent = _extent(sch, loop)
+    if extent is None or extent < 2 or lanes < 2:
+        return False
+    if extent <= 2 * lanes:
+        sch.vectorize(loop)
+        return True
+    factor = _block(extent, [lanes, 2 * lanes, lanes // 2, lanes // 4]) if extent % lanes else lanes
+    if factor < 2:
+        return False
+    _, inner = sch.split(loop, [None, factor])
+    sch.vectorize(inner)
+    return True
+
+
+def _parallel(sch: s_tir.Schedule, loops: list, min_elements: int = PARALLEL_MIN_ELEMENTS, work: int | None = None):
+    """Fuse ``loops`` and run them in parallel when the work is worth the threads."""
+    if not loops:
+        return None
+    extents = [_extent(sch, lp) for lp in loops]
+    total = work if work is not None else _product(extents)
+    if total is not None and total < min_elements:
+        return None
+    outer = _product(extents)
+    if outer is not None and outer < 2:
+        return None
+    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    sch.parallel(fused)
+    return fused
+
+
+def _schedule_spatial(sch: s_tir.Schedule, block, lanes: int):
+    """Element-wise / injective block: outer loops parallel, innermost vectorized.  Returns the loop
+    just outside the vectorized one (where a producer can be computed per vector), or None."""
+    loops = sch.get_loops(block)
+    kinds = _iter_kinds(sch, block)
+    if not loops or kinds is None or "R" in kinds:
+        return None
+    total = _product([_extent(sch, lp) for lp in loops])
+    if _transpose_tile(sch, block, lanes, total):
+        return None
+    vectorized = _vectorize_inner(sch, loops[-1], lanes)
+    loops = sch.get_loops(block)
+    outer = list(loops[:-1] if vectorized else loops)
+    fused = _parallel(sch, outer, work=total)
+    if not vectorized:
+        return None
+    if fused is not None:
+        return fused
+    return sch.get_loops(block)[-2] if len(sch.get_loops(block)) >= 2 else None
+
+
+def _single_load(sch: s_tir.Schedule, block):
+    """The one buffer load a block's value is (a pure copy: transpose, reshape, slice, ...), or None."""
+    stmt = sch.get(block)
+    body = stmt.body
+    if not isinstance(body, tirx.BufferStore) or len(stmt.reads) != 1:
+        return None
+    value = body.value
+    return value if isinstance(value, _BUFFER_LOAD) else None
+
+
+def _transpose_tile(sch: s_tir.Schedule, block, lanes: int, total: int | None) -> bool:
+    """A copy whose innermost output axis is not the input's innermost axis (a transpose, such as the
+    NCHW <-> NHWC conversions at a network's edges): both axes tiled so that reads and writes stay in
+    cache lines, tiles in parallel."""
+    load = _single_load(sch, block)
+    if load is None:
+        return False
+    stmt = sch.get(block)
+    loops = sch.get_loops(block)
+    iter_vars = [iv.var for iv in stmt.iter_vars]
+    last_read = load.indices[-1]
+    if not isinstance(last_read, tirx.Var) or last_read.same_as(iter_vars[-1]):
+        return False
+    position = next((i for i, v in enumerate(iter_vars) if v.same_as(last_read)), None)
+    if position is None:
+        return False
+    a, b = loops[position], loops[-1]
+    ea, eb = _extent(sch, a), _extent(sch, b)
+    if ea is None or eb is None or ea < lanes or eb < lanes:
+        return False
+    ta, tb = _block(ea, [lanes, lanes // 2]), _block(eb, [lanes, lanes // 2])
+    if ta < 4 or tb < 4:
+        return False
+    others = [lp for i, lp in enumerate(loops) if i not in (position, len(loops) - 1)]
+    ao, ai = sch.split(a, [None, ta])
+    bo, bi = sch.split(b, [None, tb])
+    sch.reorder(*others, ao, bo, ai, bi)
+    sch.unroll(ai)
+    sch.vectorize(bi)
+    _parallel(sch, [*others, ao, bo], work=total)
+    return True
+
+
+_BUFFER_LOAD = type(tirx.BufferLoad(tirx.decl_buffer((1,)), [0]))
+
+
+def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
+    """Reduction block: the innermost spatial axis moves inside the reduction and is vectorized when it
+    is the last (contiguous) output axis; the outer spatial loops run in parallel."""
+    kinds = _iter_kinds(sch, block)
+    if kinds is None:
+        return
+    loops = sch.get_loops(block)
+    spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
+    reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
+    total = _product([_extent(sch, lp) for lp in spatial])
+    work = _product([_extent(sch, lp) for lp in loops])
+    last_spatial_is_last_axis = kinds and kinds.index("R") == len(spatial) if "R" in kinds else True
+    inner_extent = _extent(sch, spatial[-1]) if spatial else None
+    if spatial and last_spatial_is_last_axis and inner_extent is not None and inner_extent >= 4:
+        inner = spatial[-1]
+        sch.reorder(*spatial[:-1], *reduce, inner)
+        _vectorize_inner(sch, inner, lanes)
+        _parallel(sch, spatial[:-1], work=work if total else None)
+        sch.decompose_reduction(block, reduce[0])
+    else:
+        _parallel(sch, spatial, work=work)
+
+
+def _epilogue_blocks(sch: s_tir.Schedule, block) -> list:
+    """The blocks that follow ``block`` in its function (its fused epilogue), in order."""
+    root = sch.get_child_blocks(sch.get_sblock(_root_name(sch)))
+    names = [sch.get(b).name_hint for b in root]
+    index = names.index(sch.get(block).name_hint)
+    return root[index + 1 :]
+
+
+def _root_name(sch: s_tir.Schedule) -> str:
+    return sch.mod["main"].body.block.name_hint
+
+
+def _tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: int) -> None:
+    """Compute the epilogue on the tile right after its reduction, while the tile is in registers.
+
+    Each epilogue block keeps its own stage (not inlined: see ``_schedule_generic``), on the tile."""
+    if not epilogue:
+        epilogue = [sch.cache_write(main, 0, "local")]
+    else:
+        sch.set_scope(main, 0, "local")
+    for consumer in epilogue:
+        sch.reverse_compute_at(consumer, tile_loop, preserve_unit_loops=True)
+        _vectorize_inner(sch, sch.get_loops(consumer)[-1], lanes)
+    for consumer in epilogue[:-1]:
+        sch.set_scope(consumer, 0, "local")
+
+
+def _row_tile(extent: int | None, budget: int, lo: int = 4) -> int:
+    """Rows of a register tile: the largest divisor of ``extent`` within ``budget`` (at least ``lo``
+    when one exists), or ``extent`` itself when it is small."""
+    if extent is None:
+        return 1
+    if extent <= budget:
+        return extent
+    best = max((d for d in range(1, budget + 1) if extent % d == 0), default=1)
+    return best if best >= lo else 1
+
+
+def _packed_block(sch: s_tir.Schedule, block, ndim: int) -> int:
+    """The innermost extent of the packed weight (the ``ndim``-D buffer ``block`` reads)."""
+    for region in sch.get(block).reads:
+        shape = region.source.shape
+        if len(shape) == ndim and isinstance(shape[-1], tirx.IntImm):
+            return int(shape[-1])
+    raise _NotThisRule
+
+
+def _schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    lanes, regs = vector_lanes(target), vector_registers(target)
+    epilogue = _epilogue_blocks(sch, block)
+    for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
+        _schedule_spatial(sch, pad, lanes)
+    b, y, x, o, rh, rw, ri = sch.get_loops(block)
+    ob = _packed_block(sch, block, 5)
+    oo, oi = sch.split(o, [None, ob])
+    vectors = max(ob // lanes, 1)
+    wt = _row_tile(_extent(sch, x), max((regs - 4) // vectors, 1))
+    xo, xi = sch.split(x, [None, wt])
+    sch.reorder(b, oo, y, xo, rh, rw, ri, xi, oi)
+    sch.unroll(xi)
+    sch.vectorize(oi)
+    _tile_epilogue(sch, block, epilogue, xo, lanes)
+    _parallel(sch, [b, oo, y], min_elements=1, work=None)
+    sch.decompose_reduction(block, rh)
+
+
+def _schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    lanes, regs = vector_lanes(target), vector_registers(target)
+    epilogue = _epilogue_blocks(sch, block)
+    for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
+        _schedule_spatial(sch, pad, lanes)
+    b, y, x, o, rh, rw = sch.get_loops(block)
+    oc = _extent(sch, o)
+    ob = _block(oc, _channel_blocks(lanes)) if oc else 1
+    oo, oi = sch.split(o, [None, ob])
+    vectors = max(ob // lanes, 1)
+    wt = _row_tile(_extent(sch, x), max((regs - 4) // vectors, 1))
+    xo, xi = sch.split(x, [None, wt])
+    sch.reorder(b, y, xo, oo, rh, rw, xi, oi)
+    sch.unroll(xi)
+    sch.vectorize(oi)
+    _tile_epilogue(sch, block, epilogue, oo, lanes)
+    _parallel(sch, [b, y], min_elements=1)
+    sch.decompose_reduction(block, rh)
+
+
+def _schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    lanes, regs = vector_lanes(target), vector_registers(target)
+    epilogue = _epilogue_blocks(sch, block)
+    loops = sch.get_loops(block)
+    *rows, j, k = loops
+    m = sch.fuse(*rows) if len(rows) > 1 else rows[0]
+    nb = _packed_block(sch, block, 3)
+    jo, ji = sch.split(j, [None, nb])
+    vectors = max(nb // lanes, 1)
+    mt = _row_tile(_extent(sch, m), max((regs - 4) // vectors, 1), lo=2)
+    mo, mi = sch.split(m, [None, mt])
+    sch.reorder(jo, mo, k, mi, ji)
+    sch.unroll(mi)
+    sch.vectorize(ji)
+    _tile_epilogue(sch, block, epilogue, mo, lanes)
+    _parallel(sch, [jo, mo], min_elements=1, work=None)
+    sch.decompose_reduction(block, k)
+
+
+def _schedule_generic(sch: s_tir.Schedule, target: tvm.target.Target, vectorize: bool = True) -> None:
+    """Every block of a function without a conv/dense main block.
+
+    Pure copies (pads, transposes, concatenations, broadcasts) are inlined into their consumers, which
+    changes no arithmetic.  Other element-wise producers are not inlined (TVM's simplifier would then
+    see through stages that an operator keeps apart on purpose, e.g. log1p's ``(1 + e) - 1``): each is
+    computed per vector inside its consumer's loop (``compute_at``), so it stays in registers.
+    """
+    lanes = vector_lanes(target) if vectorize else 1
+    root = sch.get_sblock(_root_name(sch))
+    for blk in sch.get_child_blocks(root)[:-1]:
+        kinds = _iter_kinds(sch, blk)
+        if kinds is not None and "R" not in kinds and _single_load(sch, blk) is not None:
+            with contextlib.suppress(Exception):  # a producer TVM cannot inline stays a block of its own
+                sch.compute_inline(blk)
+    anchors: dict[str, object] = {}
+    for blk in reversed(sch.get_child_blocks(root)):
+        kinds = _iter_kinds(sch, blk)
+        if kinds is None:
+            continue
+        name = sch.get(blk).name_hint
+        if "R" in kinds:
+            _schedule_reduction(sch, blk, lanes)
+            continue
+        consumers = sch.get_consumers(blk)
+        anchor = anchors.get(sch.get(consumers[0]).name_hint) if len(consumers) == 1 else None
+        if anchor is not None:
+            try:
+                sch.compute_at(blk, anchor, preserve_unit_loops=True)
+                _vectorize_inner(sch, sch.get_loops(blk)[-1], lanes)
+                anchors[name] = anchor
+                continue
+            except Exception:  # computed on its own instead
+                pass
+        anchors[name] = _schedule_spatial(sch, blk, lanes)
+
+
+def _main_block(sch: s_tir.Schedule, name: str):
+    for blk in sch.get_child_blocks(sch.get_sblock(_root_name(sch))):
+        if sch.get(blk).name_hint.startswith(name) and not sch.get(blk).name_hint.startswith(PAD):
+            return blk
+    return None
+
+
+def _lowers(func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    try:
+        host = target if target.host is None else target.host
+        mod = tirx.transform.BindTarget(target.with_host(host))(mod)
+        pipeline, _, _ = tirx.get_default_tir_pipeline(target)
+        pipeline(mod)
+    except Exception:  # any failure means the schedule is unusable
+        return False
+    return True
+
+
+def _single_root(func: tirx.PrimFunc) -> bool:
+    body = func.body
+    return isinstance(body, s_tir.SBlockRealize) and body.block.name_hint == "root"
+
+
+def schedule_prim_func(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[tirx.PrimFunc, str]:
+    """``func`` with the first CPU schedule that applies and lowers, and that rule's name."""
+    if not _single_root(func) or (func.attrs is not None and func.attrs.get("tirx.is_scheduled", False)):
+        return func, "none"
+    rules: list[tuple[str, Callable]] = []
+    for name, fn in ((CONV, _schedule_conv), (DEPTHWISE, _schedule_depthwise), (DENSE, _schedule_dense)):
+        rules.append((name, lambda sch, n=name, f=fn: f(sch, _require(_main_block(sch, n)), target)))
+    if _has_bool(func):
+        # LLVM miscompiles some vectors of i1 (bool casts and comparisons came out wrong): scalar loops.
+        rules = [("generic-scalar", lambda sch: _schedule_generic(sch, target, vectorize=False))]
+    else:
+        rules.append(("generic", lambda sch: _schedule_generic(sch, target)))
+    for name, rule in rules:
+        sch = s_tir.Schedule(func)
+        try:
+            rule(sch)
+        except _NotThisRule:
+            continue
+        except Exception as err:  # a rule that half-matches: try the next
+            log.debug("cpu_schedule: rule %s failed: %s", name, str(err).strip().splitlines()[-1:])
+            continue
+        candidate = sch.mod["main"]
+        if _lowers(candidate, target):
+            return candidate, name
+        log.debug("cpu_schedule: rule %s produced a function that does not lower", name)
+    return func, "none"
+
+
+def _has_bool(func: tirx.PrimFunc) -> bool:
+    found = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, (tirx.BufferStore, _BUFFER_LOAD)):
+            buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+            if str(buffer.dtype) == "bool":
+                found.append(node)
+
+    tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, visit), (_BUFFER_LOAD, visit)], order="pre")
+    return bool(found) or any(str(p.ty.dtype) == "bool" for p in func.params if hasattr(p.ty, "dtype"))
+
+
+class _NotThisRule(Exception):
+    pass
+
+
+def _require(block):
+    if block is None:
+        raise _NotThisRule
+    return block
+
+
+def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule, dict[str, str]]:
+    """Every PrimFunc of a fused module scheduled; returns ``{function name: rule}``."""
+    report: dict[str, str] = {}
+    updates = {}
+    for gvar, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        scheduled, rule = schedule_prim_func(func, target)
+        report[gvar.name_hint] = rule
+        if rule != "none":
+            updates[gvar] = scheduled
+    for gvar, func in updates.items():
+        mod[gvar] = func
+    return mod, report
+
+
+def _has_conv2d(mod: tvm.IRModule) -> bool:
+    found = []
+
+    def visit(expr: relax.Expr) -> None:
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "relax.nn.conv2d":
+            found.append(expr)
+
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return bool(found)
+
+
+def to_nhwc(mod: tvm.IRModule) -> tvm.IRModule:
+    """Convolutions (and the layout-agnostic ops around them) in NHWC; ``mod`` unchanged on failure."""
+    if not _has_conv2d(mod):
+        return mod
+    try:
+        return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OIHW"]})(mod)
+    except Exception as err:  # keep NCHW (TVM's lowering) rather than fail
+        log.debug("cpu_schedule: ConvertLayout failed, keeping NCHW: %s", err)
+        return mod
+
+
+def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule, dict[str, str]]:
+    """Relax -> NHWC, legalized with packed weights, fused and scheduled (call under ``with target``)."""
+    lowering = Lowering(target)
+    mod = to_nhwc(mod)
+    mod = tvm.transform.Sequential(
+        [
+            relax.backend.DispatchSampling(),
+            relax.backend.DispatchSortScan(),
+            relax.transform.LegalizeOps(customize_legalize_map=lowering.legalize_map()),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )(mod)
+    return schedule_module(mod, target)
+
+
+def build(mod: tvm.IRModule, target: tvm.target.Target, opt_level: int = 3) -> tuple[relax.VMExecutable, dict]:
+    """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``."""
+    with target, tvm.transform.PassContext(opt_level=opt_level):
+        mod, report = prepare(mod, target)
+        return tvm.compile(mod, target), report
