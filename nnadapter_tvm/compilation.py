@@ -15,7 +15,7 @@ import tvm
 
 from nnadapter_tvm import cache
 from nnadapter_tvm.context import Context
-from nnadapter_tvm.convert import convert_subgraph
+from nnadapter_tvm.convert import RuntimeCheck, convert_subgraph
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail
 from nnadapter_tvm.model import Model
 from nnadapter_tvm.partition import assign_devices, partition
@@ -111,8 +111,9 @@ class Compilation:
         for n, sub in enumerate(subgraphs):
             driver = self.context.devices[sub.device_index].driver
             # Relax's BlockBuilder and TVM's build keep process-wide state: one compile at a time.
+            checks: list[RuntimeCheck] = []
             with _COMPILE_LOCK:
-                mod, dims = convert_subgraph(sub.inputs, sub.outputs, sub.operations)
+                mod, dims = convert_subgraph(sub.inputs, sub.outputs, sub.operations, checks)
                 out_dims.update({o.index: d for o, d in zip(sub.outputs, dims)})
                 try:
                     executable = driver.build(mod, props)
@@ -128,7 +129,7 @@ class Compilation:
                         ResultCode.DEVICE_INTERNAL_ERROR,
                     )
                 blob = cache.read_file(path)
-            step = _Step(driver, [o.index for o in sub.inputs], [o.index for o in sub.outputs], blob)
+            step = _Step(driver, [o.index for o in sub.inputs], [o.index for o in sub.outputs], blob, checks)
             steps.append(step)
             blobs.append(blob)
             described.append(
@@ -139,6 +140,7 @@ class Compilation:
                     "blob": n,
                     "inputs": step.inputs,
                     "outputs": step.outputs,
+                    "checks": [c.to_json() for c in checks],
                 }
             )
         self._steps = steps
@@ -181,11 +183,12 @@ class Compilation:
                     int(s["blob"]),
                     [int(i) for i in s["inputs"]],
                     [int(i) for i in s["outputs"]],
+                    [RuntimeCheck.from_json(c) for c in s.get("checks", [])],
                 )
                 for s in meta["subgraphs"]
             ]
-            blobs = [container.blobs[b] for _, _, b, _, _ in described]
-        except (KeyError, TypeError, ValueError, IndexError, NNAdapterError) as err:
+            blobs = [container.blobs[b] for _, _, b, _, _, _ in described]
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, NNAdapterError) as err:
             raise cache.CacheError(f"{source}: malformed metadata ({err})") from None
         versions = cache.library_versions()
         if library != versions:
@@ -193,7 +196,7 @@ class Compilation:
         props = self.context.properties
         names = [d.name for d in self.context.devices]
         steps = []
-        for (device, target, _, inputs, outputs), blob in zip(described, blobs):
+        for (device, target, _, inputs, outputs, checks), blob in zip(described, blobs):
             if device not in names:
                 raise cache.CacheError(f"{source}: built for device {device!r}, the context has {names}")
             driver = DRIVERS[device]
@@ -201,7 +204,7 @@ class Compilation:
                 raise cache.CacheError(
                     f"{source}: built for target {target}, the context targets {driver.tvm_target(props)}"
                 )
-            steps.append(_Step(driver, inputs, outputs, blob))
+            steps.append(_Step(driver, inputs, outputs, blob, checks))
         if self.model is not None and not _same_io(self.model, input_types, output_types):
             raise cache.CacheError(f"{source}: its inputs/outputs differ from the model's")
         self._steps, self._model_inputs, self._model_outputs = steps, model_inputs, model_outputs
@@ -236,7 +239,11 @@ class Compilation:
                         ResultCode.DEVICE_NOT_FOUND,
                     )
                 step.load(self.context.properties)
-            results = step.program.run([values[k] for k in step.inputs])
+            arguments = [values[k] for k in step.inputs]
+            try:
+                results = step.program.run(arguments)
+            except (*TVM_ERRORS, MemoryError) as err:
+                raise step.execution_error(arguments, err) from None
             values.update(zip(step.outputs, results))
         return [values[k] for k in self._model_outputs]
 
@@ -280,9 +287,32 @@ class Compilation:
 class _Step:
     """One subgraph: its device, the operand keys it reads and writes, its module."""
 
-    def __init__(self, driver: Driver, inputs: list[int], outputs: list[int], blob: bytes):
+    def __init__(
+        self, driver: Driver, inputs: list[int], outputs: list[int], blob: bytes, checks: Sequence[RuntimeCheck] = ()
+    ):
         self.driver, self.inputs, self.outputs, self.blob = driver, inputs, outputs, blob
+        self.checks = list(checks)
         self.program: Program | None = None
+
+    def execution_error(self, arguments: Sequence[object], err: BaseException) -> NNAdapterError:
+        """What a failed run of this subgraph means: a runtime check of an operation that the inputs'
+        dimensions violate (INVALID_DIMENSIONS, the operation's own message), memory that could not be
+        allocated (OUT_OF_MEMORY: a dimension known only at execution made a tensor too big), or else
+        TVM's own message (INVALID_DIMENSIONS: the shapes the compiled code asserts did not hold)."""
+        shapes = [[int(d) for d in getattr(x, "shape", ())] for x in arguments]
+        for runtime_check in self.checks:
+            if runtime_check.fails_for(shapes):
+                return NNAdapterError(
+                    ResultCode.INVALID_DIMENSIONS, f"{runtime_check.message} (input dimensions at execution: {shapes})"
+                )
+        text = _last_line(err) if str(err).strip() else type(err).__name__
+        if isinstance(err, MemoryError) or "bad_alloc" in text or "out of memory" in text.lower():
+            return NNAdapterError(
+                ResultCode.OUT_OF_MEMORY,
+                f"execution on {self.driver.name} ran out of memory ({text}): the dimensions given at execution "
+                f"{shapes} make a tensor larger than this machine can allocate",
+            )
+        return NNAdapterError(ResultCode.INVALID_DIMENSIONS, f"execution failed: {text} (input dimensions {shapes})")
 
     def load(self, props: dict) -> None:
         with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Sequence
@@ -9,12 +10,51 @@ from collections.abc import Sequence
 import numpy as np
 import tvm
 from tvm import relax, tirx
+from tvm.tirx.analysis import undefined_vars
 
 from nnadapter_tvm import op_converters
 from nnadapter_tvm.errors import TVM_ERRORS, fail
 from nnadapter_tvm.model import Model, Operand, Operation
 from nnadapter_tvm.op_converters.args import OpArgs, dequantize_array
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, UNKNOWN, OperandType, ResultCode, is_quantized
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeCheck:
+    """A condition the compiled code asserts at execution (a ``require`` guard), kept so that a failed
+    execution can say which operation refused its input and why.
+
+    ``condition`` is a TIR boolean over the function's symbolic dimensions (``in{input}_d{axis}``);
+    ``message`` names the operation and operand.
+    """
+
+    condition: tirx.PrimExpr
+    message: str
+
+    def to_json(self) -> list[str]:
+        return [tvm.ir.save_json(self.condition), self.message]
+
+    @staticmethod
+    def from_json(item: Sequence[str]) -> RuntimeCheck:
+        condition, message = item
+        if not isinstance(condition, str) or not isinstance(message, str):
+            raise TypeError(f"a runtime check is [condition JSON, message], got {item!r}")
+        return RuntimeCheck(tvm.ir.load_json(condition), message)
+
+    def fails_for(self, shapes: Sequence[Sequence[int]]) -> bool:
+        """Whether the condition is false for the subgraph's input ``shapes``; False where that cannot be
+        told (a dimension that only the computation itself knows, e.g. FILL's output)."""
+        analyzer = tvm.sym.Analyzer()
+        by_name = {f"in{i}_d{a}": int(d) for i, shape in enumerate(shapes) for a, d in enumerate(shape)}
+        try:
+            for var in undefined_vars(self.condition):
+                if var.name not in by_name:
+                    return False
+                analyzer.bind(var, tirx.const(by_name[var.name], str(var.ty)))
+            value = analyzer.simplify(self.condition)
+        except TVM_ERRORS:
+            return False
+        return isinstance(value, tirx.IntImm) and not value.value
 
 
 class ConvertContext:
@@ -24,6 +64,27 @@ class ConvertContext:
         self.bb = bb
         self._exprs: dict[int, relax.Expr] = {}
         self._dequantized: dict[int, relax.Expr] = {}
+        self.checks: list[RuntimeCheck] = []
+
+    def require(self, expr: relax.Expr, condition: tirx.PrimExpr, message: str) -> relax.Expr:
+        """``expr`` (a tensor of known rank), guarded: the execution fails before anything that uses the
+        result runs unless ``condition`` (over symbolic dimensions) holds.
+
+        The guard is a match_cast (on the host, on every target) asserting that dimension 0 equals
+        ``select(condition, d0, d0 + 1)``, followed by a no-copy view back to the original type (a second
+        match_cast there crashes TVM 0.27's compiler).  The caller decides what a condition already
+        false at compile time means.
+        """
+        dims = list(expr.ty.shape.values)
+        dtype = expr.ty.dtype
+        if not dims:
+            flat = self.bb.emit(relax.op.memory.view(expr, relax.ShapeExpr([1])))
+            return self.bb.emit(relax.op.memory.view(self.require(flat, condition, message), relax.ShapeExpr([])))
+        d0 = dims[0]
+        guard = [tirx.Select(condition, d0, d0 + 1), *dims[1:]]
+        checked = self.bb.match_cast(expr, relax.TensorType(guard, dtype))
+        self.checks.append(RuntimeCheck(condition, message))
+        return self.bb.emit(relax.op.memory.view(checked, relax.ShapeExpr(dims)))
 
     def bind(self, operand: Operand, expr: relax.Expr) -> None:
         self._exprs[operand.index] = expr
@@ -137,17 +198,21 @@ def check_fits_in_memory(where: str, dims: Sequence[int | None], dtype: str) -> 
         )
 
 
-def convert_model(model: Model) -> tuple[tvm.IRModule, list[list[int]]]:
+def convert_model(model: Model, checks: list[RuntimeCheck] | None = None) -> tuple[tvm.IRModule, list[list[int]]]:
     """The whole model as one function (a single-device compilation)."""
-    return convert_subgraph(model.inputs, model.outputs, model.operations)
+    return convert_subgraph(model.inputs, model.outputs, model.operations, checks)
 
 
 def convert_subgraph(
-    inputs: Sequence[Operand], outputs: Sequence[Operand], operations: Sequence[Operation]
+    inputs: Sequence[Operand],
+    outputs: Sequence[Operand],
+    operations: Sequence[Operation],
+    checks: list[RuntimeCheck] | None = None,
 ) -> tuple[tvm.IRModule, list[list[int]]]:
     """Build ``main(inputs...) -> (outputs...)`` from ``operations`` (topologically ordered).
 
-    Returns the module and the inferred dimensions of each output (UNKNOWN where symbolic).
+    Returns the module and the inferred dimensions of each output (UNKNOWN where symbolic); the
+    conditions the module asserts at execution are appended to ``checks``.
     Every unsupported operation is reported in one error.
     """
     unsupported = sorted({op.type.name for op in operations if op_converters.get_converter(op.type) is None})
@@ -178,6 +243,8 @@ def convert_subgraph(
             result = bb.emit_output(relax.Tuple(exprs))
         bb.emit_func_output(result)
     dims = [[d if d is not None else UNKNOWN for d in _static_dims(o)] for o in exprs]
+    if checks is not None:
+        checks.extend(ctx.checks)
     return bb.finalize(), dims
 
 

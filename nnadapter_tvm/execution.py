@@ -80,11 +80,18 @@ class Execution:
         arrays = [self._read_input(i, t) for i, t in enumerate(input_types)]
         try:
             results = self.compilation.run(arrays)
+            # A failure of the compiled code (an assertion on the inputs' dimensions, an allocation) comes
+            # back from Compilation.run as an NNAdapterError naming it; these catch what is left.
+        except MemoryError as err:
+            fail(f"execution ran out of memory: {err or 'MemoryError'}", ResultCode.OUT_OF_MEMORY)
         except TVM_ERRORS as err:
             lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
             fail(f"execution failed: {lines[-1] if lines else err}", ResultCode.INVALID_DIMENSIONS)
         for i, t in enumerate(output_types):
-            self._write_output(i, t, results[i])
+            try:
+                self._write_output(i, t, results[i])
+            except MemoryError:
+                fail(f"output {i} ({t.describe()}): out of memory copying it out", ResultCode.OUT_OF_MEMORY)
 
     def _read_input(self, index: int, declared: OperandType) -> np.ndarray:
         memory, access = self._inputs[index]

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
-from tvm import relax
+import tvm
+from tvm import relax, tirx
 
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.model import Operand, Operation, assign_slots
@@ -160,6 +161,33 @@ class OpArgs:
 
     def emit_te(self, fn: Callable, *args: Any, **kwargs: Any) -> relax.Var:
         return self._ctx.bb.emit_te(fn, *args, **kwargs)
+
+    def require(
+        self,
+        expr: relax.Expr,
+        condition: Any,
+        message: str,
+        i: int | None = None,
+        code: ResultCode = ResultCode.INVALID_PARAMETER,
+    ) -> relax.Expr:
+        """``expr`` guarded by ``condition`` (a TIR boolean over symbolic dimensions, or a bool).
+
+        Where the condition is already known at compile time, false fails now (with ``code``) and true
+        returns ``expr``; otherwise the compiled code asserts it before the result is used, and a failed
+        execution raises INVALID_DIMENSIONS with ``message``, naming this operation and operand ``i``.
+        Conditions must not divide by a dimension that may be 0 (write ``max(d, 1)``).
+        """
+        if isinstance(condition, bool):
+            known: bool | None = condition
+        else:
+            simplified = tvm.sym.Analyzer().simplify(condition)
+            known = bool(simplified.value) if isinstance(simplified, tirx.IntImm) else None
+        if known is False:
+            self.fail(message, i, code)
+        if known:
+            return expr
+        where = f" {self.name(i)}" if i is not None else ""
+        return self._ctx.require(expr, condition, f"{self.operation.describe()}{where}: {message}")
 
 
 def _shape(expr: relax.Expr) -> list:

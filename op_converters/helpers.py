@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from nnadapter_tvm.op_converters.args import OpArgs
-from tvm import relax
+from tvm import relax, te, tirx
 
 from nnadapter_tvm.types import AutoPad, FuseCode, ResultCode
 
@@ -111,3 +111,20 @@ def at_least_1d(expr: relax.Expr, rank: int) -> relax.Expr:
     (a 1-D input) keep numpy's rank 0, as the same code does for them (gather.cc, unstack.cc).
     """
     return relax.op.reshape(expr, [1]) if rank == 0 else expr
+
+
+def where_empty(args: OpArgs, y: relax.Expr, count, identity: float | int) -> relax.Expr:
+    """``y``, a reduction over ``count`` elements (a TIR expression known only at execution), with
+    ``identity`` wherever ``count`` is 0 at execution.
+
+    TIR initializes a reduction inside its first iteration, so over 0 iterations the output keeps
+    whatever its memory held; this selects the identity instead (an elementwise pass that fuses with
+    the reduction).  Counts known at compile time are not for this helper: REDUCE_* emits the identity
+    itself when its count is 0, and TVM zero-fills a static matmul over K = 0.
+    """
+
+    def select(t: te.Tensor, n) -> te.Tensor:
+        value = tirx.const(identity, t.dtype)
+        return te.compute(t.shape, lambda *i: tirx.if_then_else(n == 0, value, t(*i)), name="empty_reduction")
+
+    return args.emit_te(select, args.emit(y), count)

@@ -43,8 +43,10 @@ def gather(args: OpArgs) -> relax.Expr:
 
     ``output = numpy.take(input, indices, axis)``: rank Q + R - 1, the indexed axis replaced by
     the shape of ``indices``.  Constant indices are range-checked at compile time; indices fed at
-    run time must lie in [-dim, dim) (they are taken modulo dim).  Rank-0 indices on a 1-D input give
-    a rank-0 output, as Paddle-Lite's operation/gather.cc infers (see reduce.at_least_1d).
+    run time must lie in [-dim, dim) (they are taken modulo dim).  An axis of size 0 has nothing to
+    gather from: refused unless ``indices`` is empty too (at execution where either size is unknown
+    until then).  Rank-0 indices on a 1-D input give a rank-0 output, as Paddle-Lite's
+    operation/gather.cc infers (see reduce.at_least_1d).
 
     Reference: the spec; numpy.take / Paddle's gather for negative indices.
     """
@@ -55,12 +57,33 @@ def gather(args: OpArgs) -> relax.Expr:
     axis = args.axis(2, rank, -1)  # the header's default; the table makes the operand required
     dim = args.shape(x)[axis]
     if not (args.operand(1).is_constant and _static(dim)):
-        return relax.op.take(x, args.tensor(1), axis, mode="wrap")
+        indices = args.tensor(1)
+        count = 1
+        for d in args.shape(indices):
+            count = count * d
+        if _static(dim) and dim == 0:
+            if not (_static(count) and count == 0):
+                args.fail(f"axis {axis} has size 0: there are no elements to gather indices from", 0)
+            return relax.op.take(x, indices, axis)
+        if not _static(dim):
+            # mode="wrap" takes each index modulo the axis size: never let it run with a size of 0.
+            no_indices = tirx.EQ(tirx.const(count, "int64") if _static(count) else count, tirx.const(0, "int64"))
+            x = args.require(
+                x,
+                tirx.Or(dim > 0, no_indices),
+                f"axis {axis} has size 0 at execution: there are no elements to gather {_count(count)} index(es) from",
+                0,
+            )
+        return relax.op.take(x, indices, axis, mode="wrap")
     values = args.value(1)
     if values.size and (values.min() < -dim or values.max() >= dim):
         args.fail(f"indices must lie in [-{dim}, {dim}) for axis {axis} of size {dim}, got {values.tolist()}", 1)
     # Built here rather than through args.tensor: that turns a rank-0 constant into shape [1].
     return relax.op.take(x, relax.const(np.where(values < 0, values + dim, values).astype(values.dtype)), axis)
+
+
+def _count(count) -> str:
+    return str(count) if _static(count) else "the"
 
 
 def _slice_bounds(start: int, end: int, step: int, dim) -> tuple[int, int, int]:
@@ -298,7 +321,13 @@ def expand(args: OpArgs) -> relax.Expr:
     if not symbolic:
         return relax.op.broadcast_to(x, dims)
     # An UNKNOWN input dim expanded to a known size may be 1 or that size: relax.op.broadcast_to
-    # would assume the latter, so index it at run time (0 where it is 1).
+    # would assume the latter, so index it at run time (0 where it is 1), once execution has checked
+    # that it is one of the two (anything else would read past the input).
+    for i in symbolic:
+        d, t = in_shape[i], dims[i + diff]
+        condition = tirx.Or(tirx.EQ(d, tirx.const(1, "int64")), tirx.EQ(d, tirx.const(t, "int64")))
+        message = f"input dimension {i} (unknown until execution) must be 1 or {t} to expand to {target}"
+        x = args.require(x, condition, message, 0)
     return args.emit_te(lambda t: _expand_te(t, dims, set(symbolic)), x)
 
 

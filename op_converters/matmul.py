@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import at_least_1d, fuse
+from nnadapter_tvm.op_converters.helpers import at_least_1d, fuse, where_empty
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax
+from nnadapter_tvm.op_converters.shape import reshape_checked
+from tvm import relax, tirx
 
 from nnadapter_tvm.types import OperationType as O
 
@@ -16,7 +15,9 @@ from nnadapter_tvm.types import OperationType as O
 def fully_connected(args: OpArgs) -> relax.Expr:
     """input, weight [num_units, input_size], bias, fuse_code -> [batch, num_units].
 
-    An input of rank > 2 is flattened to [num_elements / input_size, input_size].
+    An input of rank > 2 is flattened to [num_elements / input_size, input_size] (its element count
+    must divide evenly: checked at execution where it is known only then).  With input_size 0 only a
+    2-D input [batch, 0] has a batch (the output is the bias); any other is refused.
 
     Reference: the spec (batch_size = num_elements / input_size; the header's "at least rank 2").
     """
@@ -26,17 +27,29 @@ def fully_connected(args: OpArgs) -> relax.Expr:
         args.fail(f"must be 2-D [num_units, input_size], got {w_shape}", 1)
     units, size = w_shape
     x_shape = args.shape(x)
-    if all(isinstance(d, int) for d in x_shape) and math.prod(x_shape) % size:
-        args.fail(f"shape {x_shape} cannot be flattened to [-1, input_size = {size}]", 0)
-    if len(x_shape) != 2 or x_shape[1] != size:
-        x = relax.op.reshape(x, [-1, size])
+    if not (len(x_shape) == 2 and _same_dim(x_shape[1], size)):
+        if isinstance(size, int) and size == 0:
+            args.fail(
+                f"input_size is 0: an input of shape {x_shape} has no batch size (num_elements / input_size); "
+                "only a 2-D input [batch, 0] does",
+                0,
+            )
+        x = reshape_checked(args, x, [-1, size], 0, f"shape {x_shape} flattened to [-1, input_size = {size}]")
     y = relax.op.matmul(x, relax.op.permute_dims(w, [1, 0]))
+    if not isinstance(size, int):  # input_size 0 at execution: a sum of nothing
+        y = where_empty(args, y, size, 0)
     if args.has(2):
         b = args.tensor(2)
         if args.shape(b) != [units]:
             args.fail(f"bias shape {args.shape(b)} must be [num_units] = [{units}]", 2)
         y = relax.op.add(y, b)
     return fuse(args, y, 3)
+
+
+def _same_dim(a, b) -> bool:
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return a.same_as(b)
 
 
 @converter(O.MAT_MUL)
@@ -60,8 +73,25 @@ def mat_mul(args: OpArgs) -> relax.Expr:
     for a, b in zip(reversed(xs[:-2]), reversed(ys[:-2])):
         if isinstance(a, int) and isinstance(b, int) and 1 not in (a, b) and a != b:
             args.fail(f"batch dimensions of x {xs} and y {ys} do not broadcast", 1)
+    if not _same_dim(k_x, k_y):  # one or both known only at execution: the product would read past one
+        y = args.require(
+            y,
+            tirx.EQ(_prim(k_x), _prim(k_y)),
+            f"the reduction lengths of x {_dims(xs)} and y {_dims(ys)} (after transposition) differ at execution",
+            1,
+        )
     product = relax.op.matmul(x, y)
+    if not (isinstance(k_x, int) and isinstance(k_y, int)):  # K = 0 at execution: a sum of nothing
+        product = where_empty(args, product, k_y if isinstance(k_x, int) else k_x, 0)
     return at_least_1d(product, 0) if len(xs) == len(ys) == 1 else product
+
+
+def _prim(d):
+    return tirx.const(d, "int64") if isinstance(d, int) else d
+
+
+def _dims(shape: list) -> str:
+    return "[" + ", ".join(str(d) if isinstance(d, int) else "?" for d in shape) + "]"
 
 
 def _swap_last(expr: relax.Expr, shape: list) -> tuple[relax.Expr, list]:

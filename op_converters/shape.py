@@ -5,7 +5,7 @@ from __future__ import annotations
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax
+from tvm import relax, tirx
 
 from nnadapter_tvm.types import OperationType as O
 
@@ -14,11 +14,16 @@ from nnadapter_tvm.types import OperationType as O
 def reshape(args: OpArgs) -> relax.Expr:
     """input, shape -> output; 0 copies the input's dimension, one -1 is inferred.
 
+    The element count must match (a -1: divide evenly); a -1 beside a 0 of a zero-element input is
+    ambiguous and refused, as numpy does.  With dimensions unknown until execution the count is checked
+    at execution (INVALID_DIMENSIONS naming the operation); a -1 whose other dimensions hold 0 elements
+    at execution then stands for 0.
+
     Reference: the spec; Paddle's reshape for 0 and -1.
     """
     x = args.tensor(0)
     in_shape = args.shape(x)
-    target = args.ints(1)
+    target = args.ints(1, [])  # present but empty: the scalar shape (rank 0)
     if target.count(-1) > 1:
         args.fail(f"at most one -1 is allowed, got {target}", 1)
     dims = []
@@ -31,17 +36,68 @@ def reshape(args: OpArgs) -> relax.Expr:
             args.fail(f"dimension {d} at position {axis} is invalid", 1)
         else:
             dims.append(d)
-    static = [d for d in in_shape if isinstance(d, int)]
-    if len(static) == len(in_shape) and -1 not in dims:
-        count = 1
-        for d in in_shape:
-            count *= d
-        wanted = 1
-        for d in dims:
-            wanted *= d
-        if count != wanted:
-            args.fail(f"shape {target} needs {wanted} elements, the input {in_shape} has {count}", 1)
+    return reshape_checked(args, x, dims, 1, f"shape {target}")
+
+
+def reshape_checked(args: OpArgs, x: relax.Expr, dims: list, i: int, what: str) -> relax.Expr:
+    """``x`` reshaped to ``dims`` (ints or TIR dims, at most one -1), the element count checked: at
+    compile time where the dimensions are static, at execution where they are not.  Relax's reshape
+    checks neither (it would read past the input, or divide by a zero dimension)."""
+    in_shape = args.shape(x)
+    known = 1
+    for d in dims:
+        if not (isinstance(d, int) and d == -1):
+            known = known * d
+    total = 1
+    for d in in_shape:
+        total = total * d
+    if isinstance(total, int) and isinstance(known, int):
+        if -1 not in dims:
+            if known != total:
+                args.fail(f"{what} needs {known} elements, the input {in_shape} has {total}", i)
+            return _reshape(x, dims)
+        if known == 0:
+            if total:
+                args.fail(f"{what} holds no elements besides its -1, the input {in_shape} has {total}", i)
+            args.fail(f"{what}: the -1 is ambiguous, the other dimensions hold 0 elements (numpy refuses it)", i)
+        if total % known:
+            args.fail(f"{what}: the input's {total} elements {in_shape} do not divide by {known} for the -1", i)
+        return _reshape(x, [total // known if isinstance(d, int) and d == -1 else d for d in dims])
+    total = tirx.const(total, "int64") if isinstance(total, int) else total
+    if any(isinstance(d, int) and d == -1 for d in dims):
+        divisor = max(known, 1) if isinstance(known, int) else tirx.max(known, tirx.const(1, "int64"))
+        rest = tirx.floordiv(total, divisor)
+        condition = tirx.EQ(known * rest, total)
+        needs = f"a multiple of {_product(dims)} elements (the dimensions besides the -1)"
+        dims = [rest if isinstance(d, int) and d == -1 else d for d in dims]
+    else:
+        condition = tirx.EQ(tirx.const(known, "int64") if isinstance(known, int) else known, total)
+        needs = f"{_product(dims)} elements"
+    flat = args.emit(relax.op.memory.view(x, relax.ShapeExpr([total])))
+    message = f"{what} needs {needs}, the input {_dims(in_shape)} has another count at execution"
+    return relax.op.memory.view(args.require(flat, condition, message, i), relax.ShapeExpr(dims))
+
+
+def _reshape(x: relax.Expr, dims: list) -> relax.Expr:
+    """Relax's reshape, except that a static 0 in ``dims`` is a zero-size dimension: Relax's reads it as
+    "copy the input's dimension" (ONNX's convention), so those go through a (no-copy) view."""
+    if any(isinstance(d, int) and d == 0 for d in dims):
+        return relax.op.memory.view(x, relax.ShapeExpr(dims))
     return relax.op.reshape(x, dims)
+
+
+def _product(dims: list) -> str:
+    """The element count of ``dims`` for a message: a number, or a product naming unknown dimensions."""
+    static = [d for d in dims if isinstance(d, int) and d != -1]
+    unknown = sum(1 for d in dims if not isinstance(d, int))
+    count = 1
+    for d in static:
+        count *= d
+    return str(count) if not unknown else " * ".join([str(count)] * (count != 1) + ["?"] * unknown)
+
+
+def _dims(shape: list) -> str:
+    return "[" + ", ".join(str(d) if isinstance(d, int) else "?" for d in shape) + "]"
 
 
 @converter(O.FLATTEN)
@@ -59,7 +115,7 @@ def flatten(args: OpArgs) -> relax.Expr:
     merged = 1
     for d in shape[start : end + 1]:
         merged = merged * d
-    return relax.op.reshape(x, [*shape[:start], merged, *shape[end + 1 :]])
+    return _reshape(x, [*shape[:start], merged, *shape[end + 1 :]])
 
 
 @converter(O.TRANSPOSE)

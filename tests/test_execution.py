@@ -133,3 +133,37 @@ def test_devices():
         assert (d.name, d.type, d.version) == ("llvm", nna.DeviceType.CPU, 1) and d.vendor
     assert nna.Device.check("llvm") and not nna.Device.check("tpu")
     expect(lambda: nna.Device.acquire("tpu"), "no device named 'tpu'", code=nna.ResultCode.DEVICE_NOT_FOUND)
+
+
+def _reshape_to_4(context) -> nna.Compilation:
+    """RESHAPE of x [2, ?] to [4]: the element count can only be checked at execution."""
+    m = nna.Model()
+    x = m.add_operand(nna.OperandType(nna.Precision.FLOAT32, [2, nna.UNKNOWN]))
+    shape = m.add_operand(nna.OperandType(nna.Precision.INT32, [1]))
+    m.set_operand_value(shape, np.array([4], "int32"))
+    y = m.add_operand(nna.OperandType(nna.Precision.FLOAT32, [4]))
+    m.add_operation(nna.OperationType.RESHAPE, [x, shape], [y])
+    m.identify_inputs_and_outputs([x], [y])
+    m.finish()
+    c = nna.Compilation(m, context)
+    c.finish()
+    return c
+
+
+@pytest.mark.parametrize("reloaded", [False, True], ids=["compiled", "from_cache_buffer"])
+def test_a_failed_runtime_check_names_the_operation(llvm_context, reloaded):
+    """The compiled code asserts what only execution can know; its failure is INVALID_DIMENSIONS with
+    the operation's own message (kept in the cache too), not TVM's match_cast text."""
+    c = _reshape_to_4(llvm_context)
+    if reloaded:
+        c = nna.Compilation(None, llvm_context, cache_buffer=c.serialize())
+        c.finish()
+    e = nna.Execution(c)
+    out = e.use_arrays([np.arange(4, dtype="float32").reshape(2, 2)])
+    e.compute()
+    np.testing.assert_array_equal(out[0], np.arange(4, dtype="float32"))
+    for bad in (np.zeros((2, 0), "float32"), np.zeros((2, 3), "float32")):
+        e.use_arrays([bad])
+        err = expect(e.compute, "RESHAPE (operation #0)", "'shape'", "needs 4 elements", str([list(bad.shape)]),
+                     code=nna.ResultCode.INVALID_DIMENSIONS)  # fmt: skip
+        assert "match_cast" not in str(err)

@@ -135,6 +135,35 @@ def test_gather_axis_out_of_range():
     expect_invalid(OP.GATHER, [In(rand(3, 4)), i32([0]), i32([2])], [(3, 1)], "'axis'")
 
 
+def _gather_runtime(x_dims, x, indices):
+    ins = [In(x, dims=x_dims), In(np.asarray(indices, "int32"), P.INT32, dims=[UNKNOWN]), i32([1])]
+    return run_op(OP.GATHER, ins, [Out(dims=[2, UNKNOWN])], [None])
+
+
+def test_gather_empty_axis_at_execution_is_refused():
+    """An axis of size 0 known only at execution: run-time indices were taken modulo 0 (SIGFPE, the
+    process died); now the execution fails naming the operation and the axis."""
+    err = expect_error(
+        lambda: _gather_runtime([2, UNKNOWN], np.zeros((2, 0), "float32"), [0]),
+        "GATHER",
+        "'input'",
+        "axis 1 has size 0 at execution",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+    assert "[[2, 0], [1]]" in str(err)  # the dimensions it was fed
+
+
+def test_gather_empty_axis_with_no_indices_gives_an_empty_output():
+    (out,) = _gather_runtime([2, UNKNOWN], np.zeros((2, 0), "float32"), np.zeros([0], "int32"))
+    assert out.shape == (2, 0)
+
+
+def test_gather_static_empty_axis_is_refused():
+    x = np.zeros((2, 0), "float32")
+    ins = [In(x), In(np.array([0], "int32"), P.INT32), i32([1])]
+    expect_invalid(OP.GATHER, ins, [(2, 1)], "'input'", "axis 1 has size 0")
+
+
 # -- SLICE ----------------------------------------------------------------------------------
 
 
@@ -527,6 +556,20 @@ def test_expand_unknown_dim_to_known(fed):
 @pytest.mark.parametrize("target", [[2, 4], [4], [-1, 2, 3], [2, 0], [2, -2]], ids=str)
 def test_expand_invalid(target):
     expect_invalid(OP.EXPAND, [In(rand(2, 3)), i32(target)], [(2, 3)], "'shape'")
+
+
+@pytest.mark.parametrize("fed", [(2,), (3,), (7,), (0,)], ids=str)
+def test_expand_unknown_dim_of_another_size_is_refused_at_execution(fed):
+    """An UNKNOWN dimension expanded to 6 that turns out to be neither 1 nor 6: the kernel read past
+    the input (heap memory came out); now the execution fails naming the operation and dimension."""
+    x = rand(*fed, seed=35)
+    expect_error(
+        lambda: run_op(OP.EXPAND, [In(x, dims=[UNKNOWN]), i32([6])], [Out(dims=[6])], [None]),
+        "EXPAND",
+        "'input'",
+        "input dimension 0 (unknown until execution) must be 1 or 6",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
 
 
 # -- PAD ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from oputil import Const, In, Out, b8, check_op, f32, fuse, fuse_ref, rand, run_op
+from oputil import Const, In, Out, b8, check_op, expect_error, f32, fuse, fuse_ref, rand, run_op
 
 import nnadapter_tvm as nna
 
@@ -165,3 +165,56 @@ def test_mat_mul_unknown_batch():
     x, y = rand(2, 3, 4, seed=18), rand(4, 5, seed=19)
     out = [Out(dims=[nna.UNKNOWN, 3, 5])]
     check_op(OP.MAT_MUL, [In(x, dims=[nna.UNKNOWN, 3, 4]), f32(y)], _matmul_ref(x, y, False, False), out, **TOL)
+
+
+# -- zero sizes and sizes known only at execution ----------------------------------------------
+def test_fully_connected_input_size_zero():
+    """x [2, 0], weight [3, 0] (fed: an empty constant reads as absent): each output is the bias (a dot
+    product of nothing is 0). Was a ZeroDivisionError at compile time."""
+    b = rand(3, seed=30)
+    ins = [In(np.zeros((2, 0), "float32")), In(np.zeros((3, 0), "float32")), f32(b), fuse(0)]
+    check_op(OP.FULLY_CONNECTED, ins, np.tile(b, (2, 1)), **TOL)
+
+
+def test_fully_connected_input_size_zero_needs_a_2d_input():
+    """[2, 3, 0] has no batch size when input_size is 0 (num_elements / input_size = 0 / 0)."""
+    ins = [In(np.zeros((2, 3, 0), "float32")), In(np.zeros((3, 0), "float32")), Const(None), fuse(0)]
+    expect_error(
+        lambda: run_op(OP.FULLY_CONNECTED, ins, [Out()], [(2, 3)]), "FULLY_CONNECTED", "'input'", "input_size is 0"
+    )
+
+
+def test_fully_connected_flatten_checked_at_execution():
+    """[?, 5] flattened to rows of input_size 4: 2 x 5 elements do not divide."""
+    ins = [In(rand(2, 5), dims=[nna.UNKNOWN, 5]), f32(rand(3, 4)), Const(None), fuse(0)]
+    expect_error(
+        lambda: run_op(OP.FULLY_CONNECTED, ins, [Out(dims=[nna.UNKNOWN, 3])], [None]),
+        "FULLY_CONNECTED",
+        "'input'",
+        "a multiple of 4 elements",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+
+
+def test_mat_mul_reduction_length_zero_at_execution():
+    """x [2, ?] @ y [?, 3] fed K = 0: zeros (the product was left unwritten), the same every time."""
+    ins = [
+        In(np.zeros((2, 0), "float32"), dims=[2, nna.UNKNOWN]),
+        In(np.zeros((0, 3), "float32"), dims=[nna.UNKNOWN, 3]),
+    ]
+    for _ in range(3):
+        noise = [np.full(64, 7.0, "float32") for _ in range(16)]  # reuse freed memory with something else
+        del noise
+        check_op(OP.MAT_MUL, ins, np.zeros((2, 3), "float32"), [Out(dims=[2, 3])], **TOL)
+
+
+def test_mat_mul_reduction_lengths_checked_at_execution():
+    """x [2, ?] @ y [?, 3] fed K = 2 and 1: the kernel read past y; now refused naming both."""
+    ins = [In(rand(2, 2), dims=[2, nna.UNKNOWN]), In(rand(1, 3), dims=[nna.UNKNOWN, 3])]
+    expect_error(
+        lambda: run_op(OP.MAT_MUL, ins, [Out(dims=[2, 3])], [None]),
+        "MAT_MUL",
+        "'y'",
+        "reduction lengths of x [2, ?] and y [?, 3]",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )

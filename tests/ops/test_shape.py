@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from oputil import UNKNOWN, Const, In, Out, check_op, i32, i64, rand, run_op
+from oputil import UNKNOWN, Const, In, Out, check_op, expect_error, i32, i64, rand, run_op
 
 import nnadapter_tvm as nna
 
@@ -78,6 +78,75 @@ def test_reshape_wrong_element_count():
     expect_invalid(OP.RESHAPE, [In(rand(2, 3, 4)), i32([5, 5])], (5, 5), "'shape'")
 
 
+def test_reshape_minus_one_that_does_not_divide():
+    """4 elements to [1, -1, 1, 3]: was Relax's raw ValueError; now names the operand and the count."""
+    expect_invalid(OP.RESHAPE, [In(rand(4)), i32([1, -1, 1, 3])], (1, 1, 1, 3), "'shape'", "do not divide by 3")
+
+
+def test_reshape_ambiguous_minus_one_of_zero_elements():
+    """[4, 0] to [-1, 0]: any size fits the -1 (numpy refuses it too)."""
+    expect_invalid(OP.RESHAPE, [In(np.zeros((4, 0), "float32")), i32([-1, 0])], (0, 0), "'shape'", "ambiguous")
+
+
+@pytest.mark.parametrize(
+    "in_shape,shape", [((4, 0), [-1, 2]), ((2, 0, 3), [0, 6, -1]), ((3, 0), [0, 0, 5]), ((0, 3), [3, -1])], ids=str
+)
+def test_reshape_zero_size(in_shape, shape):
+    """Zero-element tensors reshape like numpy's (Relax's reshape alone reads a literal 0 in the target
+    as "copy the input's dimension": [4, 0] to [0, 2] became [4, 2])."""
+    x = np.zeros(in_shape, "float32")
+    check_op(OP.RESHAPE, [In(x), i32(shape)], _reshape_ref(x, shape), **EXACT)
+
+
+def _reshape_unknown(dims, x, shape):
+    return run_op(OP.RESHAPE, [In(x, dims=dims), i32(shape)], [Out(dims=[UNKNOWN] * len(shape))], [None])[0]
+
+
+@pytest.mark.parametrize(
+    "dims,fed,shape,words",
+    [
+        ([2, UNKNOWN], (2, 0), [4], "shape [4] needs 4 elements"),  # was SIGFPE: the process died
+        ([2, UNKNOWN], (2, 1), [4], "shape [4] needs 4 elements"),  # read past the input
+        ([2, UNKNOWN], (2, 3), [4], "shape [4] needs 4 elements"),
+        ([UNKNOWN], (5,), [2, -1], "a multiple of 2 elements"),  # gave [2, 2]: an element silently lost
+        ([UNKNOWN, 3], (1, 3), [2, -1, 2], "a multiple of 4 elements"),
+    ],
+    ids=str,
+)
+def test_reshape_element_count_checked_at_execution(dims, fed, shape, words):
+    err = expect_error(
+        lambda: _reshape_unknown(dims, rand(*fed), shape),
+        "RESHAPE",
+        "'shape'",
+        words,
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+    assert f"input dimensions at execution: [{list(fed)}]" in str(err)
+
+
+@pytest.mark.parametrize(
+    "dims,fed,shape",
+    [
+        ([2, UNKNOWN], (2, 2), [4]),
+        ([2, UNKNOWN], (2, 0), [-1]),
+        ([2, UNKNOWN], (2, 0), [0, 0]),
+        ([UNKNOWN, 3], (0, 3), [-1, 0]),
+        ([UNKNOWN], (6,), [2, -1]),
+        ([UNKNOWN, 2], (3, 2), [0, 2]),
+    ],
+    ids=str,
+)
+def test_reshape_unknown_dims_valid_at_execution(dims, fed, shape):
+    x = rand(*fed, seed=5)
+    np.testing.assert_array_equal(_reshape_unknown(dims, x, shape), _reshape_ref(x, shape))
+
+
+def test_reshape_minus_one_beside_zero_elements_at_execution_is_zero():
+    """[?, 3] fed [0, 3] to [0, -1]: ambiguous (numpy refuses); at execution it resolves to 0 rather
+    than divide by the 0 elements of the other dimensions."""
+    assert _reshape_unknown([UNKNOWN, 3], np.zeros((0, 3), "float32"), [0, -1]).shape == (0, 0)
+
+
 # -- FLATTEN ------------------------------------------------------------------
 
 
@@ -99,6 +168,15 @@ FLATTEN_CASES = [
 def test_flatten(shape, start, end):
     x = rand(*shape, seed=3)
     check_op(OP.FLATTEN, [In(x), i32([start]), i32([end])], _flatten_ref(x, start, end), **EXACT)
+
+
+@pytest.mark.parametrize(
+    "shape,start,end,out", [((2, 0, 3), 1, 2, (2, 0)), ((3, 0), 0, 1, (0,)), ((0, 2, 2), 1, 2, (0, 4))], ids=str
+)
+def test_flatten_zero_size(shape, start, end, out):
+    """The merged dimensions' product, also when it is 0 (numpy's -1 cannot say (0, 2, 2) -> (0, 4))."""
+    x = np.zeros(shape, "float32")
+    check_op(OP.FLATTEN, [In(x), i32([start]), i32([end])], np.zeros(out, "float32"), **EXACT)
 
 
 def test_flatten_start_after_end():
