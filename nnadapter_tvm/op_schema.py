@@ -376,8 +376,8 @@ _ATTRIBUTE_NAMES = frozenset({"epsilon", "alpha", "beta", "threshold", "value", 
 WIDENED_NUMERIC = (
     O.ADD, O.SUB, O.MUL, O.MAX, O.MIN, O.ABS, O.EQUAL, O.NOT_EQUAL, O.GREATER, O.GREATER_EQUAL, O.LESS,
     O.LESS_EQUAL, O.REDUCE_SUM, O.REDUCE_MAX, O.ARG_MAX, O.ARG_MIN, O.CUM_SUM, O.TOP_K,
-    # ONNX's integer Div and Mod compose on FLOOR_DIV; Cast takes and gives unsigned types.
-    O.FLOOR_DIV, O.CAST,
+    # ONNX's integer Div and Mod compose on FLOOR_DIV; Cast takes and gives unsigned types; integer Pow.
+    O.FLOOR_DIV, O.CAST, O.POW,
 )  # fmt: skip
 # Data movement: any element type, booleans included.
 WIDENED_ANY_TYPE = (
@@ -385,7 +385,7 @@ WIDENED_ANY_TYPE = (
     O.SPLIT, O.STACK, O.UNSTACK, O.WHERE, O.SHAPE, O.ASSIGN, O.PAD, O.FILL_LIKE,
 )  # fmt: skip
 WIDENED_FLOAT_TYPES = (
-    O.DIV, O.POW, O.EXP, O.LOG, O.SIN, O.COS, O.TANH, O.SIGMOID, O.RELU, O.SOFTMAX, O.LOG_SOFTMAX, O.FLOOR,
+    O.DIV, O.EXP, O.LOG, O.SIN, O.COS, O.TANH, O.SIGMOID, O.RELU, O.SOFTMAX, O.LOG_SOFTMAX, O.FLOOR,
     O.SQUARE, O.RSQRT, O.REDUCE_MEAN, O.LEAKY_RELU, O.SOFTPLUS, O.HARD_SIGMOID, O.GELU, O.CLIP, O.PRELU,
     O.MAT_MUL,
 )  # fmt: skip

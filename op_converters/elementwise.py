@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import check_broadcast, fuse
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax
+from tvm import relax, te, tirx
 
 from nnadapter_tvm.types import OperationType as O
 
@@ -27,13 +29,73 @@ def binary(args: OpArgs) -> relax.Expr:
 
     Quantized inputs are computed on their dequantized values (the two may have different
     scales) and requantized to the output's scale. POW of a negative base with a non-integer
-    exponent gives NaN, as C's ``powf`` does.
+    exponent gives NaN, as C's ``powf`` does. Integer POW (beyond the spec, for ONNX's integer Pow)
+    is numpy's: exact, wrapping around on overflow; a negative exponent gives the truncated real
+    result (0, except for the bases 1 and -1; 0 for the base 0).
 
     Reference: the spec.
     """
     check_broadcast(args, [0, 1])
     x, y = args.tensor(0), args.tensor(1)
+    if args.type == O.POW and str(x.ty.dtype).startswith(("int", "uint")):
+        return fuse(args, _int_power(args, x, y), 2)
     return fuse(args, _BINARY[args.type](x, y), 2)
+
+
+def _int_power_ir(ins, outs, *, bits: int):
+    """base ** exponent (flat, same length) by squaring over every bit of the exponent, one element
+    at a time, in the unsigned type of the same width: products wrap (two's complement) as numpy's
+    do, never overflow (undefined in LLVM's signed arithmetic)."""
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder import tirx as T
+
+    base, exponent = ins
+    (out,) = outs
+    dtype = str(base.dtype)
+    unsigned = dtype if dtype.startswith("u") else "u" + dtype
+    one = tirx.const(1, unsigned)
+    with IRBuilder() as ib, T.serial(0, 1):
+        base, exponent, out = T.buffer_proxy(base), T.buffer_proxy(exponent), T.buffer_proxy(out)
+        result = T.buffer_proxy(T.alloc_buffer((1,), unsigned, scope="local"))
+        square = T.buffer_proxy(T.alloc_buffer((1,), unsigned, scope="local"))
+        with T.serial(0, base.shape[0]) as i:
+            b, e = base[i], exponent[i]
+            result[0] = one
+            square[0] = b.astype(unsigned)
+            with T.serial(0, bits) as k:
+                bit = (e.astype(unsigned) >> k.astype(unsigned)) & one
+                result[0] = tirx.Select(bit == one, result[0] * square[0], result[0])
+                square[0] = square[0] * square[0]
+            power = result[0].astype(dtype)
+            if dtype.startswith("u"):
+                out[i] = power
+            else:
+                # A negative exponent: the truncated real result, 0 except for the bases 1 and -1
+                # (and 0 ** -n, which has none, gives 0).
+                zero, minus_one = tirx.const(0, dtype), tirx.const(-1, dtype)
+                odd = (e & tirx.const(1, dtype)) == tirx.const(1, dtype)
+                small = tirx.Select(
+                    b == tirx.const(1, dtype), b, tirx.Select(b == minus_one, tirx.Select(odd, b, b * b), zero)
+                )
+                out[i] = tirx.Select(e < zero, small, power)
+    return ib.get()
+
+
+def _int_power(args: OpArgs, x: relax.Expr, y: relax.Expr) -> relax.Expr:
+    dtype = str(x.ty.dtype)
+    # Broadcast both operands to the output's shape (x + 0 * y, y + 0 * x), then flatten them.
+    xb = args.emit(relax.op.add(x, relax.op.zeros_like(y)))
+    yb = args.emit(relax.op.add(y, relax.op.zeros_like(x)))
+    shape = args.shape(xb)
+    flat_x, flat_y = args.emit(relax.op.reshape(xb, [-1])), args.emit(relax.op.reshape(yb, [-1]))
+    bits = int(dtype.removeprefix("u").removeprefix("int"))
+
+    def compute(base: te.Tensor, exponent: te.Tensor) -> te.Tensor:
+        kernel = functools.partial(_int_power_ir, bits=bits)
+        return te.extern([base.shape], [base, exponent], kernel, dtype=[dtype], name="int_power")
+
+    flat = args.emit_te(compute, flat_x, flat_y, primfunc_name_hint="int_power")
+    return relax.op.reshape(flat, shape)
 
 
 def _int_floor_div(x: relax.Expr, y: relax.Expr) -> relax.Expr:

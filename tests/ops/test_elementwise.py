@@ -242,3 +242,37 @@ def test_sum_shapes_do_not_broadcast():
     expect_error(
         lambda: run_op(OP.SUM, [In(x) for x in xs], [Out()], [(2, 3)]), "SUM", "input 2 'inputs'", "does not broadcast"
     )
+
+
+@pytest.mark.parametrize("dtype", list(INT_TYPES))
+def test_pow_integers(dtype):
+    """Integer POW (widened beyond the spec for ONNX's integer Pow) is numpy's power: exact, and
+    wrapping around on overflow (two's complement)."""
+    info = np.iinfo(dtype)
+    signed = not dtype.startswith("u")
+    base = np.array([0, 1, 2, 3, 7, 2, 3, 5, 0, info.max, 2] + ([-2, -3, -1, -1, info.min] if signed else []), dtype)
+    exponent = np.array([0, 9, 5, 4, 2, info.bits - 1, 41, 100, 3, 2, info.bits] + ([3, 4, 7, 8, 2] if signed else []))
+    exponent = exponent.astype(dtype)
+    with np.errstate(over="ignore"):
+        expected = np.power(base, exponent)
+    p = INT_TYPES[dtype]
+    check_op(OP.POW, [In(base, p), In(exponent, p), fuse(0)], expected, [Out(p)])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_pow_integers_negative_exponent(dtype):
+    """numpy refuses integers to negative powers; POW gives the truncated real result: 0, except
+    1 ** -n = 1 and (-1) ** -n = +-1 (and 0 for 0 ** -n, which has none)."""
+    base = np.array([1, -1, -1, 2, -3, 0, 5], dtype)
+    exponent = np.array([-3, -3, -4, -1, -2, -1, -7], dtype)
+    expected = np.array([1, -1, 1, 0, 0, 0, 0], dtype)
+    p = INT_TYPES[dtype]
+    check_op(OP.POW, [In(base, p), In(exponent, p), fuse(0)], expected, [Out(p)])
+
+
+def test_pow_integer_broadcasting():
+    base = np.arange(-3, 3, dtype="int64").reshape(2, 1, 3)
+    exponent = np.array([[0], [1], [5], [31]], "int64")
+    expected = np.power(base, exponent)
+    p = INT_TYPES["int64"]
+    check_op(OP.POW, [In(base, p), In(exponent, p), fuse(0)], expected, [Out(p)])
