@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import at_least_1d
+from nnadapter_tvm.op_converters.helpers import at_least_1d, where_empty
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax
 
@@ -28,12 +29,23 @@ def arg_max_min(args: OpArgs) -> relax.Expr:
     largest (ARG_MAX) or smallest (ARG_MIN) element along ``axis``, as ``dtype``.
 
     Ties give the smallest index, as numpy.argmax/argmin and Paddle's arg_max/arg_min do.  Without
-    ``keepdim`` a rank-1 input gives shape [1], not rank 0 (``at_least_1d``).
+    ``keepdim`` a rank-1 input gives shape [1], not rank 0 (``at_least_1d``).  An empty ``axis`` has no
+    largest or smallest element: INVALID_PARAMETER where its size 0 is known at compile time, an
+    INVALID_DIMENSIONS execution error where it is known only then (numpy refuses it too).
     Reference: the spec; Paddle's arg_max/arg_min for ties.
     """
     x = args.tensor(0)
-    rank = len(args.shape(x))
+    shape = args.shape(x)
+    rank = len(shape)
     axis = args.axis(1, rank)
+    what = "largest" if args.type == O.ARG_MAX else "smallest"
+    x = args.require(
+        x,
+        shape[axis] > 0,
+        f"axis {axis} has size 0{'' if isinstance(shape[axis], int) else ' at execution'}: an empty axis has no "
+        f"{what} element",
+        0,
+    )
     keepdim = args.bool(2)
     dtype = index_dtype(args, 3, Precision.INT64)
     fn = relax.op.argmax if args.type == O.ARG_MAX else relax.op.argmin
@@ -44,16 +56,31 @@ def arg_max_min(args: OpArgs) -> relax.Expr:
 _REDUCERS = {O.REDUCE_MAX: relax.op.max, O.REDUCE_MEAN: relax.op.mean, O.REDUCE_SUM: relax.op.sum}
 
 
+def _identity(op: O, dtype: str) -> float | int:
+    """What a reduction over no elements gives: numpy's sum (0), the mean's NaN (0/0), and for the
+    max the identity of max, -inf (the lowest value of an integer type)."""
+    floating = dtype.startswith(("float", "bfloat"))
+    if op == O.REDUCE_SUM:
+        return 0
+    if op == O.REDUCE_MEAN:
+        return float("nan") if floating else 0
+    return float("-inf") if floating else int(np.iinfo(dtype).min)
+
+
 @converter(O.REDUCE_MAX, O.REDUCE_MEAN, O.REDUCE_SUM)
 def reduce(args: OpArgs) -> relax.Expr:
     """input, axes (empty: every axis), keepdim (default true) -> the max / mean / sum over ``axes``.
 
     Without ``keepdim``, reducing every axis gives shape [1], not rank 0 (``at_least_1d``).
-    An axis named twice is invalid.
-    Reference: the spec; the header for keepdim's default (true).
+    An axis named twice is invalid.  Over no elements (an axis of size 0, known at compile time or only
+    at execution) the result is the reduction's identity, as numpy's: sum 0, mean NaN, max -inf (the
+    lowest value for integers; numpy refuses it, max's identity is the one answer that keeps
+    max(a, max(b)) == max(a + b)).
+    Reference: the spec; the header for keepdim's default (true); numpy for empty reductions.
     """
     x = args.tensor(0)
-    rank = len(args.shape(x))
+    shape = args.shape(x)
+    rank = len(shape)
     axes = []
     for a in args.ints(1, []):
         if not -rank <= a < rank:
@@ -64,8 +91,20 @@ def reduce(args: OpArgs) -> relax.Expr:
     if not axes:
         axes = list(range(rank))
     keepdim = args.bool(2, True)
+    out_rank = rank if keepdim else rank - len(axes)
+    dtype = str(x.ty.dtype)
+    identity = _identity(args.type, dtype)
+    count = 1
+    for a in axes:
+        count = count * shape[a]
+    if isinstance(count, int) and count == 0:
+        out_shape = [1 if a in axes else d for a, d in enumerate(shape) if keepdim or a not in axes]
+        value = relax.const(np.array(identity, dtype), dtype)  # without the dtype, int64 narrows to int32
+        return at_least_1d(relax.op.broadcast_to(value, out_shape), out_rank)
     y = _REDUCERS[args.type](x, sorted(axes), keepdim)
-    return at_least_1d(y, rank if keepdim else rank - len(axes))
+    if not isinstance(count, int):
+        y = where_empty(args, y, count, identity)
+    return at_least_1d(y, out_rank)
 
 
 @converter(O.CUM_SUM)
@@ -100,7 +139,7 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     first, and the same rule picks among equal values at the k-th place (Paddle's partial_sort leaves
     ties unordered; this makes them deterministic, like a stable sort).  ``sorted`` false lets
     Paddle return the same k elements in any order; this implementation returns them sorted too.
-    ``k`` must be a constant in [1, dim(axis)].
+    ``k`` must be a constant in [1, dim(axis)] (checked at execution where dim(axis) is known only then).
     Reference: Paddle's top_k_v2 (paddle.topk).
     """
     x = args.tensor(0)
@@ -113,6 +152,8 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     dtype = index_dtype(args, 5)
     if k < 1 or (isinstance(shape[axis], int) and k > shape[axis]):
         args.fail(f"k {k} is out of range [1, {shape[axis]}] (the size of axis {axis})", 1)
+    if not isinstance(shape[axis], int):
+        x = args.require(x, shape[axis] >= k, f"k {k} exceeds the size of axis {axis} at execution", 1)
     key = _top_k_key(x, str(x.ty.dtype))
     if key is None:
         both = args.emit(relax.op.topk(x, k, axis, "both", largest, dtype))

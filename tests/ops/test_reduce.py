@@ -103,6 +103,25 @@ def test_arg_max_axis_out_of_range(axis):
     invalid(OP.ARG_MAX, [In(rand(2, 3)), i32([axis]), b8([False])], [Out(P.INT64)], [(2,)], "'axis'", "out of range")
 
 
+@pytest.mark.parametrize("op", [OP.ARG_MAX, OP.ARG_MIN], ids=lambda o: o.name)
+def test_arg_max_min_of_a_static_empty_axis_is_invalid(op):
+    """An empty axis has no largest element (numpy: "attempt to get argmax of an empty sequence")."""
+    inputs = [In(np.zeros((2, 0), "float32")), i32([1]), b8([False])]
+    invalid(op, inputs, [Out(P.INT64)], [(2,)], "'input'", "axis 1 has size 0")
+
+
+@pytest.mark.parametrize("op", [OP.ARG_MAX, OP.ARG_MIN], ids=lambda o: o.name)
+def test_arg_max_min_of_an_empty_axis_at_execution_fails(op):
+    """Known only at execution: the indices were never written (uninitialized memory came out)."""
+    inputs = [In(np.zeros((2, 0), "float32"), dims=[2, UNKNOWN]), i32([1]), b8([False])]
+    expect_error(
+        lambda: run_op(op, inputs, [Out(P.INT64, dims=[2])], [None]),
+        op.name,
+        "axis 1 has size 0 at execution",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+
+
 def test_arg_min_bad_dtype():
     inputs = [In(rand(2, 3)), i32([1]), b8([False]), i32([int(P.FLOAT32)])]
     invalid(OP.ARG_MIN, inputs, [Out(P.INT64)], [(2,)], "'dtype'", "INT32 (5) or INT64 (7)")
@@ -159,6 +178,56 @@ def test_reduce_sum_unknown_batch_reduced():
     # Reducing the UNKNOWN axis itself: the output is static.
     x = rand(5, 3, seed=23)
     check_op(OP.REDUCE_SUM, [In(x, dims=[UNKNOWN, 3]), i32([0]), b8([False])], x.sum(0), **SUM_TOL)
+
+
+# Over no elements: numpy's sum (0) and mean (NaN, 0 / 0); max has no numpy value (it refuses), so
+# its identity, -inf (the lowest value of an integer type).
+EMPTY_REDUCTION = {OP.REDUCE_SUM: 0.0, OP.REDUCE_MEAN: np.nan, OP.REDUCE_MAX: -np.inf}
+EMPTY_CASES = [  # input shape, axes, keepdim
+    ((4, 0), [0, 1], True),
+    ((4, 0), [1], False),
+    ((0, 3), [0], True),
+    ((2, 0, 3), [1, 2], False),
+    ((0,), [], False),
+    ((0, 2), [1], True),  # reduces a non-empty axis of an empty tensor: an empty output
+]
+
+
+def empty_ref(op, shape, axes, keepdim):
+    axes = axes or list(range(len(shape)))
+    out = [1 if a in axes else d for a, d in enumerate(shape) if keepdim or a not in axes]
+    return at_least_1d(np.full(out, EMPTY_REDUCTION[op], "float32"))
+
+
+@pytest.mark.parametrize("op", list(REDUCERS), ids=lambda o: o.name)
+@pytest.mark.parametrize("shape,axes,keepdim", EMPTY_CASES, ids=str)
+def test_reduce_over_no_elements_gives_the_identity(op, shape, axes, keepdim):
+    """A static zero-size reduction: REDUCE_MAX was left unwritten, REDUCE_MEAN a raw TVM error."""
+    x = np.zeros(shape, "float32")
+    expected = empty_ref(op, shape, axes, keepdim)
+    check_op(op, [In(x), i32(axes), b8([keepdim])], expected, **EXACT)
+
+
+@pytest.mark.parametrize("op", list(REDUCERS), ids=lambda o: o.name)
+@pytest.mark.parametrize("fed", [(5, 0), (5, 3)], ids=str)
+def test_reduce_over_an_axis_empty_at_execution(op, fed):
+    """[5, ?] fed [5, 0], every axis reduced: the output was never written (it differed from compute to
+    compute); now the identity, computed again and again the same."""
+    x = rand(*fed, seed=25)
+    expected = empty_ref(op, fed, [], True) if 0 in fed else reduce_ref(op, x, [], True)
+    for _ in range(3):
+        noise = [np.full(64, 7.0, "float32") for _ in range(16)]  # reuse freed memory with something else
+        del noise
+        check_op(op, [In(x, dims=[5, UNKNOWN]), i32([])], expected, [Out(dims=[1, 1])], **SUM_TOL)
+
+
+@pytest.mark.parametrize("dtype,precision", [("int32", P.INT32), ("int64", P.INT64)])
+def test_reduce_integers_over_no_elements(dtype, precision):
+    x = np.zeros((3, 0), dtype)
+    expected_max = np.full(3, np.iinfo(dtype).min, dtype)
+    check_op(OP.REDUCE_MAX, [In(x, precision, dims=[3, UNKNOWN]), i32([1]), b8([False])], expected_max,
+             [Out(precision, dims=[3])])  # fmt: skip
+    check_op(OP.REDUCE_SUM, [In(x, precision), i32([1]), b8([False])], np.zeros(3, dtype), [Out(precision)])
 
 
 @pytest.mark.parametrize("op", [OP.ARG_MAX, OP.REDUCE_SUM, OP.REDUCE_MAX], ids=lambda o: o.name)
@@ -350,6 +419,18 @@ def test_top_k_unknown_batch():
 def test_top_k_bad_k(k):
     inputs = top_k_inputs(rand(2, 5), k, 1, True, True, 7)
     invalid(OP.TOP_K, inputs, [Out(), Out(P.INT64)], [(2, 1), (2, 1)], "'k'", "out of range [1, 5]")
+
+
+def test_top_k_k_above_an_axis_known_at_execution():
+    """k = 3 of an axis fed with 2 elements: refused at execution, naming k."""
+    inputs = top_k_inputs(rand(2, 2), 3, 1, True, True, 7, dims=[2, UNKNOWN])
+    expect_error(
+        lambda: run_op(OP.TOP_K, inputs, [Out(dims=[2, 3]), Out(P.INT64, dims=[2, 3])], [None, None]),
+        "TOP_K",
+        "'k'",
+        "k 3 exceeds the size of axis 1 at execution",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
 
 
 def test_top_k_bad_axis():
