@@ -184,18 +184,38 @@ def physical_memory() -> int:
         return 1 << 62  # unknown: no bound
 
 
+# The largest static dimension handed to TVM.  TVM 0.27's TIR lowering mishandles loops of 2^30
+# iterations and more (UnrollLoop exhausts memory on a reduction over 2^30 .. 2^31 - 1 elements and
+# aborts the process; 2^31 trips an int32 narrowing check), and NNAdapter dimensions are int32 anyway.
+MAX_DIMENSION = (1 << 30) - 1
+
+
 def check_fits_in_memory(where: str, dims: Sequence[int | None], dtype: str) -> None:
-    """Fail before anything is allocated when one tensor alone exceeds the machine's memory."""
-    if any(d is None or d == UNKNOWN for d in dims):
-        return
-    size = math.prod(dims) * np.dtype(dtype).itemsize
+    """Fail before anything is compiled or allocated when one tensor alone exceeds the machine's memory
+    (counting each dimension unknown until execution as 1: any non-empty tensor of that shape would),
+    or when one of its static dimensions exceeds ``MAX_DIMENSION``."""
+    static = [d for d in dims if d is not None and d != UNKNOWN]
+    for axis, d in enumerate(dims):
+        if d is not None and d != UNKNOWN and d > MAX_DIMENSION:
+            fail(
+                f"{where}: dimension {axis} is {d:,} (dimensions {_shown(dims)}); the largest this "
+                f"implementation compiles is {MAX_DIMENSION:,} (2^30 - 1: TVM's code generation fails on "
+                "longer loops)",
+                ResultCode.INVALID_DIMENSIONS,
+            )
+    size = math.prod(static) * np.dtype(dtype).itemsize
     limit = physical_memory()
     if size > limit:
+        unknown = " (each dimension unknown until execution counted as 1)" if len(static) < len(dims) else ""
         fail(
-            f"{where} would need {size:,} bytes for dimensions {list(dims)}, more than this machine's "
-            f"{limit:,} bytes of memory",
+            f"{where} would need {size:,} bytes for dimensions {_shown(dims)}{unknown}, more than this "
+            f"machine's {limit:,} bytes of memory",
             ResultCode.OUT_OF_MEMORY,
         )
+
+
+def _shown(dims: Sequence[int | None]) -> str:
+    return "[" + ", ".join("?" if d is None or d == UNKNOWN else str(d) for d in dims) + "]"
 
 
 def convert_model(model: Model, checks: list[RuntimeCheck] | None = None) -> tuple[tvm.IRModule, list[list[int]]]:
