@@ -128,11 +128,24 @@ def _dequantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
 
 
 def quantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
-    """float32 -> the storage of ``t``: round half to even, add the zero point, saturate."""
+    """A real-valued result -> the storage of ``t``: round half to even, add the zero point, saturate.
+
+    ``x`` is normally float32 (converters compute on dequantized values); an operation that only moves
+    integers (GATHER, WHERE, PAD of INT32 data into a quantized output, as the operand table allows)
+    gives an integer or boolean result, whose values are the real numbers to quantize: those are
+    computed in float64, where every int32 is exact (float32 would round above 2^24).
+    """
     info = np.iinfo(t.dtype)
-    y = relax.op.round(relax.op.divide(x, _scale_const(t, len(t.dimensions))))
+    compute = "float32"
+    if x.ty.dtype != "float32":
+        compute = "float64" if np.dtype(str(x.ty.dtype)).kind in "iub" else "float32"
+        x = relax.op.astype(x, compute)
+    scale = _scale_const(t, len(t.dimensions))
+    if compute != "float32":
+        scale = relax.op.astype(scale, compute)
+    y = relax.op.round(relax.op.divide(x, scale))
     if t.zero_point:
-        y = relax.op.add(y, relax.const(np.float32(t.zero_point)))
+        y = relax.op.add(y, relax.const(np.array(t.zero_point, compute)))
     y = relax.op.clip(y, float(info.min), float(info.max))
     return relax.op.astype(y, t.dtype)
 

@@ -164,6 +164,33 @@ def test_gather_static_empty_axis_is_refused():
     expect_invalid(OP.GATHER, ins, [(2, 1)], "'input'", "axis 1 has size 0")
 
 
+@pytest.mark.parametrize("dtype,precision", [("int32", P.INT32), ("int64", P.INT64)])
+def test_gather_integers_into_a_quantized_output(dtype, precision):
+    """The operand table allows INT32 data with a quantized output: the integers are the real values,
+    quantized like any result (was a raw TVM TypeError at compile time)."""
+    x = np.array([7, -300, 2, 41], dtype)
+    expected = quantize(x[[0, 3, 1]].astype("float32"), 0.5)
+    (got,) = run_op(
+        OP.GATHER,
+        [In(x, precision), i32([0, 3, 1]), i32([0])],
+        [Out(P.QUANT_INT8_SYMM_PER_LAYER, scale=0.5)],
+        [expected.shape],
+    )
+    np.testing.assert_array_equal(got, expected)  # 41 / 0.5 = 82 exact, -300 / 0.5 saturates to -128
+
+
+def test_pad_integers_into_a_quantized_output():
+    x = np.array([[3, -4], [100, 0]], "int32")
+    expected = quantize(np.pad(x, [(0, 1), (1, 0)]).astype("float32"), 2.0)
+    (got,) = run_op(
+        OP.PAD,
+        [In(x, P.INT32), i32([0, 1, 1, 0]), i32([MODE.CONSTANT]), Const(None, P.INT32)],
+        [Out(P.QUANT_INT8_SYMM_PER_LAYER, scale=2.0)],
+        [expected.shape],
+    )
+    np.testing.assert_array_equal(got, expected)
+
+
 # -- SLICE ----------------------------------------------------------------------------------
 
 
