@@ -274,6 +274,11 @@ def _names(enum) -> str:
 # -- ROI_ALIGN ------------------------------------------------------------------------
 
 
+# A fixed sampling_ratio above this is refused: 256^2 = 65536 samples per bin is already far beyond
+# any model's (Paddle's detectors use 0 or 2), and 2^30 would run for days.
+MAX_SAMPLING_RATIO = 256
+
+
 @converter(O.ROI_ALIGN)
 def roi_align(args: OpArgs) -> relax.Expr:
     """input [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R], output_height,
@@ -282,9 +287,12 @@ def roi_align(args: OpArgs) -> relax.Expr:
     Each ROI, scaled by spatial_scale (and shifted by -0.5 when aligned; unaligned ROIs are at least
     1 x 1), is cut into output_height x output_width bins; each bin averages sampling_ratio^2 bilinear
     samples (sampling_ratio <= 0: ceil(roi_height / output_height) x ceil(roi_width / output_width),
-    read from the ROI at run time) at the sub-bin centres; a sample beyond [-1, H] x [-1, W] counts 0,
-    one inside is clamped to the border.  Batch indices outside [0, N) are clamped (Paddle rejects
-    them).  The output's first dimension is R, the number of ROIs (the spec writes N).
+    read from the ROI at run time, capped at (H + 1) x (W + 1): exact for every ROI inside the feature
+    map, whose bins are at most H + 1 by W + 1 pixels, while a huge, infinite or NaN ROI is sampled
+    coarser rather than for hours) at the sub-bin centres; a sample beyond [-1, H] x [-1, W] counts 0,
+    one inside is clamped to the border.  A fixed sampling_ratio above 256 is refused.  Batch indices
+    outside [0, N) are clamped (Paddle rejects them).  The output's first dimension is R, the number of
+    ROIs (the spec writes N).
     ``batch_indices`` holds one image index per ROI, as the spec says (Paddle's ``boxes_num``, a count
     per image, must be expanded to it).
 
@@ -304,6 +312,12 @@ def roi_align(args: OpArgs) -> relax.Expr:
         if v <= 0:
             args.fail(f"must be positive, got {v}", i)
     sampling_ratio = args.int(5, -1)
+    if sampling_ratio > MAX_SAMPLING_RATIO:
+        args.fail(
+            f"sampling_ratio {sampling_ratio} is above the {MAX_SAMPLING_RATIO} supported "
+            f"(each bin would average {sampling_ratio}^2 samples)",
+            5,
+        )
     spatial_scale = args.float(6, 1.0)
     if not spatial_scale > 0:
         args.fail(f"must be positive, got {spatial_scale}", 6)
@@ -328,9 +342,7 @@ def roi_align(args: OpArgs) -> relax.Expr:
             if sampling_ratio > 0:
                 return tirx.const(sampling_ratio, _dtype(r)), tirx.const(sampling_ratio, _dtype(r))
             _, _, roi_w, roi_h = roi(r)
-            gh = tirx.ceil(roi_h / _f32(pooled_h)).astype(_dtype(r))
-            gw = tirx.ceil(roi_w / _f32(pooled_w)).astype(_dtype(r))
-            return gh, gw
+            return _adaptive_samples(roi_h / _f32(pooled_h), h, r), _adaptive_samples(roi_w / _f32(pooled_w), w, r)
 
         def bilinear(b, ch, y, x):
             outside = tirx.any(y < _f32(-1.0), y > _f32(h), x < _f32(-1.0), x > _f32(w))
@@ -372,6 +384,13 @@ def roi_align(args: OpArgs) -> relax.Expr:
         return te.compute([count_rois, channels, pooled_h, pooled_w], average, name="roi_align")
 
     return args.emit_te(compute, x, rois, batch)
+
+
+def _adaptive_samples(bin_size, extent, like):
+    """ceil(bin_size) samples along one axis of a bin, at most extent + 1 (see roi_align): compared in
+    float first, so that inf and NaN come out as the cap instead of an undefined float-to-int cast."""
+    cap = (extent + 1).astype(F32)
+    return tirx.ceil(tirx.Select(bin_size < cap, bin_size, cap)).astype(_dtype(like))
 
 
 # -- PRIOR_BOX ------------------------------------------------------------------------

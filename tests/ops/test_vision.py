@@ -396,8 +396,10 @@ def roi_align_ref(x, rois, batch_indices, pooled_h, pooled_w, sampling_ratio, sp
         if not aligned:
             roi_w, roi_h = max(roi_w, F(1)), max(roi_h, F(1))
         bin_h, bin_w = roi_h / F(pooled_h), roi_w / F(pooled_w)
-        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_h / F(pooled_h))
-        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_w / F(pooled_w))
+        # Adaptive: ceil(bin size) samples, capped at H + 1 (W + 1): the converter's documented limit,
+        # which every ROI inside the feature map stays under (Paddle has none).
+        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(min(roi_h / F(pooled_h), F(h + 1)))
+        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(min(roi_w / F(pooled_w), F(w + 1)))
         count = max(grid_h * grid_w, 1)
         for ph in range(pooled_h):
             for pw in range(pooled_w):
@@ -503,6 +505,37 @@ def test_roi_align_quantized():
     expected = roi_align_ref(x_real, ROIS, BATCH_INDICES, 2, 2, 2, 0.5, True)
     inputs = [x, In(ROIS), In(BATCH_INDICES, P.INT32), i32([2]), i32([2]), i32([2]), f32([0.5]), b8([True])]
     check_quantized(OP.ROI_ALIGN, inputs, expected, out_scale=0.02)
+
+
+def _roi_inputs(x, rois, sampling_ratio, pooled=2):
+    batch = np.zeros(len(rois), "int32")
+    return [In(x), In(rois), In(batch, P.INT32), i32([pooled]), i32([pooled]), i32([sampling_ratio]), f32([1.0]),
+            b8([False])]  # fmt: skip
+
+
+def test_roi_align_adaptive_sampling_of_a_huge_roi_is_capped():
+    """sampling_ratio 0 on a 1e6 x 1e6 ROI asked for 2.5e11 samples per bin (hours for a 4 x 4 input);
+    capped at (H + 1) x (W + 1) it takes milliseconds.  The reference applies the same cap."""
+    x = rand(1, 2, 4, 4, seed=24)
+    rois = np.array([[0.0, 0.0, 1e6, 1e6], [0.5, 0.5, 3.0, 2.5]], F)
+    expected = roi_align_ref(x, rois, [0, 0], 2, 2, 0, 1.0, False)
+    check_op(OP.ROI_ALIGN, _roi_inputs(x, rois, 0), expected, **BLEND)
+
+
+def test_roi_align_adaptive_sampling_of_non_finite_rois():
+    """inf and NaN coordinates: the sample count is the cap (not an undefined float-to-int cast) and
+    the result is the same on every run."""
+    x = rand(1, 2, 4, 4, seed=25)
+    rois = np.array([[0.0, 0.0, np.inf, 2.0], [np.nan, 0.0, 2.0, 2.0], [-np.inf, -np.inf, np.inf, np.inf]], F)
+    first = run(OP.ROI_ALIGN, _roi_inputs(x, rois, 0), [(3, 2, 2, 2)])[0]
+    again = run(OP.ROI_ALIGN, _roi_inputs(x, rois, 0), [(3, 2, 2, 2)])[0]
+    assert first.tobytes() == again.tobytes()
+
+
+def test_roi_align_sampling_ratio_above_the_limit():
+    """A fixed sampling_ratio of 2^30 would average 2^60 samples per bin: refused, naming the limit."""
+    inputs = _roi_inputs(rand(1, 2, 4, 4), np.zeros((1, 4), F), 1 << 30)
+    expect_error(lambda: run(OP.ROI_ALIGN, inputs, [(1, 2, 2, 2)]), "ROI_ALIGN", "'sampling_ratio'", "256")
 
 
 ROI_ERRORS = {
