@@ -14,6 +14,8 @@ from nnadapter_tvm.frontends.onnx.predictor import Predictor
 from nnadapter_tvm.types import NNAdapterError
 
 _DEVICES = {"CPU": "llvm"}
+# Parameters are small (shapes, pads, scales); a large input is data, and baking it in would compile per input.
+MAX_SPECIALISED_ELEMENTS = 4096
 
 
 class NNAdapterRep(BackendRep):
@@ -54,7 +56,11 @@ class NNAdapterRep(BackendRep):
             try:
                 return Predictor(bind_inputs(self.model, bound), **self.options)
             except NNAdapterError as err:
-                more = [n for n in getattr(err, "needs_constant", []) if n in feeds and n not in self.specialise]
+                more = [
+                    n
+                    for n in getattr(err, "needs_constant", [])
+                    if n in feeds and n not in self.specialise and np.size(feeds[n]) <= MAX_SPECIALISED_ELEMENTS
+                ]
                 if not more:
                     raise
                 self.specialise = self.specialise + more

@@ -28,6 +28,7 @@ def expand(
     body = _body(schema, node, opset, type_protos)
     if body is None or not body.node:
         return None
+    node = _with_defaults(node, schema)
     function = onnx.FunctionProto()
     function.CopyFrom(body)
     function.domain, function.name = "", node.op_type
@@ -76,6 +77,21 @@ def _body(schema: onnx.defs.OpSchema, node: onnx.NodeProto, opset: int, types: l
         if data:
             return onnx.FunctionProto.FromString(data)
     return None
+
+
+def _with_defaults(node: onnx.NodeProto, schema: onnx.defs.OpSchema) -> onnx.NodeProto:
+    """The node with the schema's default attribute values spelled out: the inliner binds only those given."""
+    given = {a.name for a in node.attribute}
+    full = onnx.NodeProto()
+    full.CopyFrom(node)
+    for name, attr in schema.attributes.items():
+        default = attr.default_value
+        if name not in given and default is not None and default.type != onnx.AttributeProto.UNDEFINED:
+            value = onnx.AttributeProto()
+            value.CopyFrom(default)
+            value.name = name
+            full.attribute.append(value)
+    return full
 
 
 def _type_proto(dtype: np.dtype | None, shape: tuple | None) -> onnx.TypeProto | None:

@@ -174,8 +174,7 @@ class NodeContext:
             return default
         v = self._inputs[i]
         if not v.is_const:
-            if any(v is g for g in self.graph.inputs):
-                self.graph.needs_constant.append(v.name)
+            self.graph.needs_constant += self.graph.input_ancestors(v)
             self.unsupported(f"input {i} {v.describe()} must be a constant (an initializer or computable at import)")
         return v.const
 
@@ -300,14 +299,24 @@ class ImportedGraph:
                 continue  # an initializer that may be overridden: treated as the constant it is
             dtype, shape = self.inferred[info.name]
             if dtype is None:
-                fail(f"graph input '{info.name}' is not a tensor (sequences, maps and optionals are not supported)")
+                if info.type.HasField("tensor_type"):
+                    elem = onnx.TensorProto.DataType.Name(info.type.tensor_type.elem_type)
+                    fail(
+                        f"graph input '{info.name}': element type {elem} has no NNAdapter precision",
+                        ResultCode.FEATURE_NOT_SUPPORTED,
+                    )
+                fail(
+                    f"graph input '{info.name}' is not a tensor (sequences, maps and optionals are not supported)",
+                    ResultCode.FEATURE_NOT_SUPPORTED,
+                )
             value = Value(info.name, dtype, shape)
             self.values[info.name] = value
             self.inputs.append(value)
         self.units: list[Unit] = []
         self.errors: list[str] = []
-        # Graph inputs a converter needed as constants (shape parameters fed at run time).
+        # Graph inputs that values a converter needed as constants derive from (shape parameters fed at run time).
         self.needs_constant: list[str] = []
+        self._sources: dict[int, list[Value]] = {}  # a node output -> the node's inputs
         for index, node in enumerate(graph.node):
             self._import_node(index, node)
         if self.errors:
@@ -365,7 +374,25 @@ class ImportedGraph:
         results = result if isinstance(result, (list, tuple)) else [result]
         unit.ops = ctx.ops
         unit.outputs = self._bind(node, results, check_against_onnx=True)
+        self._note_sources(unit)
         self.units.append(unit)
+
+    def _note_sources(self, unit: Unit) -> None:
+        for v in unit.outputs:
+            self._sources.setdefault(id(v), unit.inputs)
+
+    def input_ancestors(self, value: Value) -> list[str]:
+        """The graph inputs ``value`` is computed from."""
+        names, seen, stack = [], set(), [value]
+        while stack:
+            v = stack.pop()
+            if id(v) in seen or v.is_const:
+                continue
+            seen.add(id(v))
+            if any(v is g for g in self.inputs):
+                names.append(v.name)
+            stack.extend(self._sources.get(id(v), ()))
+        return names
 
     def _expand(self, index: int, node: onnx.NodeProto, inputs: list[Value | None], opset: int) -> bool:
         """Import the node's ONNX function body instead, when its op is defined as one."""
@@ -392,6 +419,7 @@ class ImportedGraph:
             dtype, shape = self.inferred.get(name, (None, None))
             outputs.append(Value(name, dtype, shape) if name else None)
         unit.outputs = self._bind(unit.node, outputs)
+        self._note_sources(unit)
         if not self.options.host_fallback and reason != "matched by the partition config":
             # Keep importing (with placeholder outputs) so that one error lists every such node.
             self.errors.append(reason if reason.startswith(unit.label) else f"{unit.label}: {reason}")
