@@ -60,7 +60,10 @@ def expand(
 
 
 def _body(schema: onnx.defs.OpSchema, node: onnx.NodeProto, opset: int, types: list) -> onnx.FunctionProto | None:
-    if schema.has_context_dependent_function and all(t is not None for t in types):
+    present = [t for n, t in zip(node.input, types) if n]
+    if schema.has_context_dependent_function and all(t is not None for t in present):
+        # An omitted optional input has an empty type, as the function builder expects.
+        types = [t if t is not None else onnx.TypeProto() for t in types]
         versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
         if versions:
             try:
