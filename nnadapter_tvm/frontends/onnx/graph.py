@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 import onnx
+import onnx.shape_inference
 from onnx import numpy_helper
 
 from nnadapter_tvm.errors import fail
@@ -363,6 +364,7 @@ class ImportedGraph:
             if not self._expand(index, node, inputs, opset):
                 self._to_host(unit, f"no converter for ONNX op {node.op_type}")
             return
+        self._infer_locally(node, inputs, opset)
         ctx = NodeContext(self, node, index, inputs, opset)
         try:
             result = converter(ctx)
@@ -376,6 +378,33 @@ class ImportedGraph:
         unit.outputs = self._bind(node, results, check_against_onnx=True)
         self._note_sources(unit)
         self.units.append(unit)
+
+    def _infer_locally(self, node: onnx.NodeProto, inputs: list[Value | None], opset: int) -> None:
+        """Where ONNX's whole-graph inference left an output's shape open (e.g. inside an expanded
+        function), infer it from this node alone, with the shapes and constant values known here."""
+        if all(self.inferred.get(n, (None, None))[1] is not None for n in node.output if n):
+            return
+        graph_inputs, initializers = [], []
+        for name, v in zip(node.input, inputs):
+            if v is None or v.dtype is None or v.shape is None:
+                continue
+            if v.is_const:
+                initializers.append(numpy_helper.from_array(np.asarray(v.const), name))
+            else:
+                elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(v.dtype))
+                graph_inputs.append(onnx.helper.make_tensor_value_info(name, elem, list(v.shape)))
+        outputs = [onnx.helper.make_empty_tensor_value_info(n) for n in node.output if n]
+        graph = onnx.helper.make_graph([node], "infer", graph_inputs, outputs, initializer=initializers)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception:  # best effort: converters then see an unknown shape
+            return
+        for info in itertools.chain(inferred.graph.output, inferred.graph.value_info):
+            dtype, shape = type_of(info)
+            old_dtype, old_shape = self.inferred.get(info.name, (None, None))
+            if old_shape is None and shape is not None:
+                self.inferred[info.name] = (old_dtype or dtype, shape)
 
     def _note_sources(self, unit: Unit) -> None:
         for v in unit.outputs:
