@@ -67,6 +67,8 @@ def _as_bytes_view(value: object) -> memoryview:
     except TypeError:
         fail(f"a constant value must support the buffer protocol (bytes, numpy array), got {type(value).__name__}")
     check(view.c_contiguous, "a constant value must be C-contiguous")
+    if view.nbytes == 0:
+        return memoryview(b"")  # memoryview cannot cast a view with a zero in its shape
     return view.cast("B") if view.ndim != 1 or view.format != "B" else view
 
 

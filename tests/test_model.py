@@ -65,6 +65,14 @@ def test_set_value_copy_and_reference():
     m.set_operand_value(f32(m, [2]), bytes(8))  # raw bytes are accepted too
 
 
+def test_empty_constant_values_are_accepted():
+    """A constant with a zero in its shape holds no bytes; numpy's empty arrays must still be accepted."""
+    m = nna.Model()
+    c = m.add_operand(nna.OperandType(P.FLOAT32, [2, 0, 3]))
+    m.set_operand_value(c, np.zeros([2, 0, 3], "float32"))
+    assert c.value().shape == (2, 0, 3)
+
+
 def test_operand_used_but_never_defined():
     m = nna.Model()
     x, dangling, out = f32(m, [2]), f32(m, [2]), f32(m, [2])
