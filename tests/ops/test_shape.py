@@ -70,6 +70,13 @@ def test_reshape_unknown_batch(in_shape, shape, out_dims):
     check_op(OP.RESHAPE, [In(x, dims=dims), i32(shape)], _reshape_ref(x, shape), [Out(dims=out_dims)], **EXACT)
 
 
+def test_reshape_to_a_scalar():
+    """An empty shape operand is the scalar shape: [1] or [1, 1] -> rank 0 (the ONNX importer relies on it)."""
+    for in_shape in ((1,), (1, 1)):
+        x = rand(*in_shape, seed=3)
+        check_op(OP.RESHAPE, [In(x), i32(np.zeros([0], "int32"))], x.reshape(()), [Out(dims=[])], **EXACT)
+
+
 def test_reshape_two_minus_ones():
     expect_invalid(OP.RESHAPE, [In(rand(2, 3, 4)), i32([-1, -1])], (6, 4), "'shape'")
 
