@@ -1,6 +1,6 @@
 """Pooling: MaxPool, AveragePool, LpPool -> MAX_POOL_2D / AVERAGE_POOL_2D (1-D as 2-D, 3-D as two 2-D
-passes: the window is a product of per-axis ranges); GlobalAveragePool / GlobalMaxPool -> REDUCE_MEAN /
-REDUCE_MAX."""
+passes: the window is a product of per-axis ranges; dilated windows as PAD + one SLICE per tap);
+GlobalAveragePool / GlobalMaxPool -> REDUCE_MEAN / REDUCE_MAX."""
 
 from __future__ import annotations
 
@@ -86,21 +86,22 @@ def _window(ctx: NodeContext, x: Value):
     if len(kernel) != nd or min(kernel) <= 0:
         ctx.fail(f"kernel_shape {kernel} must hold {nd} positive values")
     strides, dilations, pads = spatial_attrs(ctx, nd)
-    if any(d != 1 for d in dilations):
-        ctx.unsupported(f"dilations {dilations}: NNAdapter's poolings have no dilation")
     sizes = list(x.shape[2:])
     mode = ctx.attr("auto_pad", "NOTSET")
     pads = resolve_pads(ctx, sizes, kernel, strides, dilations, pads)
     ceil_mode = bool(ctx.attr("ceil_mode", 0)) and mode == "NOTSET"
-    outs = _onnx_sizes(ctx, sizes, kernel, strides, pads, ceil_mode)
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    outs = _onnx_sizes(ctx, sizes, spans, strides, pads, ceil_mode)
     if mode in ("SAME_UPPER", "SAME_LOWER"):
         outs = [-(-n // s) for n, s in zip(sizes, strides)]
-    return kernel, strides, pads, outs
+    return kernel, strides, pads, outs, dilations
 
 
 def _pool_nd(ctx: NodeContext, kind: str, x: Value, count_include_pad: bool = False) -> Value:
     """Pooling of ``kind`` over every spatial axis of ``x`` (rank 3-5), as 2-D poolings."""
-    kernel, strides, pads, outs = _window(ctx, x)
+    kernel, strides, pads, outs, dilations = _window(ctx, x)
+    if any(d != 1 for d in dilations):
+        return _dilated_pool(ctx, kind, x, kernel, strides, pads, outs, dilations, count_include_pad)
     nd = len(kernel)
     n, c, *sizes = x.shape
     if nd == 1:
@@ -124,6 +125,57 @@ def _pool_nd(ctx: NodeContext, kind: str, x: Value, count_include_pad: bool = Fa
         ctx, kind, y, [kernel[0], 1], [strides[0], 1], [pads[0], 0, pads[3], 0], [outs[0], plane], count_include_pad
     )
     return reshape(ctx, y, [n, c, *outs], (n, c, *outs))
+
+
+# A dilated window has more taps than this only in pathological models: each tap is one SLICE.
+_MAX_DILATED_TAPS = 512
+
+
+def _dilated_pool(ctx: NodeContext, kind: str, x: Value, kernel, strides, pads, outs, dilations, count_include_pad):
+    """A dilated pooling (NNAdapter's poolings have no dilation) as PAD, then one strided SLICE per kernel tap,
+    combined by MAX or by ADD and a division by each window's element count (computed at import: padding
+    counts only with count_include_pad; the overhang of ceil_mode never counts)."""
+    nd = len(kernel)
+    taps = math.prod(kernel)
+    if taps > _MAX_DILATED_TAPS:
+        ctx.unsupported(f"a dilated window of {taps} taps (at most {_MAX_DILATED_TAPS} are composed)")
+    sizes = list(x.shape[2:])
+    begin = list(pads[:nd])
+    end = [
+        max(pads[nd + i], (o - 1) * s + (k - 1) * d + 1 - n - b)
+        for i, (n, b, o, s, k, d) in enumerate(zip(sizes, begin, outs, strides, kernel, dilations))
+    ]
+    padded = [n + b + e for n, b, e in zip(sizes, begin, end)]
+    fill = -np.inf if kind == "max" else 0.0
+    pad_list = [0, 0, 0, 0] + [v for b, e in zip(begin, end) for v in (b, e)]
+    xp = ctx.emit(O.PAD, [x, ctx.i32(pad_list), ctx.i32(1), ctx.f32(fill)], shape=(*x.shape[:2], *padded))
+    out_shape = (*x.shape[:2], *outs)
+    axes = list(range(2, 2 + nd))
+    total = None
+    for tap in np.ndindex(*kernel):
+        starts = [t * d for t, d in zip(tap, dilations)]
+        ends = [st + (o - 1) * s + 1 for st, o, s in zip(starts, outs, strides)]
+        piece = ctx.emit(
+            O.SLICE, [xp, ctx.i32(axes), ctx.i32(starts), ctx.i32(ends), ctx.i32(list(strides))], shape=out_shape
+        )
+        if total is None:
+            total = piece
+        else:
+            total = binary(ctx, O.MAX if kind == "max" else O.ADD, total, piece, shape=out_shape)
+    if kind == "max":
+        return total
+    # Which padded positions count: the input, plus the declared pads with count_include_pad.
+    counted = np.zeros(padded, "float32")
+    inner = tuple(slice(b, b + n) for b, n in zip(begin, sizes))
+    declared = tuple(slice(0, b + n + pads[nd + i]) for i, (b, n) in enumerate(zip(begin, sizes)))
+    if count_include_pad:
+        counted[declared] = 1
+    counted[inner] = 1
+    counts = np.zeros(outs, "float32")
+    for tap in np.ndindex(*kernel):
+        index = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, dilations, outs, strides))
+        counts += counted[index]
+    return binary(ctx, O.DIV, total, ctx.f32(counts.reshape(1, 1, *outs)), shape=out_shape)
 
 
 def _as_f32(ctx: NodeContext, x: Value, exact: tuple[str, ...]) -> tuple[Value, np.dtype | None]:
@@ -154,9 +206,9 @@ def max_pool(ctx: NodeContext) -> Value | list[Value]:
 
 
 def _max_pool_with_indices(ctx: NodeContext, x: Value) -> list[Value]:
-    kernel, strides, pads, outs = _window(ctx, x)
-    if len(kernel) != 2 or x.dtype != np.float32:
-        ctx.unsupported("MaxPool's Indices output is supported for 2-D float32 poolings")
+    kernel, strides, pads, outs, dilations = _window(ctx, x)
+    if len(kernel) != 2 or x.dtype != np.float32 or any(d != 1 for d in dilations):
+        ctx.unsupported("MaxPool's Indices output is supported for undilated 2-D float32 poolings")
     n, c, h, w = x.shape
     if n is None:
         ctx.unsupported(f"MaxPool's Indices need a static batch, got {x.describe()}")
@@ -221,7 +273,7 @@ def lp_pool(ctx: NodeContext) -> Value:
     if p <= 0:
         ctx.fail(f"p {p} must be positive")
     if ctx.attr("ceil_mode", 0):
-        kernel, strides, pads, outs = _window(ctx, x)
+        kernel, strides, pads, outs, _ = _window(ctx, x)
         nd = len(kernel)
         floor = [
             (n + pads[i] + pads[nd + i] - k) // s + 1 for i, (n, k, s) in enumerate(zip(x.shape[2:], kernel, strides))
