@@ -71,12 +71,14 @@ def clip(args: OpArgs) -> relax.Expr:
     """input, min [1], max [1] (same type as input) -> min(max(input, min), max).
 
     `min` and `max` may be constants or model tensors; when min > max every element becomes
-    `max`, exactly as the formula says.
-    Reference: the spec.
+    `max`, exactly as the formula says. A NaN input stays NaN (Paddle's clip compares, so NaN
+    passes through; TVM's max/min would turn it into a bound).
+    Reference: the spec; Paddle's clip for NaN.
     """
     x = args.tensor(0)
     low, high = _one_value(args, 1), _one_value(args, 2)
-    return relax.op.minimum(relax.op.maximum(x, low), high)
+    clipped = relax.op.minimum(relax.op.maximum(x, low), high)
+    return relax.op.where(relax.op.isnan(x), x, clipped)
 
 
 @converter(O.GELU)

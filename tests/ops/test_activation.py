@@ -226,6 +226,16 @@ def test_clip_bounds_as_inputs():
     check_op(OP.CLIP, [In(x), In(low), In(high)], _clip(x, -0.5, 2.0), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_clip_keeps_nan(dtype):
+    """NaN passes through (Paddle's clip compares); infinities are clipped."""
+    p = {"float32": P.FLOAT32, "float16": P.FLOAT16, "float64": P.FLOAT64}[dtype]
+    x = np.array([np.nan, -np.inf, np.inf, -2.0, 0.5, 3.0], dtype)
+    expected = np.array([np.nan, -1.0, 2.0, -1.0, 0.5, 2.0], dtype)
+    low, high = Const(np.array([-1.0], dtype), p), Const(np.array([2.0], dtype), p)
+    check_op(OP.CLIP, [In(x, p), low, high], expected, [Out(p)], rtol=0, atol=0)
+
+
 def test_clip_bound_with_two_values():
     x = rand(2, 3)
     run = lambda: run_op(OP.CLIP, [In(x), f32([-1.0, 0.0]), f32([1.0])], [Out()], [x.shape])  # noqa: E731
