@@ -159,7 +159,10 @@ class NodeContext:
     def input(self, i: int) -> Value:
         if not self.has(i):
             self.fail(f"input {i} is required")
-        return self._inputs[i]
+        v = self._inputs[i]
+        if v.dtype is None:
+            self.unsupported(f"input {i} {v.describe()}: its element type is unknown")
+        return v
 
     def optional(self, i: int) -> Value | None:
         return self._inputs[i] if self.has(i) else None
@@ -355,6 +358,14 @@ class ImportedGraph:
             unit.folded = True
             self.units.append(unit)
             return
+        if node.op_type == "If" and inputs and inputs[0] is not None:
+            cond = inputs[0]
+            if cond.is_const:
+                self._inline_branch(index, node, bool(np.reshape(cond.const, -1)[0]), opset)
+                return
+            self.needs_constant += self.input_ancestors(cond)
+            self._to_host(unit, f"{node_label(node, index)}: If with a condition known only at run time (control flow)")
+            return
         config = self.options.host_ops
         if config is not None and config.matches(node):
             self._to_host(unit, "matched by the partition config")
@@ -382,7 +393,8 @@ class ImportedGraph:
     def _infer_locally(self, node: onnx.NodeProto, inputs: list[Value | None], opset: int) -> None:
         """Where ONNX's whole-graph inference left an output's shape open (e.g. inside an expanded
         function), infer it from this node alone, with the shapes and constant values known here."""
-        if all(self.inferred.get(n, (None, None))[1] is not None for n in node.output if n):
+        shapes = [self.inferred.get(n, (None, None))[1] for n in node.output if n]
+        if all(shape is not None and None not in shape for shape in shapes):
             return
         graph_inputs, initializers = [], []
         for name, v in zip(node.input, inputs):
@@ -403,8 +415,11 @@ class ImportedGraph:
         for info in itertools.chain(inferred.graph.output, inferred.graph.value_info):
             dtype, shape = type_of(info)
             old_dtype, old_shape = self.inferred.get(info.name, (None, None))
-            if old_shape is None and shape is not None:
-                self.inferred[info.name] = (old_dtype or dtype, shape)
+            if shape is not None and (old_shape is None or len(old_shape) == len(shape)):
+                merged = (
+                    shape if old_shape is None else tuple(a if a is not None else b for a, b in zip(old_shape, shape))
+                )
+                self.inferred[info.name] = (old_dtype or dtype, merged)
 
     def _note_sources(self, unit: Unit) -> None:
         for v in unit.outputs:
@@ -423,6 +438,22 @@ class ImportedGraph:
             stack.extend(self._sources.get(id(v), ()))
         return names
 
+    def _inline_branch(self, index: int, node: onnx.NodeProto, cond: bool, opset: int) -> None:
+        """An If whose condition is known at import is the branch it takes."""
+        branch = next(a.g for a in node.attribute if a.name == ("then_branch" if cond else "else_branch"))
+        for init in branch.initializer:
+            array = numpy_helper.to_array(init)
+            self.values[init.name] = Value(init.name, array.dtype, array.shape, const=array)
+        for info in itertools.chain(branch.value_info, branch.output):
+            self.inferred.setdefault(info.name, type_of(info))
+        for sub in branch.node:
+            self._import_node(index, sub, opset)
+        for name, out in zip(node.output, branch.output):
+            if name:
+                if out.name not in self.values:
+                    fail(f"{node_label(node, index)}: branch output '{out.name}' is not produced")
+                self.values[name] = self.values[out.name]
+
     def _expand(self, index: int, node: onnx.NodeProto, inputs: list[Value | None], opset: int) -> bool:
         """Import the node's ONNX function body instead, when its op is defined as one."""
         expansion = functions.expand(node, opset, [(v.dtype, v.shape) if v else (None, None) for v in inputs])
@@ -431,14 +462,13 @@ class ImportedGraph:
         nodes, body_opset, inferred = expansion
         outer = set(node.input) | set(node.output)
         # Bodies expanded separately reuse internal names: make them unique to this node.
-        rename = {n: f"{n}#{index}" for sub in nodes for n in [*sub.input, *sub.output] if n and n not in outer}
+        rename = {n: f"{n}#{index}" for n in _names(nodes) if n not in outer}
         for name, info in inferred.items():
             self.inferred.setdefault(rename.get(name, name), info)
         for sub in nodes:
             renamed = onnx.NodeProto()
             renamed.CopyFrom(sub)
-            renamed.input[:] = [rename.get(n, n) for n in sub.input]
-            renamed.output[:] = [rename.get(n, n) for n in sub.output]
+            _rename(renamed, rename)
             self._import_node(index, renamed, body_opset)
         return True
 
@@ -476,6 +506,29 @@ class ImportedGraph:
     @property
     def host_units(self) -> list[Unit]:
         return [u for u in self.units if u.host is not None]
+
+
+def _names(nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    """Every value name the nodes (and the graphs of their If/Loop/Scan attributes) use."""
+    names: set[str] = set()
+    for node in nodes:
+        names.update(n for n in [*node.input, *node.output] if n)
+        for attr in node.attribute:
+            for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                names |= _names(g.node) | {v.name for v in [*g.input, *g.output]}
+    return names
+
+
+def _rename(node: onnx.NodeProto, rename: dict[str, str]) -> None:
+    """Rename values in place, inside subgraph attributes too."""
+    node.input[:] = [rename.get(n, n) for n in node.input]
+    node.output[:] = [rename.get(n, n) for n in node.output]
+    for attr in node.attribute:
+        for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            for sub in g.node:
+                _rename(sub, rename)
+            for v in [*g.input, *g.output]:
+                v.name = rename.get(v.name, v.name)
 
 
 def _check_inferred(node: onnx.NodeProto, i: int, value: Value, inferred: tuple | None) -> None:
