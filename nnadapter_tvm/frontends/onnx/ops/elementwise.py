@@ -177,6 +177,15 @@ def tan(ctx: NodeContext) -> Value:
     return op(ctx, O.DIV, op(ctx, O.SIN, x), op(ctx, O.COS, x))
 
 
+@onnx_op("Cosh")
+def cosh(ctx: NodeContext) -> Value:
+    """Cosh -> (EXP(x) + EXP(-x)) / 2 (no cancellation: both terms are positive; Sinh would cancel near 0
+    and has no converter)."""
+    x = ctx.input(0)
+    minus = op(ctx, O.EXP, op(ctx, O.MUL, x, scalar(ctx, -1, x)))
+    return op(ctx, O.MUL, op(ctx, O.ADD, op(ctx, O.EXP, x), minus), scalar(ctx, 0.5, x))
+
+
 @onnx_op("Ceil")
 def ceil(ctx: NodeContext) -> Value:
     """Ceil -> -FLOOR(-x) (exact)."""
