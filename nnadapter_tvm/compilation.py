@@ -300,12 +300,12 @@ class _Step:
         allocated (OUT_OF_MEMORY: a dimension known only at execution made a tensor too big), or else
         TVM's own message (INVALID_DIMENSIONS: the shapes the compiled code asserts did not hold)."""
         shapes = [[int(d) for d in getattr(x, "shape", ())] for x in arguments]
-        for runtime_check in self.checks:
-            if runtime_check.fails_for(shapes):
-                return NNAdapterError(
-                    ResultCode.INVALID_DIMENSIONS, f"{runtime_check.message} (input dimensions at execution: {shapes})"
-                )
         text = _last_line(err) if str(err).strip() else type(err).__name__
+        failed = next((c for c in self.checks if c.fails_for(shapes)), None) or RuntimeCheck.numbered(self.checks, text)
+        if failed is not None:
+            return NNAdapterError(
+                ResultCode.INVALID_DIMENSIONS, f"{failed.message} (input dimensions at execution: {shapes})"
+            )
         if isinstance(err, MemoryError) or "bad_alloc" in text or "out of memory" in text.lower():
             return NNAdapterError(
                 ResultCode.OUT_OF_MEMORY,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,6 +57,16 @@ class RuntimeCheck:
             return False
         return isinstance(value, tirx.IntImm) and not value.value
 
+    @staticmethod
+    def numbered(checks: Sequence[RuntimeCheck], error_text: str) -> RuntimeCheck | None:
+        """The check whose guard failed, told by the numbers in TVM's match_cast message: dimension 0 was
+        found ``d0`` where the failed guard computed ``d0 + k`` for check number ``k``."""
+        found = re.search(r"\((-?\d+) vs\. (-?\d+)\).*match_cast", error_text)
+        if not found:
+            return None
+        k = int(found.group(2)) - int(found.group(1))
+        return checks[k - 1] if 1 <= k <= len(checks) else None
+
 
 class ConvertContext:
     """The state of one conversion: the block builder and the expression of each operand."""
@@ -71,9 +82,11 @@ class ConvertContext:
         result runs unless ``condition`` (over symbolic dimensions) holds.
 
         The guard is a match_cast (on the host, on every target) asserting that dimension 0 equals
-        ``select(condition, d0, d0 + 1)``, followed by a no-copy view back to the original type (a second
-        match_cast there crashes TVM 0.27's compiler).  The caller decides what a condition already
-        false at compile time means.
+        ``select(condition, d0, d0 + k)``, followed by a no-copy view back to the original type (a second
+        match_cast there crashes TVM 0.27's compiler).  ``k`` is the check's number (1, 2, ...): where the
+        condition cannot be evaluated from the inputs' dimensions afterwards (a dimension read from data,
+        like FILL's), TVM's "(d0 vs. d0 + k)" still says which check failed (``RuntimeCheck.numbered``).
+        The caller decides what a condition already false at compile time means.
         """
         dims = list(expr.ty.shape.values)
         dtype = expr.ty.dtype
@@ -81,7 +94,7 @@ class ConvertContext:
             flat = self.bb.emit(relax.op.memory.view(expr, relax.ShapeExpr([1])))
             return self.bb.emit(relax.op.memory.view(self.require(flat, condition, message), relax.ShapeExpr([])))
         d0 = dims[0]
-        guard = [tirx.Select(condition, d0, d0 + 1), *dims[1:]]
+        guard = [tirx.Select(condition, d0, d0 + len(self.checks) + 1), *dims[1:]]
         checked = self.bb.match_cast(expr, relax.TensorType(guard, dtype))
         self.checks.append(RuntimeCheck(condition, message))
         return self.bb.emit(relax.op.memory.view(checked, relax.ShapeExpr(dims)))

@@ -156,7 +156,10 @@ class OpArgs:
         return self._ctx.bb.emit(expr)
 
     def match_cast(self, expr: relax.Expr, dims: list) -> relax.Var:
-        """Assert at run time that ``expr`` has ``dims`` (e.g. two symbolic batches are equal)."""
+        """Assert at run time that ``expr`` (a tensor, or a shape value) has ``dims`` (e.g. two symbolic
+        batches are equal); new TIR variables in ``dims`` are bound to what execution finds."""
+        if isinstance(expr.ty, relax.ShapeType):
+            return self._ctx.bb.match_cast(expr, relax.ShapeType(dims))
         return self._ctx.bb.match_cast(expr, relax.TensorType(dims, expr.ty.dtype))
 
     def emit_te(self, fn: Callable, *args: Any, **kwargs: Any) -> relax.Var:

@@ -49,9 +49,15 @@ def fill(args: OpArgs) -> relax.Expr:
     dims = args.shape(shape_tensor)
     if len(dims) != 1 or not isinstance(dims[0], int):
         args.fail(f"must be 1-D with a known length, got shape {dims}", 0)
-    shape = args.emit(relax.op.tensor_to_shape(relax.op.astype(shape_tensor, "int64")))
+    out_dims = [tirx.Var(f"fill_d{a}", "int64") for a in range(dims[0])]
+    # Bind the dimensions read at run time, check them, and only then allocate: a negative one made
+    # TVM allocate a negative size (std::bad_alloc) or return an output of negative dimensions.
+    args.match_cast(args.emit(relax.op.tensor_to_shape(relax.op.astype(shape_tensor, "int64"))), out_dims)
+    nonnegative = tirx.all(*[d >= 0 for d in out_dims]) if len(out_dims) > 1 else out_dims[0] >= 0
+    checked = args.require(shape_tensor, nonnegative, "dimensions must be non-negative at execution", 0)
+    shape = args.emit(relax.op.tensor_to_shape(relax.op.astype(checked, "int64")))
     y = args.emit(relax.op.full(shape, value, dtype))
-    return args.match_cast(y, [tirx.Var(f"fill_d{a}", "int64") for a in range(dims[0])])
+    return args.match_cast(y, out_dims)
 
 
 @converter(O.FILL_LIKE)

@@ -59,6 +59,21 @@ def test_fill_negative_dimension():
     invalid(OP.FILL, [i32([2, -1]), f32([1])], [Out()], [(2, 1)], "'shape'", "non-negative")
 
 
+@pytest.mark.parametrize("dims", [[-2, 3], [-2, -3], [-1, 0]], ids=str)
+def test_fill_negative_dimension_fed_at_run_time(dims):
+    """Found by tests/test_fuzz.py: a negative dimension read at run time made TVM allocate a negative
+    size (std::bad_alloc, reported as OUT_OF_MEMORY) or, with an even count of them, return an output
+    of negative dimensions (numpy's ValueError). Now checked before anything is allocated."""
+    ins = [In(np.array(dims, "int32"), P.INT32), f32([1.5])]
+    expect_error(
+        lambda: run_op(OP.FILL, ins, [Out(dims=[UNKNOWN, UNKNOWN])], [None]),
+        "FILL",
+        "'shape'",
+        "dimensions must be non-negative at execution",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+
+
 def test_fill_value_with_two_elements():
     invalid(OP.FILL, [i32([2, 3]), f32([1, 2])], [Out()], [(2, 3)], "'value'", "one value")
 
