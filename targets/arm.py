@@ -18,7 +18,7 @@ import struct
 
 import tvm
 from nnadapter_tvm.targets.base import Program, Property
-from nnadapter_tvm.targets.llvm import CPU_SCHEDULES, LlvmDriver, _csv
+from nnadapter_tvm.targets.llvm import LlvmDriver, _csv
 from tvm import relax
 
 from nnadapter_tvm.errors import fail
@@ -68,8 +68,8 @@ class ArmDriver(LlvmDriver):
         Property("ARM_MCPU", "CPU model of the ARM board, as for -mcpu, e.g. cortex-a72 (default: generic)", _mcpu),
         Property("ARM_MATTR", "comma-separated aarch64 features for arm, e.g. +neon,+dotprod (default: +neon)", _mattr),
         Property("ARM_MTRIPLE", f"target triple for arm (default: {DEFAULT_MTRIPLE})", _mtriple),
-        CPU_SCHEDULES,
     )
+    # CPU_SCHEDULES, declared by the llvm driver, applies here too: build() is LlvmDriver.build.
 
     def can_run_here(self) -> tuple[bool, str]:
         if host_is_aarch64():

@@ -152,42 +152,55 @@ class Lowering:
     def _conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
         attrs = call.attrs
         x, w = call.args
-        if (attrs.data_layout, attrs.kernel_layout, attrs.out_layout) != ("NHWC", "OIHW", "NHWC"):
+        layouts = (attrs.data_layout, attrs.kernel_layout, attrs.out_layout)
+        if layouts not in (("NHWC", "OIHW", "NHWC"), ("NCHW", "OIHW", "NCHW")):
             return None
-        out_dtype = attrs.out_dtype if attrs.out_dtype and str(attrs.out_dtype) != "void" else x.ty.dtype
-        if x.ty.dtype != "float32" or w.ty.dtype != "float32" or str(out_dtype) != "float32":
+        nchw = layouts[0] == "NCHW"
+        if x.ty.dtype != "float32" or w.ty.dtype != "float32" or _out_dtype(attrs, "float32") != "float32":
             return None
         w_shape, x_shape = _static_shape(w), _shape(x)
-        if w_shape is None or x_shape is None or len(x_shape) != 4 or not isinstance(x_shape[3], int):
+        if w_shape is None or x_shape is None or len(x_shape) != 4:
             return None
         oc, icg, kh, kw = w_shape
-        c = x_shape[3]
+        c = x_shape[1] if nchw else x_shape[3]
         groups = int(attrs.groups)
-        if groups <= 0 or c % groups or oc % groups or icg * groups != c:
+        if not isinstance(c, int) or groups <= 0 or c % groups or oc % groups or icg * groups != c:
             return None
-        strides = [int(s) for s in attrs.strides]
-        dilation = [int(d) for d in attrs.dilation]
-        pad_t, pad_l, pad_b, pad_r = [int(p) for p in attrs.padding]
+        strides = [int(v) for v in attrs.strides]
+        dilation = [int(v) for v in attrs.dilation]
+        pad_t, pad_l, pad_b, pad_r = (int(v) for v in attrs.padding)
         pads = (pad_t, pad_l, pad_b, pad_r)
         ocg = oc // groups
+        if nchw:
+            # ConvertLayout did not run (it rejects some graphs): NHWC around this convolution only.
+            x = bb.emit_te(topi.transpose, x, [0, 2, 3, 1], primfunc_name_hint="transpose")
         if icg == 1 and groups > 1:  # depthwise (with a channel multiplier when ocg > 1)
             wp = bb.emit_te(
                 lambda t: te.compute((kh, kw, oc), lambda a, b, o: t[o, 0, a, b], name=PACK + "depthwise_weight"),
                 w,
                 primfunc_name_hint=PACK + "depthwise_weight",
             )
-            return bb.call_te(_depthwise_nhwc, x, wp, strides, pads, dilation, ocg, primfunc_name_hint=DEPTHWISE)
-        ob = _block(ocg, _channel_blocks(self.lanes))
-        wp = bb.emit_te(
-            lambda t: te.compute(
-                (oc // ob, kh, kw, icg, ob),
-                lambda o, a, b, i, v: t[o * ob + v, i, a, b],
-                name=PACK + "conv_weight",
-            ),
-            w,
-            primfunc_name_hint=PACK + "conv_weight",
-        )
-        return bb.call_te(_conv_nhwc, x, wp, oc, strides, pads, dilation, groups, primfunc_name_hint=CONV)
+            y = bb.call_te(_depthwise_nhwc, x, wp, strides, pads, dilation, ocg, primfunc_name_hint=DEPTHWISE)
+        else:
+            # Output channels pad to whole vectors (zero weights) when that is all a block lacks; the
+            # extra channels are sliced off (a channel count like 1000 would otherwise get 8-wide blocks).
+            ocp = _round_up(oc, self.lanes) if groups == 1 and oc > self.lanes and oc % self.lanes else oc
+            ob = _block(ocp // groups, _channel_blocks(self.lanes))
+            wp = bb.emit_te(
+                lambda t: te.compute(
+                    (ocp // ob, kh, kw, icg, ob),
+                    lambda o, a, b, i, v: _zero_past(t, (o * ob + v, i, a, b), oc),
+                    name=PACK + "conv_weight",
+                ),
+                w,
+                primfunc_name_hint=PACK + "conv_weight",
+            )
+            y = bb.call_te(_conv_nhwc, x, wp, ocp, strides, pads, dilation, groups, primfunc_name_hint=CONV)
+            if ocp != oc:
+                y = relax.op.strided_slice(bb.emit(y), axes=[3], begin=[0], end=[oc])
+        if nchw:
+            y = bb.call_te(topi.transpose, bb.emit(y), [0, 3, 1, 2], primfunc_name_hint="transpose")
+        return y
 
     # matmul ---------------------------------------------------------------------------
 
@@ -201,8 +214,7 @@ class Lowering:
 
     def _matmul(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
         a, b = call.args
-        out_dtype = call.attrs.out_dtype
-        if str(out_dtype) not in ("", "void", "float32"):
+        if _out_dtype(call.attrs, "float32") != "float32":
             return None
         if a.ty.dtype != "float32" or b.ty.dtype != "float32":
             return None
@@ -212,13 +224,38 @@ class Lowering:
         k, n = b_shape
         if not isinstance(a_shape[-1], int) or a_shape[-1] != k:
             return None
-        nb = _block(n, _channel_blocks(self.lanes))
+        npad = _round_up(n, self.lanes) if n > self.lanes and n % self.lanes else n
+        nb = _block(npad, _channel_blocks(self.lanes))
         bp = bb.emit_te(
-            lambda t: te.compute((n // nb, k, nb), lambda o, r, v: t[r, o * nb + v], name=PACK + "dense_weight"),
+            lambda t: te.compute(
+                (npad // nb, k, nb),
+                lambda o, r, v: _zero_past(t, (r, o * nb + v), n, axis=1),
+                name=PACK + "dense_weight",
+            ),
             b,
             primfunc_name_hint=PACK + "dense_weight",
         )
-        return bb.call_te(_dense_packed, a, bp, n, primfunc_name_hint=DENSE)
+        y = bb.call_te(_dense_packed, a, bp, npad, primfunc_name_hint=DENSE)
+        if npad != n:
+            y = relax.op.strided_slice(bb.emit(y), axes=[len(a_shape) - 1], begin=[0], end=[n])
+        return y
+
+
+def _out_dtype(attrs, default: str) -> str:
+    """An op's ``out_dtype`` attribute; unset (None, void, empty) means ``default``."""
+    text = str(getattr(attrs, "out_dtype", None) or "")
+    return default if text in ("", "None", "void") else text
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _zero_past(t: te.Tensor, index: tuple, limit: int, axis: int = 0):
+    """``t[index]``, or 0 where ``index[axis]`` is past ``limit`` (the padding of a packed weight)."""
+    clamped = list(index)
+    clamped[axis] = tirx.min(index[axis], limit - 1)
+    return tirx.Select(index[axis] < limit, t[tuple(clamped)], tirx.const(0, t.dtype))
 
 
 def _pad_nhwc(x: te.Tensor, pads: tuple[int, int, int, int]) -> te.Tensor:
@@ -244,7 +281,9 @@ def _conv_nhwc(x: te.Tensor, wp: te.Tensor, oc: int, strides, pads, dilation, gr
     ocg = oc // groups
 
     def body(b, y, xx, o):
-        channel = ri if groups == 1 else (o // ocg) * icg + ri
+        # The group of channel o, written through o's block (ob divides ocg) so that it does not vary
+        # inside the vectorized block.
+        channel = ri if groups == 1 else ((o // ob) * ob // ocg) * icg + ri
         return te.sum(
             xp[b, y * sh + rh * dh, xx * sw + rw * dw, channel] * wp[o // ob, rh, rw, ri, o % ob], axis=[rh, rw, ri]
         )
@@ -684,14 +723,51 @@ def _has_conv2d(mod: tvm.IRModule) -> bool:
     return bool(found)
 
 
+#: Ops whose layout inference ``ConvertLayout`` handles on the graphs seen so far.  Others can trip it
+#: (a channel shuffle's rank-5 reshape/stack: "can't find S in source layout"), and it then fails for
+#: the whole module; on a retry they are lowered to TIR first, so that ``ConvertLayout`` treats them as
+#: layout-unaware and hands them their original layout.
+LAYOUT_SAFE_OPS = frozenset(
+    "relax." + name
+    for name in [
+        "nn.conv2d",
+        "nn.max_pool2d",
+        "nn.avg_pool2d",
+        "nn.adaptive_avg_pool2d",
+        "nn.batch_norm",
+        "concat",
+        "nn.relu",
+        "clip",
+        "sigmoid",
+        "tanh",
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "maximum",
+        "minimum",
+    ]
+)
+
+
+def _legalize_all_but(mod: tvm.IRModule, keep: frozenset[str]) -> tvm.IRModule:
+    return relax.transform.LegalizeOps(skip_ops=sorted(keep))(mod)
+
+
 def to_nhwc(mod: tvm.IRModule) -> tvm.IRModule:
-    """Convolutions (and the layout-agnostic ops around them) in NHWC; ``mod`` unchanged on failure."""
+    """Convolutions (and the layout-agnostic ops around them) in NHWC; ``mod`` unchanged on failure (the
+    convolutions then convert their own input and output, see ``Lowering.conv2d``)."""
     if not _has_conv2d(mod):
         return mod
+    convert = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OIHW"]})
     try:
-        return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OIHW"]})(mod)
-    except Exception as err:  # keep NCHW (TVM's lowering) rather than fail
-        log.debug("cpu_schedule: ConvertLayout failed, keeping NCHW: %s", err)
+        return convert(mod)
+    except Exception as err:  # retried below
+        log.debug("cpu_schedule: ConvertLayout failed (%s); retrying with fewer ops", err)
+    try:
+        return convert(_legalize_all_but(mod, LAYOUT_SAFE_OPS))
+    except Exception as err:  # keep NCHW rather than fail
+        log.debug("cpu_schedule: ConvertLayout failed again, keeping NCHW: %s", err)
         return mod
 
 

@@ -29,7 +29,7 @@ def _switch(text: str) -> bool:
     raise ValueError("must be 1 or 0")
 
 
-#: Shared by the ``llvm`` and ``arm`` drivers (both build through ``LlvmDriver.build``).
+#: Read by the ``llvm`` and ``arm`` drivers (both build through ``LlvmDriver.build``); declared once, here.
 CPU_SCHEDULES = Property(
     "CPU_SCHEDULES",
     "1: default CPU schedules (NHWC, packed weights, tiled, vectorized, parallel); 0: TVM's unscheduled loops "

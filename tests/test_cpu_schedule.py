@@ -1,0 +1,241 @@
+"""The default CPU schedules (targets/cpu_schedule.py): same numbers as TVM's unscheduled loops, and
+the schedules really apply (parallel and vectorized loops, packed weights, the expected rules)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from nnadapter_tvm.targets import cpu_schedule
+from nnadapter_tvm.targets.llvm import LlvmDriver
+from tvm import relax
+
+import nnadapter_tvm as nna
+from nnadapter_tvm import builtin_model
+
+TARGET = LlvmDriver().tvm_target({})
+RNG = np.random.default_rng(0)
+
+
+def _module(shapes: list[tuple], body) -> tvm.IRModule:
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType(list(s), "float32")) for i, s in enumerate(shapes)]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(body(bb, *params))
+        bb.emit_func_output(out)
+    return bb.finalize()
+
+
+def _const(*shape: int) -> relax.Constant:
+    return relax.const(RNG.standard_normal(shape).astype("float32"))
+
+
+def _run(executable: relax.VMExecutable, inputs: list[np.ndarray]) -> np.ndarray:
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    return vm["main"](*[tvm.runtime.tensor(x) for x in inputs]).numpy()
+
+
+def _check(mod: tvm.IRModule, shapes: list[tuple], expect_rule: str | None = None) -> dict[str, str]:
+    """Scheduled and unscheduled builds of ``mod`` agree; returns the schedule report."""
+    inputs = [RNG.standard_normal(s).astype("float32") for s in shapes]
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        want = _run(tvm.compile(mod, TARGET), inputs)
+    executable, report = cpu_schedule.build(mod, TARGET)
+    got = _run(executable, inputs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if expect_rule is not None:
+        assert expect_rule in report.values(), report
+    return report
+
+
+def _conv(bb, x, oc, k, stride=1, pad=(1, 1, 1, 1), dilation=1, groups=1, epilogue=True):
+    c = x.ty.shape.values[1].value
+    y = bb.emit(
+        relax.op.nn.conv2d(
+            x, _const(oc, c // groups, k, k), strides=stride, padding=list(pad), dilation=dilation, groups=groups
+        )
+    )
+    if epilogue:
+        y = bb.emit(relax.op.add(y, _const(1, oc, 1, 1)))
+        y = bb.emit(relax.op.nn.relu(y))
+    return y
+
+
+CONV_CASES = {
+    "3x3-odd-channels": ((1, 3, 7, 9), dict(oc=5, k=3)),
+    "3x3-vector-channels": ((2, 16, 6, 5), dict(oc=32, k=3)),
+    "1x1": ((1, 24, 5, 7), dict(oc=40, k=1, pad=(0, 0, 0, 0))),
+    "stride2-asymmetric-pad": ((1, 8, 9, 11), dict(oc=24, k=3, stride=2, pad=(0, 1, 1, 2))),
+    "dilation2": ((1, 8, 10, 10), dict(oc=16, k=3, dilation=2, pad=(2, 2, 2, 2))),
+    "groups": ((1, 12, 6, 6), dict(oc=24, k=3, groups=3)),
+    "groups-odd": ((1, 6, 5, 5), dict(oc=10, k=1, groups=2, pad=(0, 0, 0, 0))),
+    "depthwise": ((1, 20, 9, 7), dict(oc=20, k=3, groups=20)),
+    "depthwise-multiplier": ((1, 4, 6, 6), dict(oc=8, k=3, groups=4)),
+    "channels-padded": ((1, 8, 5, 5), dict(oc=1000 // 8 + 3, k=1, pad=(0, 0, 0, 0))),
+    "no-epilogue": ((1, 16, 5, 5), dict(oc=16, k=3, epilogue=False)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONV_CASES))
+def test_conv2d_matches_unscheduled(name):
+    shape, kwargs = CONV_CASES[name]
+    groups = kwargs.get("groups", 1)
+    rule = cpu_schedule.DEPTHWISE if groups > 1 and groups == shape[1] else cpu_schedule.CONV
+    _check(_module([shape], lambda bb, x: _conv(bb, x, **kwargs)), [shape], rule)
+
+
+def test_conv_chain_with_pool_and_concat_stays_nhwc():
+    """Two convolutions, a pool and a concatenation: one transpose in, one out, all NHWC between."""
+    shape = (1, 16, 12, 12)
+
+    def body(bb, x):
+        a = _conv(bb, x, 16, 3)
+        b = _conv(bb, x, 8, 1, pad=(0, 0, 0, 0))
+        y = bb.emit(relax.op.concat([a, b], axis=1))
+        y = bb.emit(relax.op.nn.max_pool2d(y, [3, 3], [2, 2], padding=[1, 1, 1, 1]))
+        y = _conv(bb, y, 24, 3)
+        return bb.emit(relax.op.nn.avg_pool2d(y, [2, 2], [2, 2]))
+
+    mod = _module([shape], body)
+    _check(mod, [shape], cpu_schedule.CONV)
+    converted = cpu_schedule.to_nhwc(mod).script(show_meta=False).splitlines()
+    transposes = [line for line in converted if "permute_dims(" in line and "metadata" not in line]
+    # Only the input (to NHWC) and the output (back to NCHW) are transposed; constants fold at compile time.
+    assert all("permute_dims(x0," in line or line.strip().startswith("gv") for line in transposes), transposes
+
+
+def test_nchw_fallback_converts_each_convolution():
+    """When ConvertLayout is not run (or fails), a convolution converts its own input and output."""
+    shape = (1, 5, 6, 7)
+    mod = _module([shape], lambda bb, x: _conv(bb, x, 9, 3, groups=1))
+    lowering = cpu_schedule.Lowering(TARGET)
+    with TARGET:
+        legal = relax.transform.LegalizeOps(customize_legalize_map=lowering.legalize_map())(mod)
+    names = [gv.name_hint for gv in legal.functions]
+    assert any(n.startswith(cpu_schedule.CONV) for n in names) and any("transpose" in n for n in names)
+    inputs = [RNG.standard_normal(shape).astype("float32")]
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        want = _run(tvm.compile(mod, TARGET), inputs)
+        got = _run(tvm.compile(legal, TARGET), inputs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "a_shape, n",
+    [((1, 17), 1000), ((3, 64), 10), ((5, 33), 48), ((2, 3, 5), 7), ((16, 20), 35)],
+    ids=["gemv-padded", "small-n", "rows", "batched", "tail"],
+)
+def test_matmul_matches_unscheduled(a_shape, n):
+    k = a_shape[-1]
+
+    def body(bb, a):
+        y = bb.emit(relax.op.matmul(a, _const(k, n)))
+        return bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(y, _const(n)))))
+
+    _check(_module([a_shape], body), [a_shape], cpu_schedule.DENSE)
+
+
+@pytest.mark.parametrize(
+    "op",
+    ["add_relu", "softmax", "mean", "max_pool", "transpose", "compare"],
+)
+def test_generic_ops_match_unscheduled(op):
+    shape = (2, 19, 7, 33)
+
+    def body(bb, x):
+        if op == "add_relu":
+            return bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(x, _const(1, 19, 1, 1)))))
+        if op == "softmax":
+            return bb.emit(relax.op.nn.softmax(x, axis=-1))
+        if op == "mean":
+            return bb.emit(relax.op.mean(x, axis=[2, 3]))
+        if op == "max_pool":
+            return bb.emit(relax.op.nn.max_pool2d(x, [3, 3], [2, 2], padding=[1, 1, 1, 1]))
+        if op == "transpose":
+            return bb.emit(relax.op.permute_dims(x, [0, 3, 2, 1]))
+        mask = bb.emit(relax.op.not_equal(x, relax.const(0.5, "float32")))
+        return bb.emit(relax.op.astype(mask, "float32"))
+
+    _check(_module([shape], body), [shape])
+
+
+def _scheduled_function(mod: tvm.IRModule, prefix: str) -> str:
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        prepared, report = cpu_schedule.prepare(mod, TARGET)
+    name = next(n for n in report if n.startswith(f"fused_{prefix}") or n.startswith(prefix))
+    assert report[name] != "none", report
+    return prepared[name].script(show_meta=False)
+
+
+def test_conv_schedule_is_tiled_parallel_vectorized_with_the_epilogue_on_the_tile():
+    shape = (1, 32, 14, 14)
+    text = _scheduled_function(_module([shape], lambda bb, x: _conv(bb, x, 64, 3)), cpu_schedule.CONV)
+    assert "T.parallel" in text and "T.vectorized" in text and "T.unroll" in text
+    assert 'scope="local"' in text  # the accumulator tile
+    # the packed weight [OC / ob, KH, KW, IC, ob] is a constant parameter of the kernel
+    lanes = cpu_schedule.vector_lanes(TARGET)
+    assert f"T.int64({2 * lanes})), " in text or f"T.int64({lanes})), " in text
+
+
+def test_dense_and_elementwise_schedules_apply():
+    text = _scheduled_function(_module([(4, 256)], lambda bb, a: bb.emit(relax.op.matmul(a, _const(256, 512)))), "nna")
+    assert "T.parallel" in text and "T.vectorized" in text
+    text = _scheduled_function(
+        _module([(8, 64, 32)], lambda bb, x: bb.emit(relax.op.nn.relu(bb.emit(relax.op.multiply(x, x))))), "fused"
+    )
+    assert "T.parallel" in text and "T.vectorized" in text
+
+
+def test_failing_rule_leaves_the_function_unscheduled(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("rule bug")
+
+    monkeypatch.setattr(cpu_schedule, "_schedule_conv", broken)
+    monkeypatch.setattr(cpu_schedule, "_schedule_generic", broken)
+    shape = (1, 8, 6, 6)
+    report = _check(_module([shape], lambda bb, x: _conv(bb, x, 16, 3)), [shape])
+    assert set(report.values()) == {"none"}
+
+
+def test_vector_width_follows_the_target():
+    avx512 = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512"})
+    avx2 = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
+    neon = tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]})
+    assert cpu_schedule.vector_lanes(avx512) == 16
+    assert cpu_schedule.vector_lanes(avx2) == 8
+    assert cpu_schedule.vector_lanes(neon) == 4
+    assert cpu_schedule.vector_registers(neon) == 32 and cpu_schedule.vector_registers(avx2) == 16
+
+
+def _builtin(properties: str, batch: int) -> np.ndarray:
+    context = nna.Context([nna.Device.acquire("llvm")], properties)
+    compilation = nna.Compilation(builtin_model.build(), context)
+    compilation.finish()
+    execution = nna.Execution(compilation)
+    outputs = execution.use_arrays([builtin_model.sample_input(batch)])
+    execution.compute()
+    return outputs[0]
+
+
+def test_builtin_model_same_with_and_without_schedules():
+    """Through the public API, with the unknown batch of the built-in model."""
+    on = _builtin("", 3)
+    off = _builtin("CPU_SCHEDULES=0;", 3)
+    np.testing.assert_allclose(on, off, rtol=1e-4, atol=1e-5)
+
+
+def test_cpu_schedules_property_enters_the_token_and_is_checked():
+    on = nna.Context([nna.Device.acquire("llvm")], "CPU_SCHEDULES=1;").codegen_properties()
+    off = nna.Context([nna.Device.acquire("llvm")], "CPU_SCHEDULES=0;").codegen_properties()
+    assert on["CPU_SCHEDULES"] is True and off["CPU_SCHEDULES"] is False
+    assert nna.Context([nna.Device.acquire("arm")], "CPU_SCHEDULES=off;").properties["CPU_SCHEDULES"] is False
+    with pytest.raises(nna.NNAdapterError, match="CPU_SCHEDULES"):
+        nna.Context([nna.Device.acquire("llvm")], "CPU_SCHEDULES=maybe;")
+
+
+def test_llvm_target_uses_the_host_cpu():
+    target = LlvmDriver().tvm_target({})
+    if cpu_schedule.host_cpu():
+        assert str(target.attrs["mcpu"]) == cpu_schedule.host_cpu()
+    assert str(LlvmDriver().tvm_target({"LLVM_MCPU": "haswell"}).attrs["mcpu"]) == "haswell"
