@@ -227,6 +227,8 @@ class NodeContext:
         """Record ``op_type`` on ``inputs``; its output(s) get ``dtype`` (default: the first input's;
         a list gives one per output) and ``shape`` (default ``"node"``: the ONNX-inferred shape of the
         node's output 0..n)."""
+        if op_type == OperationType.ASSIGN and inputs[0] is not None and inputs[0].is_const and quant is None:
+            return inputs[0]  # a copy of a constant is the constant (an empty one would read as omitted)
         _check_schema(self, op_type, inputs, outputs, dtype, quant)
         out_dtypes = _out_dtypes(inputs, dtype, outputs)
         results = []
