@@ -6,7 +6,7 @@ import numpy as np
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d, where_empty
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax
+from tvm import relax, te, tirx
 
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
@@ -67,6 +67,29 @@ def _identity(op: O, dtype: str) -> float | int:
     return float("-inf") if floating else int(np.iinfo(dtype).min)
 
 
+def _float_max(x: te.Tensor, axes: list[int], keepdim: bool) -> te.Tensor:
+    """The max over ``axes`` starting from -inf: TVM's max starts from the lowest finite value, which would
+    turn a row of -inf (a fully masked attention row) into -3.4e38."""
+    reducer = te.comm_reducer(lambda a, b: tirx.max(a, b), lambda t: tirx.const(float("-inf"), t), name="max_inf")
+    rank = len(x.shape)
+    raxes = {a: te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes}
+    out_shape = [1 if a in raxes else x.shape[a] for a in range(rank) if keepdim or a not in raxes]
+
+    def body(*index):
+        outer = iter(index)
+        full = []
+        for a in range(rank):
+            if a in raxes:
+                if keepdim:
+                    next(outer)
+                full.append(raxes[a])
+            else:
+                full.append(next(outer))
+        return reducer(x[tuple(full)], axis=list(raxes.values()))
+
+    return te.compute(out_shape, body, name="reduce_max")
+
+
 @converter(O.REDUCE_MAX, O.REDUCE_MEAN, O.REDUCE_SUM)
 def reduce(args: OpArgs) -> relax.Expr:
     """input, axes (empty: every axis), keepdim (default true) -> the max / mean / sum over ``axes``.
@@ -101,7 +124,10 @@ def reduce(args: OpArgs) -> relax.Expr:
         out_shape = [1 if a in axes else d for a, d in enumerate(shape) if keepdim or a not in axes]
         value = relax.const(np.array(identity, dtype), dtype)  # without the dtype, int64 narrows to int32
         return at_least_1d(relax.op.broadcast_to(value, out_shape), out_rank)
-    y = _REDUCERS[args.type](x, sorted(axes), keepdim)
+    if args.type == O.REDUCE_MAX and dtype.startswith("float"):
+        y = args.emit_te(_float_max, x, sorted(axes), keepdim)
+    else:
+        y = _REDUCERS[args.type](x, sorted(axes), keepdim)
     if not isinstance(count, int):
         y = where_empty(args, y, count, identity)
     return at_least_1d(y, out_rank)

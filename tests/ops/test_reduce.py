@@ -168,6 +168,13 @@ def test_reduce_q8(op):
     check_quantized(op, [q, i32([-1, 0]), b8([False])], reduce_ref(op, real, [-1, 0], False), out_scale=0.05)
 
 
+@pytest.mark.parametrize("keepdim", [False, True], ids=["drop", "keep"])
+def test_reduce_max_of_minus_infinity_is_minus_infinity(keepdim):
+    """A row of -inf (a fully masked attention row) has max -inf, not the lowest finite float32."""
+    x = np.array([[-np.inf, -np.inf, -np.inf], [1.0, -np.inf, 2.0]], "float32")
+    check_op(OP.REDUCE_MAX, [In(x), i32([1]), b8([keepdim])], np.max(x, axis=1, keepdims=keepdim), **EXACT)
+
+
 def test_reduce_mean_unknown_batch():
     x = rand(3, 4, 2, seed=22)
     out = [Out(dims=[UNKNOWN, 1, 2])]
