@@ -74,6 +74,7 @@ def randomize_weights(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
     bn_variances = {n.input[4] for n in model.graph.node if n.op_type == "BatchNormalization"}
     out = onnx.ModelProto()
     out.CopyFrom(model)
+    out.ir_version = max(out.ir_version, 4)  # IR 4 lets initializers be more than graph inputs
     del out.graph.node[:]
     for node in model.graph.node:
         if node.op_type != "ConstantOfShape":
@@ -81,9 +82,10 @@ def randomize_weights(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
             continue
         shape = tuple(int(d) for d in _constant_shape(model, node.input[0]))
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-        value = rng.standard_normal(shape).astype(np.float32) / np.sqrt(max(fan_in, 1))
+        value = rng.standard_normal(shape) / np.sqrt(max(fan_in, 1))
         if node.output[0] in bn_variances:
             value = np.abs(value) + 0.5
+        value = value.astype(np.float32)
         out.graph.initializer.append(numpy_helper.from_array(value, node.output[0]))
     return out
 
