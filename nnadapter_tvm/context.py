@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check, fail
 from nnadapter_tvm.targets import DRIVERS, Property
+from nnadapter_tvm.tuning import TuningDatabase
 from nnadapter_tvm.types import OperationType
 
 
@@ -60,6 +61,12 @@ COMMON_PROPERTIES = (
         "CACHE_KEY_FILE", "file holding the HMAC-SHA256 key that signs and checks .nnc caches", _key_file, codegen=False
     ),
     Property("CACHE_KEY_ENV", "environment variable holding the cache signing key", _key_env, codegen=False),
+    Property(
+        "TUNING_DATABASE",
+        "MetaSchedule database directory (nnadapter-tvm tune) whose records CPU builds apply; its fingerprint "
+        "enters the model token",
+        TuningDatabase,
+    ),
 )
 
 

@@ -105,5 +105,12 @@ class Driver(abc.ABC):
             tvm.get_global_func("runtime.config_threadpool")(1, int(props["TVM_NUM_THREADS"]))
         return Program(tvm.runtime.load_module(path), self.tvm_device())
 
+    def lower_for_tuning(self, mod: tvm.IRModule, props: dict) -> tvm.IRModule:
+        """The fused, unscheduled module whose kernels MetaSchedule tunes (targets that tune override it)."""
+        from nnadapter_tvm.errors import fail
+        from nnadapter_tvm.types import ResultCode
+
+        fail(f"the {self.name} device does not tune (llvm and arm do)", ResultCode.FEATURE_NOT_SUPPORTED)
+
     def describe(self) -> str:
         return f"{self.name} ({self.vendor}, {self.type.name})"

@@ -1,0 +1,88 @@
+"""``nnadapter-tvm tune MODEL`` / ``scripts/tune.py``: MetaSchedule a model's kernels into a database
+that compilations apply when their context says ``TUNING_DATABASE=DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nnadapter_tvm import builtin_model, tuning
+from nnadapter_tvm.context import parse_properties
+from nnadapter_tvm.convert import convert_model
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.model import Model
+from nnadapter_tvm.targets import DRIVERS
+from nnadapter_tvm.types import NNAdapterError, ResultCode
+
+
+def nnadapter_models(spec: str) -> list[Model]:
+    """'builtin' or an ONNX file -> its NNAdapter subgraph models."""
+    if spec in ("", "builtin"):
+        return [builtin_model.build()]
+    if not spec.lower().endswith(".onnx"):
+        fail(f"MODEL must be 'builtin' or an .onnx file, got {spec!r}")
+    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
+    from nnadapter_tvm.frontends.onnx.loader import load_model
+    from nnadapter_tvm.frontends.onnx.plan import Subgraph, make_plan
+
+    return [s.build_model() for s in make_plan(ImportedGraph(load_model(spec))) if isinstance(s, Subgraph)]
+
+
+def _rpc_runner(spec: str):  # -> ms.runner.RPCRunner
+    from tvm.s_tir import meta_schedule as ms
+
+    host, _, rest = spec.partition(":")
+    port, _, key = rest.partition(":")
+    if not host or not port.isdigit() or not key:
+        fail(f"--rpc {spec!r}: expected TRACKER_HOST:PORT:KEY")
+    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=key, session_timeout_sec=60)
+    return ms.runner.RPCRunner(rpc_config=config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nnadapter-tvm tune", description=__doc__)
+    parser.add_argument("model", nargs="?", default="builtin", help="'builtin' (default) or MODEL.onnx")
+    parser.add_argument("--device", default="llvm", choices=["llvm", "arm"])
+    parser.add_argument("--trials", type=int, default=200, help="measured candidates in all (%(default)s)")
+    parser.add_argument("--work-dir", required=True, help="the database directory (resumed if it exists)")
+    parser.add_argument("--properties", default="", help="context properties of the target (e.g. LLVM_MCPU=...;)")
+    parser.add_argument("--rpc", metavar="HOST:PORT:KEY", help="measure on a board through a TVM RPC tracker")
+    args = parser.parse_args(argv)
+    try:
+        from tqdm import tqdm
+
+        driver = DRIVERS[args.device]
+        props = parse_properties(args.properties)
+        target = driver.tvm_target(props)
+        models = nnadapter_models(args.model)
+        fused = [driver.lower_for_tuning(convert_model(m)[0], props) for m in models]
+        if args.device == "arm" and not args.rpc:
+            fail(
+                "tuning for arm measures on the board: give --rpc TRACKER_HOST:PORT:KEY (docs/performance.md)",
+                ResultCode.INVALID_PARAMETER,
+            )
+        runner = _rpc_runner(args.rpc) if args.rpc else "local"
+        bar = tqdm(total=args.trials, unit="trial", desc=f"tuning {args.model}")
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        summary = tuning.tune(fused, target, args.work_dir, args.trials, progress=progress, runner=runner)
+        bar.close()
+    except NNAdapterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    state = "resumed" if summary["resumed"] else "new"
+    print(
+        f"database: {summary['work_dir']} ({state}; {summary['records_before']} -> {summary['records_after']} records)"
+    )
+    print(
+        f"tuning: {summary['seconds']:.1f} s; use it with the context property TUNING_DATABASE={summary['work_dir']};"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
