@@ -174,6 +174,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return benchmark.main(args.rest)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from nnadapter_tvm import tune_command
+
+    return tune_command.main(args.rest)
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from nnadapter_tvm.frontends.onnx import cli as onnx_cli
 
@@ -210,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
+    tune = sub.add_parser("tune", help="auto-tune a model's kernels with MetaSchedule into a database", add_help=False)
+    tune.add_argument("rest", nargs=argparse.REMAINDER)
+    tune.set_defaults(func=cmd_tune)
     return parser
 
 
