@@ -221,7 +221,9 @@ def plot(rows: list[dict], path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="nnadapter-tvm bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("models", nargs="*", help="ONNX files (default: the nine light models)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=20)

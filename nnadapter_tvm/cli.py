@@ -223,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("bench", "tune"):
+        # These parse their own options (the scripts/ entry points share them).
+        return (cmd_bench if argv[0] == "bench" else cmd_tune)(argparse.Namespace(rest=argv[1:]))
     args = build_parser().parse_args(argv)
     if args.command is None:
         args = build_parser().parse_args(["run", *(argv or [])])
