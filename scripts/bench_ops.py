@@ -12,7 +12,8 @@ weights): ``conv3x3`` 64->64 on 56x56 with bias and ReLU, ``conv1x1`` 64->256 on
 (``light_<name>.onnx``) imported with ``nnadapter_tvm.frontends.onnx``; ``--onnx all`` takes the
 eight CNNs of the performance target.  Times are the minimum over ``--repeat`` runs of
 ``Execution.compute`` (after a warm-up), onnxruntime's the minimum of as many ``InferenceSession.run``
-calls, interleaved so that both see the same machine load; the ratio is ours / onnxruntime's.
+calls, in alternating bursts so that both see the same machine load; the ratio is ours /
+onnxruntime's.
 """
 
 from __future__ import annotations
@@ -261,15 +262,21 @@ def _ort_session(case: Case, threads: int):
     return lambda: session.run(None, feeds)
 
 
-def _min_times(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+def _min_times(runs: dict[str, Callable[[], object]], repeat: int, burst: int = 5) -> dict[str, float]:
+    """Minimum time of each run over ``repeat`` calls, taken in alternating bursts of ``burst`` calls:
+    every variant sees the same machine load, and the idle worker threads of one runtime (TVM's and
+    onnxruntime's pools both spin a while after a parallel region) have gone quiet before the other
+    is timed."""
     for run in runs.values():
         run()  # warm-up
     best = {key: math.inf for key in runs}
-    for _ in range(repeat):
-        for key, run in runs.items():  # interleaved: every variant sees the same load
-            start = time.perf_counter()
-            run()
-            best[key] = min(best[key], time.perf_counter() - start)
+    for _ in range(max(1, -(-repeat // burst))):
+        for key, run in runs.items():
+            run()  # let the other runtime's spinning threads settle
+            for _ in range(burst):
+                start = time.perf_counter()
+                run()
+                best[key] = min(best[key], time.perf_counter() - start)
     return {key: value * 1e3 for key, value in best.items()}
 
 
