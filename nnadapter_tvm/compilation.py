@@ -343,7 +343,9 @@ def _last_line(err: Exception) -> str:
 def _jsonable(value: object) -> object:
     if isinstance(value, (set, frozenset)):
         return sorted(getattr(v, "name", v) for v in value)
-    return list(value) if isinstance(value, (list, tuple)) else value
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
 def _same_io(model: Model, input_types: list[OperandType], output_types: list[OperandType]) -> bool:

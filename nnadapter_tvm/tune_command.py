@@ -41,7 +41,9 @@ def _rpc_runner(spec: str):  # -> ms.runner.RPCRunner
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nnadapter-tvm tune", description=__doc__)
-    parser.add_argument("model", nargs="?", default="builtin", help="'builtin' (default) or MODEL.onnx")
+    parser.add_argument(
+        "model", help="MODEL.onnx (static shapes: MetaSchedule does not tune dynamic loops) or 'builtin'"
+    )
     parser.add_argument("--device", default="llvm", choices=["llvm", "arm"])
     parser.add_argument("--trials", type=int, default=200, help="measured candidates in all (%(default)s)")
     parser.add_argument("--work-dir", required=True, help="the database directory (resumed if it exists)")
@@ -74,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     except NNAdapterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for line in summary.get("failed_tasks", []):
+        print(f"skipped (MetaSchedule failed on it): {line}")
     state = "resumed" if summary["resumed"] else "new"
     print(
         f"database: {summary['work_dir']} ({state}; {summary['records_before']} -> {summary['records_after']} records)"

@@ -82,6 +82,11 @@ def tune(
             f"tuning needs MetaSchedule's dependencies (pip install 'nnadapter-tvm[bench]'): {err}",
             ResultCode.FEATURE_NOT_SUPPORTED,
         )
+    if "num-cores" not in target.attrs:
+        # MetaSchedule's search needs the core count it may parallelize over.
+        config = dict(target.export())
+        config["num-cores"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        target = tvm.target.Target(config)
     os.makedirs(work_dir, exist_ok=True)
     before = record_count(work_dir)
     remaining = max(trials - before, 0)
@@ -90,6 +95,7 @@ def tune(
         summary.update(records_after=before, seconds=0.0, resumed=before > 0)
         return summary
     stop = threading.Event()
+    failed: list[str] = []
 
     def poll() -> None:
         while not stop.wait(1.0):
@@ -100,24 +106,35 @@ def tune(
     watcher.start()
     start = time.perf_counter()
     try:
-        # Each subgraph's kernels in turn, the budget shared by their number.
-        for k, mod in enumerate(fused_modules):
-            share = remaining // len(fused_modules) + (1 if k < remaining % len(fused_modules) else 0)
+        # Kernel by kernel, the budget shared: MetaSchedule's design-space generation fails on some
+        # kernels (a failed task is reported and skipped, the others still tune).
+        tasks = [(mod, t.task_name) for mod in fused_modules for t in relax_integration.extract_tasks(mod, target)]
+        for k, (mod, name) in enumerate(tasks):
+            share = remaining // len(tasks) + (1 if k < remaining % len(tasks) else 0)
             if share == 0:
                 continue
-            relax_integration.tune_relax(
-                mod,
-                {},
-                target,
-                work_dir,
-                max_trials_global=share,
-                num_trials_per_iter=min(64, share),
-                runner=runner,
-            )
+            try:
+                relax_integration.tune_relax(
+                    mod,
+                    {},
+                    target,
+                    work_dir,
+                    max_trials_global=share,
+                    num_trials_per_iter=min(64, share),
+                    op_names=[name],
+                    runner=runner,
+                )
+            except Exception as err:  # MetaSchedule raises TVM's internal errors as plain exceptions
+                failed.append(f"{name}: {str(err).strip().splitlines()[-1][:160]}")
     finally:
         stop.set()
         watcher.join()
     if progress:
         progress(remaining, remaining)
-    summary.update(records_after=record_count(work_dir), seconds=time.perf_counter() - start, resumed=before > 0)
+    summary.update(
+        records_after=record_count(work_dir),
+        seconds=time.perf_counter() - start,
+        resumed=before > 0,
+        failed_tasks=failed,
+    )
     return summary

@@ -701,6 +701,9 @@ def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.I
     for gvar, func in mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):
             continue
+        if func.attrs is not None and "tir.is_scheduled" in func.attrs:
+            report[gvar.name_hint] = "tuned"  # MetaSchedule's record applied
+            continue
         scheduled, rule = schedule_prim_func(func, target)
         report[gvar.name_hint] = rule
         if rule != "none":
@@ -771,11 +774,22 @@ def to_nhwc(mod: tvm.IRModule) -> tvm.IRModule:
         return mod
 
 
-def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule, dict[str, str]]:
-    """Relax -> NHWC, legalized with packed weights, fused and scheduled (call under ``with target``)."""
+def prepare(
+    mod: tvm.IRModule, target: tvm.target.Target, tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None
+) -> tuple[tvm.IRModule, dict[str, str]]:
+    """Relax -> NHWC, legalized with packed weights, fused and scheduled (call under ``with target``).
+    ``tuned`` (tuning records) schedules the kernels it knows first; the default rules take the rest."""
+    mod = lower(mod, target)
+    if tuned is not None:
+        mod = tuned(mod)
+    return schedule_module(mod, target)
+
+
+def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """Relax -> NHWC, legalized with packed weights and fused: the kernels the schedules (or MetaSchedule) see."""
     lowering = Lowering(target)
     mod = to_nhwc(mod)
-    mod = tvm.transform.Sequential(
+    return tvm.transform.Sequential(
         [
             relax.backend.DispatchSampling(),
             relax.backend.DispatchSortScan(),
@@ -786,11 +800,15 @@ def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule,
             relax.transform.FuseTIR(),
         ]
     )(mod)
-    return schedule_module(mod, target)
 
 
-def build(mod: tvm.IRModule, target: tvm.target.Target, opt_level: int = 3) -> tuple[relax.VMExecutable, dict]:
+def build(
+    mod: tvm.IRModule,
+    target: tvm.target.Target,
+    opt_level: int = 3,
+    tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
+) -> tuple[relax.VMExecutable, dict]:
     """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``."""
     with target, tvm.transform.PassContext(opt_level=opt_level):
-        mod, report = prepare(mod, target)
+        mod, report = prepare(mod, target, tuned)
         return tvm.compile(mod, target), report

@@ -13,6 +13,8 @@ from nnadapter_tvm.targets import cpu_schedule
 from nnadapter_tvm.targets.base import Driver, Property
 from tvm import relax
 
+from nnadapter_tvm import tuning
+
 log = logging.getLogger("nnadapter_tvm")
 
 
@@ -69,6 +71,14 @@ class LlvmDriver(Driver):
         if props.get("CPU_SCHEDULES") is False:
             with tvm.transform.PassContext(opt_level=opt_level):
                 return tvm.compile(mod, target)
-        executable, report = cpu_schedule.build(mod, target, opt_level)
+        database = props.get("TUNING_DATABASE")
+        tuned = (lambda fused: tuning.apply(fused, target, database)) if database is not None else None
+        executable, report = cpu_schedule.build(mod, target, opt_level, tuned)
         log.debug("%s schedules: %s", self.name, report)
         return executable
+
+    def lower_for_tuning(self, mod: tvm.IRModule, props: dict) -> tvm.IRModule:
+        """The fused kernels the default schedules would see: what MetaSchedule tunes."""
+        target = self.tvm_target(props)
+        with target, tvm.transform.PassContext(opt_level=int(props.get("TVM_OPT_LEVEL", 3))):
+            return cpu_schedule.lower(mod, target)
