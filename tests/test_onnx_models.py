@@ -14,19 +14,9 @@ import pytest
 from onnx import numpy_helper
 
 import nnadapter_tvm as nna
+from nnadapter_tvm.benchmark import LIGHT_DIR
+from nnadapter_tvm.benchmark import LIGHT_MODELS as MODELS
 
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-MODELS = [
-    "bvlc_alexnet",
-    "densenet121",
-    "inception_v1",
-    "inception_v2",
-    "resnet50",
-    "shufflenet",
-    "squeezenet",
-    "vgg19",
-    "zfnet512",
-]
 # onnx's runner compares these models with rtol 1e-3 and atol 1e-7 on its dummy input; the
 # softmax outputs are probabilities, so absolute differences are what matter.
 RTOL, ATOL = 1e-3, 1e-5
