@@ -482,7 +482,20 @@ def _epilogue_blocks(sch: s_tir.Schedule, block) -> list:
     root = sch.get_child_blocks(sch.get_sblock(_root_name(sch)))
     names = [sch.get(b).name_hint for b in root]
     index = names.index(sch.get(block).name_hint)
-    return root[index + 1 :]
+    after = root[index + 1 :]
+    # Only consumers of the main block can run on its tile: a block after it that computes something
+    # else (Gemm's beta * C) would be computed per tile and read whole. Leave such functions to the
+    # next rule.
+    consumers, frontier = set(), [block]
+    while frontier:
+        for c in sch.get_consumers(frontier.pop()):
+            name = sch.get(c).name_hint
+            if name not in consumers:
+                consumers.add(name)
+                frontier.append(c)
+    if any(sch.get(b).name_hint not in consumers for b in after):
+        raise _NotThisRule("a block after the main one does not consume it")
+    return after
 
 
 def _root_name(sch: s_tir.Schedule) -> str:

@@ -121,6 +121,17 @@ def test_nchw_fallback_converts_each_convolution():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_epilogue_with_an_independent_producer_matches_unscheduled():
+    """Gemm with alpha and beta: y = (a @ b) * alpha + c * beta fuses c * beta, which does not consume the
+    product, into the product's function; it must not be computed per tile (was a silent wrong result)."""
+
+    def body(bb, a, c):
+        y = bb.emit(relax.op.multiply(bb.emit(relax.op.matmul(a, _const(4, 5))), relax.const(0.25, "float32")))
+        return bb.emit(relax.op.add(y, bb.emit(relax.op.multiply(c, relax.const(0.35, "float32")))))
+
+    _check(_module([(3, 4), (1, 5)], body), [(3, 4), (1, 5)])
+
+
 @pytest.mark.parametrize(
     "a_shape, n",
     [((1, 17), 1000), ((3, 64), 10), ((5, 33), 48), ((2, 3, 5), 7), ((16, 20), 35)],

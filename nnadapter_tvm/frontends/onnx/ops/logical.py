@@ -53,9 +53,11 @@ def _float_input(ctx: NodeContext) -> Value:
 
 @onnx_op("IsNaN")
 def isnan(ctx: NodeContext) -> Value:
-    """IsNaN -> NOT_EQUAL(x, x) (NaN is the one value unequal to itself)."""
+    """IsNaN -> NOT(GREATER_EQUAL(x, -inf)): NaN is the one value not >= -inf. (NOT_EQUAL(x, x) says the
+    same, but TVM's simplifier folds ``x != x`` to false once both sides are the same load.)"""
     x = _float_input(ctx)
-    return op(ctx, O.NOT_EQUAL, x, x, dtype="bool")
+    at_least = op(ctx, O.GREATER_EQUAL, x, ctx.constant(np.array(-np.inf, x.dtype)), dtype="bool")
+    return op(ctx, O.NOT, at_least, dtype="bool")
 
 
 @onnx_op("IsInf")
