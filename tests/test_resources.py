@@ -230,7 +230,9 @@ _DYNAMIC_CHILD = textwrap.dedent(
         e.compute()
     except nna.NNAdapterError as err:
         result = {"error": str(err), "code": int(err.code)}
-    result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM is this process's own peak: ru_maxrss survives execve, so it would report the parent's peak.
+    with open("/proc/self/status") as f:
+        result["maxrss_kib"] = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     print("RESULT " + json.dumps(result))
     """
 )
