@@ -74,6 +74,8 @@ def bench_onnxruntime(path: str, feeds: dict, threads: int, repeat: int) -> dict
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # Runners share one process: idle worker threads must not spin on the cores the next one times.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     start = time.perf_counter()
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     prepare = time.perf_counter() - start
@@ -232,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="benchmark.json", help="table as JSON (%(default)s)")
     parser.add_argument("--png", default="benchmark.png", help="ratio plot (%(default)s)")
     args = parser.parse_args(argv)
+    # The same for TVM's thread pool (read when the pool starts): no runner spins while another is timed.
+    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
     rows = run(args.models or light_models(), args.threads, args.repeat, args.tuning_db, args.skip_tvm_frontend)
     text = report(rows, args.threads)
     print(text)
