@@ -45,6 +45,23 @@ class _Builder:
         return self.op(O.CONV_2D, [*args, self.i32(1, 1), self.i32(fuse)], [UNKNOWN, c_out, hw, hw])
 
 
+TINY_BIAS = np.array([1.0, -2.0, 0.5], "float32")
+
+
+def build_tiny(batch: int = UNKNOWN) -> Model:
+    """The smallest model (tests, the soak): out = relu(x + TINY_BIAS) with x: [batch, 3]."""
+    b = _Builder(0)
+    x = b.tensor([batch, 3])
+    out = b.op(O.ADD, [x, b.const(TINY_BIAS, P.FLOAT32), b.i32(FuseCode.RELU)], [batch, 3])
+    b.model.identify_inputs_and_outputs([x], [out])
+    b.model.finish()
+    return b.model
+
+
+def tiny_reference(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x + TINY_BIAS, 0)
+
+
 def build(seed: int = 2024) -> Model:
     """conv-relu, max pool, depthwise conv-relu6, 1x1 conv, batch norm, relu, avg pool,
     adaptive avg pool, flatten, fully connected, softmax; input [N, 3, 32, 32], N unknown."""

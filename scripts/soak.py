@@ -39,24 +39,8 @@ def rss_bytes() -> int:
     return psutil.Process().memory_info().rss
 
 
-def build_add() -> tuple[nna.Model, np.ndarray]:
-    """out = relu(x + c), x: [UNKNOWN, 3]; the tiny model."""
-    P = nna.Precision
-    model = nna.Model()
-    x = model.add_operand(nna.OperandType(P.FLOAT32, [nna.UNKNOWN, 3]))
-    c = model.add_operand(nna.OperandType(P.FLOAT32, [3]))
-    model.set_operand_value(c, np.array([1.0, -2.0, 0.5], "float32"))
-    code = model.add_operand(nna.OperandType(P.INT32, [1]))
-    model.set_operand_value(code, np.array([nna.FuseCode.RELU], "int32"))
-    out = model.add_operand(nna.OperandType(P.FLOAT32, [nna.UNKNOWN, 3]))
-    model.add_operation(nna.OperationType.ADD, [x, c, code], [out])
-    model.identify_inputs_and_outputs([x], [out])
-    model.finish()
-    return model, np.linspace(-3, 3, 24, dtype="float32").reshape(8, 3)
-
-
 MODELS = {
-    "add": build_add,
+    "add": lambda: (builtin_model.build_tiny(), np.linspace(-3, 3, 24, dtype="float32").reshape(8, 3)),
     "builtin": lambda: (builtin_model.build(), builtin_model.sample_input(2)),
 }
 

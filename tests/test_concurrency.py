@@ -37,27 +37,8 @@ STAGGER = 0.1
 MAX_BATCH = 16
 
 HERE = Path(__file__).resolve()
-C_BIAS = np.array([1.0, -2.0, 0.5], "float32")
-
-
-def build_add_relu() -> nna.Model:
-    """out = relu(x + c), x: [UNKNOWN, 3] (the same model as conftest's, importable by the worker)."""
-    P = nna.Precision
-    model = nna.Model()
-    x = model.add_operand(nna.OperandType(P.FLOAT32, [nna.UNKNOWN, 3]))
-    c = model.add_operand(nna.OperandType(P.FLOAT32, [3]))
-    model.set_operand_value(c, C_BIAS)
-    code = model.add_operand(nna.OperandType(P.INT32, [1]))
-    model.set_operand_value(code, np.array([nna.FuseCode.RELU], "int32"))
-    out = model.add_operand(nna.OperandType(P.FLOAT32, [nna.UNKNOWN, 3]))
-    model.add_operation(nna.OperationType.ADD, [x, c, code], [out])
-    model.identify_inputs_and_outputs([x], [out])
-    model.finish()
-    return model
-
-
-def add_relu_ref(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x + C_BIAS, 0)
+build_add_relu = builtin_model.build_tiny
+add_relu_ref = builtin_model.tiny_reference
 
 
 def compute(compilation: nna.Compilation, x: np.ndarray, execution: nna.Execution | None = None) -> np.ndarray:
