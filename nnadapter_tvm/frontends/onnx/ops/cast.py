@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
-from nnadapter_tvm.frontends.onnx.ops.elementwise import cast as cast_to
+from nnadapter_tvm.frontends.onnx.ops.common import cast as cast_to
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import OperationType as O
 

@@ -6,9 +6,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value, precision_of
 from nnadapter_tvm.types import FuseCode
 from nnadapter_tvm.types import OperationType as O
+
+
+def cast(ctx: NodeContext, x: Value, dtype: object) -> Value:
+    """CAST ``x`` to ``dtype``: nothing when it already is, numpy's cast when it is known at import."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if x.is_const:
+        return ctx.constant(x.const.astype(dtype), dtype)
+    return ctx.emit(O.CAST, [x, ctx.i32(int(precision_of(dtype, ctx.label)))], dtype=dtype, shape=x.shape)
 
 
 def fuse_none(ctx: NodeContext) -> Value:

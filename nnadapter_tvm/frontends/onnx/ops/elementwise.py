@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value, precision_of
-from nnadapter_tvm.frontends.onnx.ops.common import broadcast_shape, fuse_none
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.ops.common import broadcast_shape, cast, fuse_none
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import OperationType as O
 
@@ -43,16 +43,6 @@ def is_int(v: Value) -> bool:
 
 def is_float(v: Value) -> bool:
     return v.dtype is not None and v.dtype.kind == "f"
-
-
-def cast(ctx: NodeContext, x: Value, dtype: object) -> Value:
-    """CAST ``x`` to ``dtype`` (nothing when it already is)."""
-    dtype = np.dtype(dtype)
-    if x.dtype == dtype:
-        return x
-    if x.is_const:
-        return ctx.constant(x.const.astype(dtype), dtype)
-    return ctx.emit(O.CAST, [x, ctx.i32(int(precision_of(dtype, ctx.label)))], dtype=dtype, shape=x.shape)
 
 
 # -- binary -------------------------------------------------------------------------------

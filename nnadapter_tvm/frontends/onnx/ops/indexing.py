@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
-from nnadapter_tvm.frontends.onnx.ops.common import binary, fold_if_empty, norm_axis, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fold_if_empty, norm_axis, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import PadMode
@@ -111,18 +111,12 @@ def gather_elements(ctx: NodeContext) -> Value | np.ndarray:
     grid = np.indices(indices.shape, "int64")
     base = sum(grid[a] * strides[a] for a in range(rank) if a != axis)
     dtype = "int64" if x.rank and math.prod(x.shape) > _I32.max else indices.dtype
-    idx = indices if indices.dtype == dtype else _cast_int64(ctx, indices)
+    idx = indices if indices.dtype == dtype else cast(ctx, indices, "int64")
     idx = _positive(ctx, idx, x.shape[axis])
     scaled = binary(ctx, O.MUL, idx, ctx.constant(np.array(strides[axis], dtype)), shape=idx.shape)
     flat_idx = binary(ctx, O.ADD, scaled, ctx.constant(np.asarray(base, dtype)), shape=idx.shape)
     flat = reshape(ctx, x, [-1], out_shape=(math.prod(x.shape),))
     return ctx.emit(O.GATHER, [flat, flat_idx, ctx.i32(0)])
-
-
-def _cast_int64(ctx: NodeContext, v: Value) -> Value:
-    if v.is_const:
-        return ctx.constant(v.const.astype("int64"))
-    return ctx.emit(O.CAST, [v, ctx.i32(7)], dtype="int64", shape=v.shape)
 
 
 @onnx_op("GatherND")
@@ -141,7 +135,7 @@ def gather_nd(ctx: NodeContext) -> Value | np.ndarray:
     batch, indexed, rest = x.shape[:b], x.shape[b : b + k], x.shape[b + k :]
     rows = math.prod(batch) * math.prod(indexed)
     table = reshape(ctx, x, [rows, *rest], out_shape=(rows, *rest))
-    idx = _cast_int64(ctx, indices) if indices.dtype != np.int64 else indices
+    idx = cast(ctx, indices, "int64")
     idx = _positive(ctx, idx, indexed)
     weighted = binary(ctx, O.MUL, idx, ctx.i64(_strides(indexed)), shape=idx.shape)
     lead = indices.shape[:-1]
@@ -255,7 +249,7 @@ def one_hot(ctx: NodeContext) -> Value:
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank + 1)
     idx = indices
     if idx.dtype.kind == "f":
-        idx = ctx.emit(O.CAST, [idx, ctx.i32(7)], dtype="int64", shape=idx.shape)  # ONNX truncates
+        idx = cast(ctx, idx, "int64")  # ONNX truncates
     idx = _positive(ctx, idx, depth)
     column = ctx.emit(O.UNSQUEEZE, [idx, ctx.i32([axis])], shape=_insert(idx.shape, axis, 1))
     positions = np.arange(depth, dtype=idx.dtype).reshape(_insert((1,) * rank, axis, depth))

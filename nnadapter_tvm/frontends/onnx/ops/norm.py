@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
-from nnadapter_tvm.frontends.onnx.ops.common import binary, norm_axis, rank_of
+from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, norm_axis, rank_of
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import OperationType as O
-from nnadapter_tvm.types import Precision
 
 
 def _kept(shape, axes) -> tuple | None:
@@ -73,13 +72,13 @@ def _stash(ctx: NodeContext, x: Value) -> tuple[Value, np.dtype | None]:
         return x, None
     if int(ctx.attr("stash_type", 1)) != 1 or x.dtype != np.float16:
         ctx.unsupported(f"{ctx.op_type} of {x.dtype} with stash_type {ctx.attr('stash_type', 1)}")
-    return ctx.emit(O.CAST, [x, ctx.i32(int(Precision.FLOAT32))], dtype="float32", shape=x.shape), x.dtype
+    return cast(ctx, x, "float32"), x.dtype
 
 
 def _unstash(ctx: NodeContext, v: Value, dtype: np.dtype | None) -> Value:
     if dtype is None:
         return v
-    return ctx.emit(O.CAST, [v, ctx.i32(int(Precision.FLOAT16))], dtype=dtype, shape=v.shape)
+    return cast(ctx, v, dtype)
 
 
 @onnx_op("LayerNormalization")
@@ -128,12 +127,7 @@ def group_normalization(ctx: NodeContext) -> Value:
             if not p.is_const:
                 ctx.unsupported("a per-group scale/bias (opset 18) must be constant")
             p = ctx.constant(np.repeat(p.const, channels // groups))
-        if p.dtype != np.float32:
-            p = (
-                ctx.constant(p.const.astype("float32"))
-                if p.is_const
-                else ctx.emit(O.CAST, [p, ctx.i32(int(Precision.FLOAT32))], dtype="float32", shape=p.shape)
-            )
+        p = cast(ctx, p, "float32")
         params.append(p)
     epsilon = ctx.f32(float(ctx.attr("epsilon", 1e-5)))
     y = ctx.emit(O.GROUP_NORMALIZATION, [x, *params, epsilon, ctx.i32(groups)], shape=x.shape)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
-from nnadapter_tvm.frontends.onnx.ops.common import binary, fuse_none, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fuse_none, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.ops.conv import resolve_pads, spatial_attrs
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import AutoPad, Precision
@@ -184,15 +184,13 @@ def _as_f32(ctx: NodeContext, x: Value, exact: tuple[str, ...]) -> tuple[Value, 
         return x, None
     if x.dtype.name not in exact:
         ctx.unsupported(f"pooling of {x.dtype} (NNAdapter's poolings take float32)")
-    return ctx.emit(O.CAST, [x, ctx.i32(int(Precision.FLOAT32))], dtype="float32", shape=x.shape), x.dtype
+    return cast(ctx, x, "float32"), x.dtype
 
 
 def _cast_back(ctx: NodeContext, y: Value, dtype: np.dtype | None) -> Value:
     if dtype is None:
         return y
-    precision = {"int8": Precision.INT8, "uint8": Precision.UINT8, "int16": Precision.INT16}
-    precision.update({"uint16": Precision.UINT16, "float16": Precision.FLOAT16})
-    return ctx.emit(O.CAST, [y, ctx.i32(int(precision[dtype.name]))], dtype=dtype, shape=y.shape)
+    return cast(ctx, y, dtype)
 
 
 @onnx_op("MaxPool")
@@ -248,11 +246,11 @@ def _max_pool_with_indices(ctx: NodeContext, x: Value) -> list[Value]:
         if h * w >= 1 << 24:
             ctx.unsupported(f"column-major indices of a {h}x{w} plane (at least 2^24 elements)")
         shape = (n, c, *outs)
-        pf = ctx.emit(O.CAST, [plane, ctx.i32(int(Precision.FLOAT32))], dtype="float32", shape=shape)
+        pf = cast(ctx, plane, "float32")
         row = ctx.emit(O.FLOOR, [binary(ctx, O.DIV, pf, ctx.f32(float(w)), shape=shape)], shape=shape)
         col = binary(ctx, O.SUB, pf, binary(ctx, O.MUL, row, ctx.f32(float(w)), shape=shape), shape=shape)
         pf = binary(ctx, O.ADD, binary(ctx, O.MUL, col, ctx.f32(float(h)), shape=shape), row, shape=shape)
-        plane = ctx.emit(O.CAST, [pf, ctx.i32(int(Precision.INT64))], dtype="int64", shape=shape)
+        plane = cast(ctx, pf, "int64")
     offsets = (np.arange(n * c, dtype="int64") * (h * w)).reshape(n, c, 1, 1)
     return [y, binary(ctx, O.ADD, plane, ctx.constant(offsets), shape=ctx.out_shape(1))]
 

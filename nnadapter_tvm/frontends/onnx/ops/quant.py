@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Quant, Value, precision_of
-from nnadapter_tvm.frontends.onnx.ops.common import binary, norm_axis, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Quant, Value
+from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, norm_axis, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.ops.conv import conv_nd, conv_operands
 from nnadapter_tvm.frontends.onnx.ops.matmul import matmul
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
@@ -16,15 +16,6 @@ from nnadapter_tvm.types import Precision
 
 # Integer types a float32 holds exactly (every value, and every zero point).
 _INT_TYPES = ("int8", "uint8", "int16", "uint16")
-
-
-def _cast(ctx: NodeContext, v: Value, dtype: str | np.dtype) -> Value:
-    dtype = np.dtype(dtype)
-    if v.dtype == dtype:
-        return v
-    if v.is_const:
-        return ctx.constant(v.const.astype(dtype))
-    return ctx.emit(O.CAST, [v, ctx.i32(int(precision_of(dtype, ctx.label)))], dtype=dtype, shape=v.shape)
 
 
 def _scalar(ctx: NodeContext, value: float, dtype: str = "float32") -> Value:
@@ -52,7 +43,7 @@ def _saturate(ctx: NodeContext, r: Value, dtype: np.dtype) -> Value:
     """CLIP to ``dtype``'s range, then CAST (exact: ``r`` holds integers)."""
     info = np.iinfo(dtype)
     lo, hi = ctx.constant(np.asarray([info.min], r.dtype)), ctx.constant(np.asarray([info.max], r.dtype))
-    return _cast(ctx, ctx.emit(O.CLIP, [r, lo, hi], shape=r.shape), dtype)
+    return cast(ctx, ctx.emit(O.CLIP, [r, lo, hi], shape=r.shape), dtype)
 
 
 class _Layout:
@@ -147,7 +138,7 @@ def quantize_linear(ctx: NodeContext) -> Value:
     t = binary(ctx, O.DIV, data, layout.param(scale), shape=data.shape)
     r = _round_half_even(ctx, t)
     if zp is not None:
-        r = binary(ctx, O.ADD, r, _cast(ctx, layout.param(zp), "float32"), shape=data.shape)
+        r = binary(ctx, O.ADD, r, cast(ctx, layout.param(zp), "float32"), shape=data.shape)
     return layout.restore(_saturate(ctx, r, dtype))
 
 
@@ -169,23 +160,23 @@ def dequantize_linear(ctx: NodeContext) -> Value:
     if x.dtype.name not in _INT_TYPES and x.dtype != np.int32:
         ctx.unsupported(f"DequantizeLinear of {x.dtype}")
     layout = _Layout(ctx, x, scale)
-    data = layout.data(_cast(ctx, x, "float32"))
+    data = layout.data(cast(ctx, x, "float32"))
     if zp is not None:
-        data = binary(ctx, O.SUB, data, _cast(ctx, layout.param(zp), "float32"), shape=data.shape)
-    y = binary(ctx, O.MUL, data, _cast(ctx, layout.param(scale), "float32"), shape=data.shape)
-    return _cast(ctx, layout.restore(y), out)
+        data = binary(ctx, O.SUB, data, cast(ctx, layout.param(zp), "float32"), shape=data.shape)
+    y = binary(ctx, O.MUL, data, cast(ctx, layout.param(scale), "float32"), shape=data.shape)
+    return cast(ctx, layout.restore(y), out)
 
 
 def _shifted(ctx: NodeContext, v: Value, zp: Value | None) -> Value:
     """v - zero_point as float32 (exact: both are 8-bit integers)."""
     if v.dtype.name not in ("int8", "uint8"):
         ctx.unsupported(f"{ctx.op_type} of {v.dtype}")
-    f = _cast(ctx, v, "float32")
+    f = cast(ctx, v, "float32")
     if zp is None:
         return f
     if zp.rank not in (0, None) and zp.shape != (1,):
         ctx.unsupported(f"per-row/column zero points {zp.describe()}")
-    return binary(ctx, O.SUB, f, _cast(ctx, zp, "float32"), shape=v.shape)
+    return binary(ctx, O.SUB, f, cast(ctx, zp, "float32"), shape=v.shape)
 
 
 @onnx_op("MatMulInteger")
@@ -197,7 +188,7 @@ def matmul_integer(ctx: NodeContext) -> Value:
     if k is None or k * 255 * 255 >= 1 << 24:
         ctx.unsupported(f"a reduction over {k} products may exceed float32's exact integers")
     y = matmul(ctx, _shifted(ctx, a, ctx.optional(2)), _shifted(ctx, b, ctx.optional(3)), shape=ctx.out_shape())
-    return _cast(ctx, y, "int32")
+    return cast(ctx, y, "int32")
 
 
 @onnx_op("QLinearMatMul")
@@ -214,8 +205,8 @@ def qlinear_matmul(ctx: NodeContext) -> Value:
     prod = matmul(ctx, _shifted(ctx, a, a_zp), _shifted(ctx, b, b_zp), shape=ctx.out_shape())
     # The factor in the scales' own type (as the reference computes it), then float32.
     factor = binary(ctx, O.DIV, binary(ctx, O.MUL, a_scale, b_scale, shape=a_scale.shape), y_scale, shape=a_scale.shape)
-    t = binary(ctx, O.MUL, prod, _cast(ctx, factor, "float32"), shape=prod.shape)
-    t = binary(ctx, O.ADD, t, _cast(ctx, y_zp, "float32"), shape=prod.shape)
+    t = binary(ctx, O.MUL, prod, cast(ctx, factor, "float32"), shape=prod.shape)
+    t = binary(ctx, O.ADD, t, cast(ctx, y_zp, "float32"), shape=prod.shape)
     return _saturate(ctx, _round_half_even(ctx, t), y_zp.dtype)
 
 
@@ -227,8 +218,8 @@ def _shifted_filter(ctx: NodeContext, w: Value, zp: Value | None) -> Value:
         zp = reshape(ctx, zp, [1], (1,))
     if w.dtype.name not in ("int8", "uint8"):
         ctx.unsupported(f"{ctx.op_type} of {w.dtype}")
-    f = _cast(ctx, w, "float32")
-    return f if zp is None else binary(ctx, O.SUB, f, _cast(ctx, zp, "float32"), shape=w.shape)
+    f = cast(ctx, w, "float32")
+    return f if zp is None else binary(ctx, O.SUB, f, cast(ctx, zp, "float32"), shape=w.shape)
 
 
 def _integer_conv(ctx: NodeContext, w_index: int, x_zp: int, w_zp: int) -> Value:
@@ -247,7 +238,7 @@ def _integer_conv(ctx: NodeContext, w_index: int, x_zp: int, w_zp: int) -> Value
 @onnx_op("ConvInteger")
 def conv_integer(ctx: NodeContext) -> Value:
     """ConvInteger -> CONV_2D of (x - x_zero_point) and (w - w_zero_point) in float32, CAST to int32."""
-    return _cast(ctx, _integer_conv(ctx, 1, 2, 3), "int32")
+    return cast(ctx, _integer_conv(ctx, 1, 2, 3), "int32")
 
 
 @onnx_op("QLinearConv")
@@ -259,7 +250,7 @@ def qlinear_conv(ctx: NodeContext) -> Value:
     bias = ctx.optional(8)
     if bias is not None:
         b = reshape(
-            ctx, _cast(ctx, bias, "float32"), [1, -1] + [1] * (acc.rank - 2), (1, bias.shape[0]) + (1,) * (acc.rank - 2)
+            ctx, cast(ctx, bias, "float32"), [1, -1] + [1] * (acc.rank - 2), (1, bias.shape[0]) + (1,) * (acc.rank - 2)
         )
         acc = binary(ctx, O.ADD, acc, b, shape=acc.shape)
     for s in (x_scale, y_scale):
@@ -269,8 +260,8 @@ def qlinear_conv(ctx: NodeContext) -> Value:
         w_scale = reshape(ctx, w_scale, [-1] + [1] * (acc.rank - 2), (w_scale.shape[0],) + (1,) * (acc.rank - 2))
     factor = binary(ctx, O.MUL, x_scale, w_scale, shape=w_scale.shape)
     factor = binary(ctx, O.DIV, factor, y_scale, shape=w_scale.shape)
-    t = binary(ctx, O.MUL, acc, _cast(ctx, factor, "float32"), shape=acc.shape)
+    t = binary(ctx, O.MUL, acc, cast(ctx, factor, "float32"), shape=acc.shape)
     dtype = y_zp.dtype if y_zp is not None else ctx.input(0).dtype
     if y_zp is not None:
-        t = binary(ctx, O.ADD, t, _cast(ctx, y_zp, "float32"), shape=acc.shape)
+        t = binary(ctx, O.ADD, t, cast(ctx, y_zp, "float32"), shape=acc.shape)
     return _saturate(ctx, _round_half_even(ctx, t), dtype)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
-from nnadapter_tvm.frontends.onnx.ops.common import binary, fold_if_empty, norm_axis, rank_of, reshape, to_rank0
+from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fold_if_empty, norm_axis, rank_of, reshape, to_rank0
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
@@ -44,15 +44,11 @@ def _mul(ctx: NodeContext, a: Value, b: Value) -> Value:
     return binary(ctx, O.MUL, a, b, shape=a.shape if a.rank >= b.rank else b.shape)
 
 
-def _cast(ctx: NodeContext, x: Value, dtype: str, precision: Precision) -> Value:
-    return ctx.emit(O.CAST, [x, ctx.i32(int(precision))], dtype=dtype, shape=x.shape)
-
-
 def _reduce_min(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) -> Value:
     """min(x) = -max(-x) for floats; for integers ~max(~x) with ~x = all_ones - x (never overflows)."""
     if x.dtype.kind == "b":
-        as_u8 = _cast(ctx, x, "uint8", Precision.UINT8)
-        return _cast(ctx, _reduce_min(ctx, as_u8, axes, keepdims), "bool", Precision.BOOL8)
+        as_u8 = cast(ctx, x, "uint8")
+        return cast(ctx, _reduce_min(ctx, as_u8, axes, keepdims), "bool")
     if x.dtype.kind == "f":
         neg = _mul(ctx, x, _scalar(ctx, x, -1))
         m = _reduce(ctx, O.REDUCE_MAX, neg, axes, keepdims)
@@ -65,8 +61,8 @@ def _reduce_min(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) -> 
 
 def _reduce_max(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) -> Value:
     if x.dtype.kind == "b":
-        as_u8 = _cast(ctx, x, "uint8", Precision.UINT8)
-        return _cast(ctx, _reduce(ctx, O.REDUCE_MAX, as_u8, axes, keepdims), "bool", Precision.BOOL8)
+        as_u8 = cast(ctx, x, "uint8")
+        return cast(ctx, _reduce(ctx, O.REDUCE_MAX, as_u8, axes, keepdims), "bool")
     return _reduce(ctx, O.REDUCE_MAX, x, axes, keepdims)
 
 

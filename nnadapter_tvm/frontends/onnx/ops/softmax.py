@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value, precision_of
-from nnadapter_tvm.frontends.onnx.ops.common import norm_axis, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.ops.common import cast, norm_axis, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
@@ -92,6 +92,6 @@ def hardmax(ctx: NodeContext) -> Value:
         )
         iota = np.arange(size, dtype="int64").reshape([size] + [1] * (v.rank - axis - 1))
         hit = ctx.emit(O.EQUAL, [first, ctx.constant(iota)], dtype="bool", shape=v.shape)
-        return ctx.emit(O.CAST, [hit, ctx.i32(int(precision_of(v.dtype, ctx.label)))], dtype=v.dtype, shape=v.shape)
+        return cast(ctx, hit, v.dtype)
 
     return _coerced(ctx, x, one_hot)

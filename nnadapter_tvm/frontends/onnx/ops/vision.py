@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.ops.common import cast
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
-from nnadapter_tvm.types import InterpolateMode, PadMode, Precision
+from nnadapter_tvm.types import InterpolateMode, PadMode
 from nnadapter_tvm.types import OperationType as O
 
 
@@ -21,7 +22,7 @@ def roi_align(ctx: NodeContext) -> Value:
         ctx.fail(f"coordinate_transformation_mode '{transform}'")
     if x.dtype != rois.dtype or x.dtype.kind != "f":
         ctx.unsupported(f"{x.describe()} and rois {rois.describe()}: ROI_ALIGN takes FLOAT32")
-    indices = ctx.emit(O.CAST, [batch, ctx.i32(int(Precision.INT32))], dtype="int32", shape=batch.shape)
+    indices = cast(ctx, batch, "int32")
     inputs = [
         x,
         rois,
