@@ -19,22 +19,10 @@ from nnadapter_tvm.frontends.onnx import functions, host
 from nnadapter_tvm.frontends.onnx.registry import get_converter
 from nnadapter_tvm.model import validate_against_schema
 from nnadapter_tvm.op_schema import SCHEMAS
-from nnadapter_tvm.types import NNAdapterError, OperationType, Precision, ResultCode
+from nnadapter_tvm.types import NNAdapterError, OperationType, Precision, ResultCode, is_quantized, storage_dtype
 
-_PRECISIONS = {
-    np.dtype("bool"): Precision.BOOL8,
-    np.dtype("int8"): Precision.INT8,
-    np.dtype("uint8"): Precision.UINT8,
-    np.dtype("int16"): Precision.INT16,
-    np.dtype("uint16"): Precision.UINT16,
-    np.dtype("int32"): Precision.INT32,
-    np.dtype("uint32"): Precision.UINT32,
-    np.dtype("int64"): Precision.INT64,
-    np.dtype("uint64"): Precision.UINT64,
-    np.dtype("float16"): Precision.FLOAT16,
-    np.dtype("float32"): Precision.FLOAT32,
-    np.dtype("float64"): Precision.FLOAT64,
-}
+# The precision of each element type (the non-quantized precisions' storage types, one to one).
+_PRECISIONS = {np.dtype(storage_dtype(p)): p for p in Precision if not is_quantized(p)}
 # Random ops must draw at every run, never once at import.
 _NOT_FOLDABLE = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -370,7 +358,7 @@ class ImportedGraph:
             return
         config = self.options.host_ops
         if config is not None and config.matches(node):
-            self._to_host(unit, "matched by the partition config")
+            self._to_host(unit, "matched by the partition config", chosen=True)
             return
         converter = get_converter(node.op_type)
         if converter is None:
@@ -474,14 +462,15 @@ class ImportedGraph:
             self._import_node(index, renamed, body_opset)
         return True
 
-    def _to_host(self, unit: Unit, reason: str) -> None:
+    def _to_host(self, unit: Unit, reason: str, chosen: bool = False) -> None:
+        """Run the node on the host: ``chosen`` by the partition config, else only under host fallback."""
         outputs = []
         for name in unit.node.output:
             dtype, shape = self.inferred.get(name, (None, None))
             outputs.append(Value(name, dtype, shape) if name else None)
         unit.outputs = self._bind(unit.node, outputs)
         self._note_sources(unit)
-        if not self.options.host_fallback and reason != "matched by the partition config":
+        if not (chosen or self.options.host_fallback):
             # Keep importing (with placeholder outputs) so that one error lists every such node.
             self.errors.append(reason if reason.startswith(unit.label) else f"{unit.label}: {reason}")
             return
