@@ -66,7 +66,7 @@ def cache_path(cache_dir: str | os.PathLike, token: str) -> str:
 @dataclass
 class Container:
     meta: dict
-    blobs: list[bytes]
+    blobs: list[memoryview]  # views into the container's bytes
 
 
 def _signature(key: bytes, signed: bytes) -> bytes:
@@ -86,7 +86,7 @@ def unpack(data: bytes, source: str, key: bytes | None = None) -> Container:
     """Parse a container; every defect is a ``CacheError`` naming ``source``.
 
     With ``key``, an unsigned or mis-signed container is refused before anything else is read."""
-    data = bytes(data)
+    data = memoryview(data).cast("B")  # slices below are views: a module of 100s of MB is not copied
     if len(data) < _HEADER.size:
         raise CacheError(f"{source}: {len(data)} bytes is too short for an .nnc header (truncated or not a cache)")
     magic, version, length, digest = _HEADER.unpack_from(data)
@@ -96,12 +96,12 @@ def unpack(data: bytes, source: str, key: bytes | None = None) -> Container:
         raise CacheError(f"{source}: cache format version {version}, this library reads {FORMAT_VERSION}")
     end = _HEADER.size + length
     trailer = data[end:]
-    if trailer and (len(trailer) != _TRAILER_SIZE or not trailer.startswith(SIGNATURE_MAGIC)):
+    if trailer and (len(trailer) != _TRAILER_SIZE or bytes(trailer[: len(SIGNATURE_MAGIC)]) != SIGNATURE_MAGIC):
         raise CacheError(f"{source}: {len(data)} bytes where the header announces {end} (truncated or appended to)")
     if key is not None:
         if not trailer:
             raise CacheError(f"{source}: unsigned, and this context requires caches signed with its key")
-        if not hmac.compare_digest(trailer[len(SIGNATURE_MAGIC) :], _signature(key, data[:end])):
+        if not hmac.compare_digest(bytes(trailer[len(SIGNATURE_MAGIC) :]), _signature(key, data[:end])):
             raise CacheError(f"{source}: signature mismatch (signed with another key, or tampered with)")
     payload = data[_HEADER.size : end]
     if len(payload) != length:
@@ -110,7 +110,7 @@ def unpack(data: bytes, source: str, key: bytes | None = None) -> Container:
         raise CacheError(f"{source}: checksum mismatch (the file is corrupted)")
     try:
         (meta_len,) = struct.unpack_from("<I", payload)
-        meta = json.loads(payload[4 : 4 + meta_len].decode())
+        meta = json.loads(bytes(payload[4 : 4 + meta_len]).decode())
         lengths = [int(n) for n in meta["blob_lengths"]]
     except (struct.error, ValueError, KeyError, TypeError) as err:
         raise CacheError(f"{source}: unreadable metadata ({err})") from None

@@ -148,13 +148,73 @@ def test_cache_is_reused_by_a_second_process(tmp_path) -> None:
     code = (
         "import sys, numpy as np, nnadapter_tvm as nna\n"
         "p = nna.Predictor(sys.argv[1], cache_dir=sys.argv[2])\n"
-        "print(p.loaded_from_cache, p.token, p.run({'x': np.ones([2, 3], 'float32')})[0].sum())\n"
+        "total = p.run({'x': np.ones([2, 3], 'float32')})[0].sum()\n"
+        "print(p.loaded_from_cache, p.token, 'onnx' in sys.modules, total)\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    loaded, token, total = out.stdout.split()
+    loaded, token, imported_onnx, total = out.stdout.split()
     assert loaded == "True" and token == first.token
+    assert imported_onnx == "False", "a model found through the index must not import the graph (nor onnx)"
     np.testing.assert_allclose(float(total), chain_ref(np.ones([2, 3], "float32")).sum(), rtol=1e-5)
+
+
+def nnp_files(directory) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if n.endswith(".nnp"))
+
+
+def test_the_index_serves_only_the_model_it_was_written_for(tmp_path) -> None:
+    x = np.random.default_rng(3).standard_normal([2, 3]).astype("float32")
+    first = nna.Predictor(chain_model(), cache_dir=str(tmp_path))
+    assert len(nnp_files(tmp_path)) == 1
+    again = nna.Predictor(chain_model(), cache_dir=str(tmp_path))
+    assert again.loaded_from_cache and again._graph is None, "loaded through the index, without importing"
+    np.testing.assert_allclose(again.run({"x": x})[0], chain_ref(x), rtol=1e-6)
+    assert again.input_names == ["x"] and again.output_names == ["z"]
+    assert [u.label for u in again.graph.units] == [u.label for u in first.graph.units], "imported on demand"
+    with pytest.raises(nna.NNAdapterError, match="input 'x' dimension 0 must be 2"):
+        again.run({"x": np.zeros([3, 3], "float32")})
+
+    other = chain_model()
+    other.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(np.array([0.0, 0.0, 0.0], "float32"), "c"))
+    changed = nna.Predictor(other, cache_dir=str(tmp_path))
+    assert not changed.loaded_from_cache and changed.token != first.token
+    np.testing.assert_allclose(changed.run({"x": x})[0], 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-6)
+    assert len(nnp_files(tmp_path)) == 2
+    assert nna.Predictor(chain_model(), cache_dir=str(tmp_path), context_properties="TVM_OPT_LEVEL=2;")._graph
+    assert len(nnp_files(tmp_path)) == 3, "codegen properties are part of the index key"
+
+
+@pytest.mark.parametrize("damage", ["delete the nnc", "corrupt the index"])
+def test_a_broken_index_or_model_takes_the_long_way(tmp_path, damage: str) -> None:
+    x = np.random.default_rng(4).standard_normal([2, 3]).astype("float32")
+    first = nna.Predictor(chain_model(), cache_dir=str(tmp_path))
+    (entry,) = nnp_files(tmp_path)
+    if damage == "delete the nnc":
+        os.remove(tmp_path / f"{first.token}.nnc")
+    else:
+        data = bytearray((tmp_path / entry).read_bytes())
+        data[-3] ^= 0x40
+        (tmp_path / entry).write_bytes(bytes(data))
+    again = nna.Predictor(chain_model(), cache_dir=str(tmp_path))
+    assert again._graph is not None, "the graph was imported"
+    assert again.loaded_from_cache == (damage == "corrupt the index")
+    np.testing.assert_allclose(again.run({"x": x})[0], chain_ref(x), rtol=1e-6)
+    assert nna.Predictor(chain_model(), cache_dir=str(tmp_path))._graph is None, "the index was rewritten"
+
+
+def test_plans_with_host_steps_are_not_indexed(tmp_path) -> None:
+    nna.Predictor(det_model(), host_fallback=True, cache_dir=str(tmp_path))
+    assert nnp_files(tmp_path) == []
+
+
+def test_a_signing_context_refuses_an_unsigned_index(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NNA_TEST_KEY", "k1")
+    nna.Predictor(chain_model(), cache_dir=str(tmp_path))  # unsigned index and model
+    signed = nna.Predictor(chain_model(), cache_dir=str(tmp_path), context_properties="CACHE_KEY_ENV=NNA_TEST_KEY;")
+    assert signed._graph is not None and not signed.loaded_from_cache, "neither unsigned file was trusted"
+    again = nna.Predictor(chain_model(), cache_dir=str(tmp_path), context_properties="CACHE_KEY_ENV=NNA_TEST_KEY;")
+    assert again._graph is None and again.loaded_from_cache
 
 
 def test_token_changes_with_the_weights() -> None:

@@ -10,20 +10,38 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-import onnx
+if TYPE_CHECKING:
+    import onnx
 
-from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
-from nnadapter_tvm.frontends.onnx.loader import load_model
-from nnadapter_tvm.frontends.onnx.partition_config import PartitionConfig
-from nnadapter_tvm.frontends.onnx.plan import single_model
-from nnadapter_tvm.frontends.onnx.predictor import Predictor
-from nnadapter_tvm.model import Model
+    from nnadapter_tvm.model import Model
 
 
 def import_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> Model:
     """The whole ONNX model as one finished NNAdapter ``Model`` (every node on the NNAdapter devices)."""
+    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
+    from nnadapter_tvm.frontends.onnx.loader import load_model
+    from nnadapter_tvm.frontends.onnx.plan import single_model
+
     return single_model(ImportedGraph(load_model(model)))
+
+
+def __getattr__(name: str) -> object:
+    # Loaded when asked for: a Predictor that finds its model in the cache never imports onnx or the graph.
+    if name == "Predictor":
+        from nnadapter_tvm.frontends.onnx.predictor import Predictor
+
+        return Predictor
+    if name == "PartitionConfig":
+        from nnadapter_tvm.frontends.onnx.partition_config import PartitionConfig
+
+        return PartitionConfig
+    if name == "load_model":
+        from nnadapter_tvm.frontends.onnx.loader import load_model
+
+        return load_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["PartitionConfig", "Predictor", "import_model", "load_model"]

@@ -12,10 +12,11 @@ from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, ImportOptions, Uni
 from nnadapter_tvm.frontends.onnx.loader import load_model
 from nnadapter_tvm.frontends.onnx.partition_config import PartitionConfig
 from nnadapter_tvm.frontends.onnx.plan import HostStep, Subgraph, make_plan
+from nnadapter_tvm.frontends.onnx.plan_cache import Port
 from nnadapter_tvm.frontends.onnx.predictor import Predictor
 
 
-def random_input(value: Value, rng: np.random.Generator) -> np.ndarray:
+def random_input(value: Value | Port, rng: np.random.Generator) -> np.ndarray:
     shape = [1 if d is None else d for d in (value.shape or ())]
     dtype = np.dtype(value.dtype)
     if dtype.kind == "f":
@@ -36,7 +37,7 @@ def _read_inputs(specs: list[str], predictor: Predictor) -> dict[str, np.ndarray
         except (OSError, ValueError) as err:
             fail(f"--input {name}: cannot read {path}: {err}")
     rng = np.random.default_rng(0)
-    for value in predictor.graph.inputs:
+    for value in predictor.inputs:
         if value.name not in feeds and not specs:
             feeds[value.name] = random_input(value, rng)
     return feeds
@@ -74,9 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         outputs = predictor.run(feeds)
     run_s = (time.perf_counter() - start) / max(args.repeat, 1)
     how = "loaded from the cache" if predictor.loaded_from_cache else "compiled"
-    print(
-        f"model: {args.model}   subgraphs: {len(predictor.subgraphs)}   host nodes: {len(predictor.graph.host_units)}"
-    )
+    print(f"model: {args.model}   subgraphs: {len(predictor.compilations)}   host nodes: {predictor.host_node_count}")
     print(f"token: {predictor.token}")
     for name, x in zip(predictor.input_names, [feeds[n] for n in predictor.input_names]):
         print(f"input  {name}: {x.dtype}{list(x.shape)}")

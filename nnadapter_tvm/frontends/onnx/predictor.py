@@ -6,22 +6,26 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
 
 from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.device import Device
-from nnadapter_tvm.errors import check, fail
+from nnadapter_tvm.errors import check
 from nnadapter_tvm.execution import Execution
-from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, ImportOptions, Value
-from nnadapter_tvm.frontends.onnx.loader import load_model
-from nnadapter_tvm.frontends.onnx.partition_config import PartitionConfig
-from nnadapter_tvm.frontends.onnx.plan import HostStep, Subgraph, make_plan
-from nnadapter_tvm.token import model_token
+from nnadapter_tvm.frontends.onnx import plan_cache
+from nnadapter_tvm.frontends.onnx.plan_cache import Port
+from nnadapter_tvm.types import NNAdapterError
 
-Progress = Callable[[int, int, Subgraph], None]
+if TYPE_CHECKING:
+    import onnx
+
+    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Value
+    from nnadapter_tvm.frontends.onnx.plan import Subgraph
+
+Progress = Callable[[int, int, "Subgraph"], None]
 
 
 class Predictor:
@@ -31,7 +35,8 @@ class Predictor:
     config (a file path or its text) naming nodes to keep on the host. ``host_fallback``: run nodes
     that no device supports on the host instead of failing. With ``cache_dir``, each subgraph is
     cached as ``<cache_dir>/<token>.nnc`` under the model token it computes, and a later process
-    loads it instead of compiling.
+    loads it instead of compiling; a model that is one subgraph is also indexed by its bytes
+    (``<key>.nnp``, see ``plan_cache``), so that such a load skips importing the graph.
     """
 
     def __init__(
@@ -44,18 +49,51 @@ class Predictor:
         host_fallback: bool = False,
         progress: Progress | None = None,
     ):
-        config = PartitionConfig.load(partition_config) if partition_config is not None else None
-        self.onnx_model = load_model(model)
-        self.graph = ImportedGraph(self.onnx_model, ImportOptions(host_fallback=host_fallback, host_ops=config))
-        self.steps = make_plan(self.graph)
+        start = time.perf_counter()
         if isinstance(devices, str):
             devices = [devices]
         self.context = Context([Device.acquire(d) for d in devices], context_properties)
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+        self._model = model
+        self._host_fallback = host_fallback
+        self._config = None
+        options: dict = {"host_fallback": host_fallback}
+        if partition_config is not None:
+            from nnadapter_tvm.frontends.onnx.partition_config import PartitionConfig
+
+            self._config = PartitionConfig.load(partition_config)
+            options["partition_config"] = [(r.op_type, r.inputs, r.outputs) for r in self._config.rules]
+        self._onnx_model: onnx.ModelProto | None = None
+        self._graph: ImportedGraph | None = None
+        self._steps: list | None = None
         self.compilations: list[Compilation] = []
         self.tokens: list[str] = []
-        self.compile_seconds = 0.0
-        start = time.perf_counter()
+        entry_key = plan_cache.key(_source_bytes(model), self.context, options) if self.cache_dir else None
+        entry = plan_cache.read(self.cache_dir, entry_key, self.context) if entry_key else None
+        if entry is None or not self._load_indexed(entry):
+            self._import_and_compile(progress)
+            if entry_key and self.single_subgraph:
+                io = plan_cache.Entry(self.tokens[0], self._inputs, self._output_names)
+                plan_cache.write(self.cache_dir, entry_key, io, self.context)
+        self.seconds = time.perf_counter() - start
+        self.loaded_from_cache = bool(self.compilations) and all(c.loaded_from_cache for c in self.compilations)
+
+    def _load_indexed(self, entry: plan_cache.Entry) -> bool:
+        """The compiled model the index names, loaded without the graph; False when it does not load."""
+        try:
+            compilation = Compilation(None, self.context, cache_token=entry.token, cache_dir=self.cache_dir)
+            compilation.finish()
+        except NNAdapterError:  # gone, corrupted, built for something else: import and compile instead
+            return False
+        self.compilations, self.tokens = [compilation], [entry.token]
+        self._inputs, self._output_names = entry.inputs, entry.outputs
+        self.single_subgraph = True
+        return True
+
+    def _import_and_compile(self, progress: Progress | None) -> None:
+        from nnadapter_tvm.token import model_token
+
+        graph, steps = self.graph, self.steps
         subgraphs = self.subgraphs
         for k, subgraph in enumerate(subgraphs):
             if progress:
@@ -70,18 +108,55 @@ class Predictor:
             self.tokens.append(token)
         if progress and subgraphs:
             progress(len(subgraphs), len(subgraphs), subgraphs[-1])
-        self.seconds = time.perf_counter() - start
-        self.loaded_from_cache = bool(self.compilations) and all(c.loaded_from_cache for c in self.compilations)
+        self._inputs = [Port(v.name, v.dtype, v.shape) for v in graph.inputs]
+        self._output_names = [o.name for o in self.onnx_model.graph.output]
+        # One subgraph fed by the graph's inputs and giving its outputs runs without walking the plan.
+        self.single_subgraph = (
+            len(steps) == 1
+            and len(subgraphs) == 1
+            and [id(v) for v in subgraphs[0].inputs] == [id(v) for v in graph.inputs]
+            and [id(v) for v in subgraphs[0].outputs] == [id(v) for v in graph.outputs]
+        )
+
+    # The graph and its plan, built on first use when the model was loaded through the index.
+    @property
+    def onnx_model(self) -> onnx.ModelProto:
+        if self._onnx_model is None:
+            from nnadapter_tvm.frontends.onnx.loader import load_model
+
+            self._onnx_model = load_model(self._model)
+        return self._onnx_model
+
+    @property
+    def graph(self) -> ImportedGraph:
+        if self._graph is None:
+            from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, ImportOptions
+
+            options = ImportOptions(host_fallback=self._host_fallback, host_ops=self._config)
+            self._graph = ImportedGraph(self.onnx_model, options)
+        return self._graph
+
+    @property
+    def steps(self) -> list:
+        if self._steps is None:
+            from nnadapter_tvm.frontends.onnx.plan import make_plan
+
+            self._steps = make_plan(self.graph)
+        return self._steps
 
     @property
     def subgraphs(self) -> list[Subgraph]:
+        from nnadapter_tvm.frontends.onnx.plan import Subgraph
+
         return [s for s in self.steps if isinstance(s, Subgraph)]
 
     @property
     def token(self) -> str:
         """The model token: the one subgraph's, or an MD5 over every subgraph's and the host nodes."""
-        if len(self.tokens) == 1 and len(self.steps) == 1:
+        if self.single_subgraph or (len(self.tokens) == 1 and len(self.steps) == 1):
             return self.tokens[0]
+        from nnadapter_tvm.frontends.onnx.plan import HostStep
+
         h = hashlib.md5(usedforsecurity=False)
         for step in self.steps:
             h.update(step.unit.node.SerializeToString() if isinstance(step, HostStep) else b"")
@@ -91,62 +166,75 @@ class Predictor:
         return h.hexdigest()
 
     @property
+    def inputs(self) -> list[Port]:
+        """The graph's inputs: name, element type and dimensions (None where the model leaves them open)."""
+        return list(self._inputs)
+
+    @property
+    def host_node_count(self) -> int:
+        return 0 if self.single_subgraph else len(self.graph.host_units)
+
+    @property
     def input_names(self) -> list[str]:
-        return [v.name for v in self.graph.inputs]
+        return [p.name for p in self._inputs]
 
     @property
     def output_names(self) -> list[str]:
-        return [o.name for o in self.onnx_model.graph.output]
+        return list(self._output_names)
 
     def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
         """Outputs in the graph's order; ``inputs`` by name, or a list in the graph's input order."""
-        env: dict[int, np.ndarray] = {}
-        for value, array in zip(self.graph.inputs, self._feeds(inputs)):
-            env[id(value)] = array
+        arrays = self._feeds(inputs)
+        if self.single_subgraph:
+            return _execute(self.compilations[0], arrays)
+        from nnadapter_tvm.frontends.onnx.plan import HostStep
+
+        env: dict[int, np.ndarray] = {id(value): array for value, array in zip(self.graph.inputs, arrays)}
         subgraphs = iter(self.compilations)
         for step in self.steps:
             if isinstance(step, HostStep):
                 results = step.node.run([_read(env, v) for v in step.unit.inputs])
-                for value, array in zip(step.unit.outputs, results):
-                    env[id(value)] = array
+                outputs = step.unit.outputs
             else:
-                execution = Execution(next(subgraphs))
-                outputs = execution.use_arrays([_read(env, v) for v in step.inputs])
-                execution.compute()
-                for value, array in zip(step.outputs, outputs):
-                    env[id(value)] = array
+                results = _execute(next(subgraphs), [_read(env, v) for v in step.inputs])
+                outputs = step.outputs
+            for value, array in zip(outputs, results):
+                env[id(value)] = array
         return [_read(env, v) for v in self.graph.outputs]
 
     def _feeds(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
-        declared = self.graph.inputs
+        declared = self._inputs
         if isinstance(inputs, Mapping):
-            names = {v.name for v in declared}
+            names = {p.name for p in declared}
             unknown = sorted(set(inputs) - names)
             check(not unknown, f"unknown input name(s) {unknown}; the model's inputs are {sorted(names)}")
-            missing = [v.name for v in declared if v.name not in inputs]
+            missing = [p.name for p in declared if p.name not in inputs]
             check(not missing, f"missing input(s) {missing}")
-            arrays = [inputs[v.name] for v in declared]
+            arrays = [inputs[p.name] for p in declared]
         else:
             arrays = list(inputs)
             check(len(arrays) == len(declared), f"{len(arrays)} inputs given, the model has {len(declared)}")
-        return [_checked_input(v, np.asarray(a)) for v, a in zip(declared, arrays)]
+        return [p.check(np.asarray(a)) for p, a in zip(declared, arrays)]
 
 
-def _checked_input(value: Value, array: np.ndarray) -> np.ndarray:
-    where = f"input '{value.name}'"
-    if array.dtype != value.dtype:
-        fail(f"{where} must be {value.dtype}, got {array.dtype}")
-    if value.shape is not None:
-        if array.ndim != len(value.shape):
-            fail(f"{where} must have rank {len(value.shape)} {_dims(value.shape)}, got shape {list(array.shape)}")
-        for axis, (want, got) in enumerate(zip(value.shape, array.shape)):
-            if want is not None and want != got:
-                fail(f"{where} dimension {axis} must be {want} {_dims(value.shape)}, got shape {list(array.shape)}")
-    return np.ascontiguousarray(array)
+def _execute(compilation: Compilation, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    execution = Execution(compilation)
+    outputs = execution.use_arrays(arrays)
+    execution.compute()
+    return outputs
 
 
-def _dims(shape: tuple) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+def _source_bytes(model: object) -> bytes | None:
+    """The serialized model the index keys on; None when it cannot be had cheaply (the import reports why)."""
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
+    if hasattr(model, "SerializeToString"):
+        return model.SerializeToString(deterministic=True)
+    try:
+        with open(os.fspath(model), "rb") as f:
+            return f.read()
+    except (OSError, TypeError):
+        return None
 
 
 def _read(env: dict[int, np.ndarray], value: Value) -> np.ndarray:
