@@ -14,9 +14,10 @@ CLASSES = 10
 
 
 class _Builder:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, batch: int = UNKNOWN):
         self.model = Model()
         self.rng = np.random.default_rng(seed)
+        self.batch = batch
 
     def const(self, value: np.ndarray, precision: P) -> Operand:
         operand = self.model.add_operand(OperandType(precision, list(value.shape)))
@@ -42,7 +43,7 @@ class _Builder:
         w = self.weights(c_out, c_in // group, k, k)
         b = self.const(self.rng.normal(0, 0.1, c_out).astype("float32"), P.FLOAT32)
         args = [x, w, b, self.i32(AutoPad.SAME), self.i32(0, 0, 0, 0), self.i32(1, 1), self.i32(group)]
-        return self.op(O.CONV_2D, [*args, self.i32(1, 1), self.i32(fuse)], [UNKNOWN, c_out, hw, hw])
+        return self.op(O.CONV_2D, [*args, self.i32(1, 1), self.i32(fuse)], [self.batch, c_out, hw, hw])
 
 
 TINY_BIAS = np.array([1.0, -2.0, 0.5], "float32")
@@ -62,15 +63,16 @@ def tiny_reference(x: np.ndarray) -> np.ndarray:
     return np.maximum(x + TINY_BIAS, 0)
 
 
-def build(seed: int = 2024) -> Model:
+def build(seed: int = 2024, batch: int = UNKNOWN) -> Model:
     """conv-relu, max pool, depthwise conv-relu6, 1x1 conv, batch norm, relu, avg pool,
-    adaptive avg pool, flatten, fully connected, softmax; input [N, 3, 32, 32], N unknown."""
-    b = _Builder(seed)
-    x = b.tensor([UNKNOWN, *INPUT_SHAPE])
+    adaptive avg pool, flatten, fully connected, softmax; input [N, 3, 32, 32], N = ``batch`` (unknown
+    by default)."""
+    b = _Builder(seed, batch)
+    x = b.tensor([batch, *INPUT_SHAPE])
     y = b.conv(x, 3, 16, 3, 32, 1, FuseCode.RELU)
     pool = [b.i32(AutoPad.NONE), b.i32(0, 0, 0, 0), b.i32(2, 2), b.i32(2, 2), b.const(np.array([False]), P.BOOL8)]
     y = b.op(
-        O.MAX_POOL_2D, [y, *pool, b.const(np.array([False]), P.BOOL8), b.i32(P.INT32), b.i32(0)], [UNKNOWN, 16, 16, 16]
+        O.MAX_POOL_2D, [y, *pool, b.const(np.array([False]), P.BOOL8), b.i32(P.INT32), b.i32(0)], [batch, 16, 16, 16]
     )
     y = b.conv(y, 16, 16, 3, 16, 16, FuseCode.RELU6)
     y = b.conv(y, 16, 32, 1, 16, 1, FuseCode.NONE)
@@ -81,16 +83,14 @@ def build(seed: int = 2024) -> Model:
         np.abs(b.rng.normal(1, 0.1, 32)),
     ]
     bn = [b.const(s.astype("float32"), P.FLOAT32) for s in stats]
-    y = b.op(O.BATCH_NORMALIZATION, [y, *bn, b.const(np.array([1e-5], "float32"), P.FLOAT32)], [UNKNOWN, 32, 16, 16])
-    y = b.op(O.RELU, [y], [UNKNOWN, 32, 16, 16])
+    y = b.op(O.BATCH_NORMALIZATION, [y, *bn, b.const(np.array([1e-5], "float32"), P.FLOAT32)], [batch, 32, 16, 16])
+    y = b.op(O.RELU, [y], [batch, 32, 16, 16])
     avg = [b.const(np.array([False]), P.BOOL8), b.const(np.array([False]), P.BOOL8), b.i32(FuseCode.NONE)]
-    y = b.op(O.AVERAGE_POOL_2D, [y, *pool[:4], *avg], [UNKNOWN, 32, 8, 8])
-    y = b.op(O.ADAPTIVE_AVERAGE_POOL_2D, [y, b.i32(1, 1)], [UNKNOWN, 32, 1, 1])
-    y = b.op(O.FLATTEN, [y, b.i32(1), b.i32(3)], [UNKNOWN, 32])
-    y = b.op(
-        O.FULLY_CONNECTED, [y, b.weights(CLASSES, 32), b.weights(CLASSES), b.i32(FuseCode.NONE)], [UNKNOWN, CLASSES]
-    )
-    y = b.op(O.SOFTMAX, [y, b.i32(1)], [UNKNOWN, CLASSES])
+    y = b.op(O.AVERAGE_POOL_2D, [y, *pool[:4], *avg], [batch, 32, 8, 8])
+    y = b.op(O.ADAPTIVE_AVERAGE_POOL_2D, [y, b.i32(1, 1)], [batch, 32, 1, 1])
+    y = b.op(O.FLATTEN, [y, b.i32(1), b.i32(3)], [batch, 32])
+    y = b.op(O.FULLY_CONNECTED, [y, b.weights(CLASSES, 32), b.weights(CLASSES), b.i32(FuseCode.NONE)], [batch, CLASSES])
+    y = b.op(O.SOFTMAX, [y, b.i32(1)], [batch, CLASSES])
     b.model.identify_inputs_and_outputs([x], [y])
     b.model.finish()
     return b.model

@@ -18,7 +18,7 @@ from nnadapter_tvm.types import NNAdapterError, ResultCode
 def nnadapter_models(spec: str) -> list[Model]:
     """'builtin' or an ONNX file -> its NNAdapter subgraph models."""
     if spec in ("", "builtin"):
-        return [builtin_model.build()]
+        return [builtin_model.build(batch=1)]  # MetaSchedule tunes static loops only
     if not spec.lower().endswith(".onnx"):
         fail(f"MODEL must be 'builtin' or an .onnx file, got {spec!r}")
     from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
@@ -28,15 +28,26 @@ def nnadapter_models(spec: str) -> list[Model]:
     return [s.build_model() for s in make_plan(ImportedGraph(load_model(spec))) if isinstance(s, Subgraph)]
 
 
-def _rpc_runner(spec: str):  # -> ms.runner.RPCRunner
+def _rpc_config(spec: str):  # -> ms.runner.RPCConfig
     from tvm.s_tir import meta_schedule as ms
 
     host, _, rest = spec.partition(":")
     port, _, key = rest.partition(":")
     if not host or not port.isdigit() or not key:
         fail(f"--rpc {spec!r}: expected TRACKER_HOST:PORT:KEY")
-    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=key, session_timeout_sec=60)
-    return ms.runner.RPCRunner(rpc_config=config)
+    return ms.runner.RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=key, session_timeout_sec=60)
+
+
+def selection_table(rows: list[dict]) -> str:
+    lines = [f"{'kernel':48} {'uses':>4} {'default us':>11} {'tuned us':>11}  applied"]
+    for r in sorted(rows, key=lambda r: -r["default_us"] * r["uses"]):
+        lines.append(
+            f"{r['kernel'][:48]:48} {r['uses']:>4} {r['default_us']:>11.1f} {r['tuned_us']:>11.1f}  "
+            + ("yes" if r["kept"] else "no")
+        )
+    kept = sum(r["kept"] for r in rows)
+    lines.append(f"{kept} of {len(rows)} tuned kernels beat their default schedule and are applied")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,21 +60,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", required=True, help="the database directory (resumed if it exists)")
     parser.add_argument("--properties", default="", help="context properties of the target (e.g. LLVM_MCPU=...;)")
     parser.add_argument("--rpc", metavar="HOST:PORT:KEY", help="measure on a board through a TVM RPC tracker")
+    parser.add_argument(
+        "--num-cores", type=int, help="cores the kernels may run on (default: this machine's; give the board's)"
+    )
     args = parser.parse_args(argv)
     try:
         from tqdm import tqdm
 
         driver = DRIVERS[args.device]
-        props = parse_properties(args.properties)
-        target = driver.tvm_target(props)
-        models = nnadapter_models(args.model)
-        fused = [driver.lower_for_tuning(convert_model(m)[0], props) for m in models]
-        if args.device == "arm" and not args.rpc:
+        if args.device == "arm" and not args.rpc and not driver.can_run_here()[0]:
             fail(
                 "tuning for arm measures on the board: give --rpc TRACKER_HOST:PORT:KEY (docs/performance.md)",
                 ResultCode.INVALID_PARAMETER,
             )
-        runner = _rpc_runner(args.rpc) if args.rpc else "local"
+        rpc = _rpc_config(args.rpc) if args.rpc else None
+        props = parse_properties(args.properties)
+        target = tuning.with_core_count(driver.tvm_target(props), args.num_cores)
+        models = nnadapter_models(args.model)
+        fused = [driver.lower_for_tuning(convert_model(m)[0], props) for m in models]
+        # Candidates for a board are linked here by its cross compiler (None on an aarch64 host).
+        cxx = driver.cross_compiler(props) if args.device == "arm" and not driver.can_run_here()[0] else None
         bar = tqdm(total=args.trials, unit="trial", desc=f"tuning {args.model}")
 
         def progress(done: int, total: int) -> None:
@@ -71,13 +87,18 @@ def main(argv: list[str] | None = None) -> int:
             bar.n = done
             bar.refresh()
 
-        summary = tuning.tune(fused, target, args.work_dir, args.trials, progress=progress, runner=runner)
+        summary = tuning.tune(
+            fused, target, args.work_dir, args.trials, progress=progress, rpc_config=rpc, cross_compiler=cxx
+        )
         bar.close()
+        for line in summary["failed_kernels"]:
+            print(f"skipped (MetaSchedule cannot search it): {line}")
+        print(f"measuring the best records against the default schedules ({summary['kernels']} kernels) ...")
+        rows = tuning.select(fused, target, args.work_dir, lambda f: driver.default_schedule(f, props), rpc, cxx)
     except NNAdapterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for line in summary.get("failed_tasks", []):
-        print(f"skipped (MetaSchedule failed on it): {line}")
+    print(selection_table(rows))
     state = "resumed" if summary["resumed"] else "new"
     print(
         f"database: {summary['work_dir']} ({state}; {summary['records_before']} -> {summary['records_after']} records)"

@@ -1,5 +1,6 @@
-"""Auto-tuning with MetaSchedule: ``tune`` writes a database, and a compilation whose context names it
-(``TUNING_DATABASE=DIR``) applies its records before the default CPU schedules take the rest.
+"""Auto-tuning with MetaSchedule: ``tune`` searches schedules for a model's kernels and keeps, per kernel,
+the best one only where it beats the default CPU schedule; a compilation whose context names the
+directory (``TUNING_DATABASE=DIR``) applies what was kept before the default schedules take the rest.
 
 The database's fingerprint (a hash of its records), not its path, enters the model token: tuned and
 untuned caches never collide, and a database that gains records gives a new token.
@@ -7,13 +8,17 @@ untuned caches never collide, and a database that gains records gives a new toke
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import os
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 import tvm
+import tvm_ffi
 from tvm import relax
 
 from nnadapter_tvm.errors import fail
@@ -21,19 +26,30 @@ from nnadapter_tvm.types import ResultCode
 
 WORKLOADS = "database_workload.json"
 RECORDS = "database_tuning_record.json"
+#: The records that beat the default schedules, written by ``select``: what a build applies.
+APPLIED = "applied"
+SELECTION = "selection.json"
+#: A tuned kernel replaces the default schedule only when it is this much faster (measurement noise).
+MIN_GAIN = 0.03
+
+
+def _has_database(path: str) -> bool:
+    return all(os.path.isfile(os.path.join(path, n)) for n in (WORKLOADS, RECORDS))
 
 
 class TuningDatabase:
-    """A MetaSchedule JSON database directory, as the ``TUNING_DATABASE`` property names it."""
+    """A tuning directory as the ``TUNING_DATABASE`` property names it: the records ``tune`` kept in its
+    ``applied/`` database, or, for a MetaSchedule database written by other means, all its records."""
 
     def __init__(self, path: str):
         self.path = os.path.abspath(os.path.expanduser(path))
-        missing = [n for n in (WORKLOADS, RECORDS) if not os.path.isfile(os.path.join(self.path, n))]
-        if missing:
-            raise ValueError(f"{self.path} holds no MetaSchedule database (missing {', '.join(missing)})")
+        applied = os.path.join(self.path, APPLIED)
+        self.records_path = applied if _has_database(applied) else self.path
+        if not _has_database(self.records_path):
+            raise ValueError(f"{self.path} holds no MetaSchedule database (missing {WORKLOADS} or {RECORDS})")
         h = hashlib.sha256()
         for name in (WORKLOADS, RECORDS):
-            with open(os.path.join(self.path, name), "rb") as f:
+            with open(os.path.join(self.records_path, name), "rb") as f:
                 h.update(f.read())
             h.update(b"\0")
         self.fingerprint = h.hexdigest()[:32]
@@ -47,7 +63,7 @@ class TuningDatabase:
     def open(self):  # -> ms.database.JSONDatabase
         from tvm.s_tir import meta_schedule as ms
 
-        return ms.database.JSONDatabase(work_dir=self.path, allow_missing=False)
+        return ms.database.JSONDatabase(work_dir=self.records_path, allow_missing=False)
 
 
 def apply(fused: tvm.IRModule, target: tvm.target.Target, database: TuningDatabase) -> tvm.IRModule:
@@ -64,77 +80,223 @@ def record_count(work_dir: str) -> int:
         return sum(1 for line in f if line.strip())
 
 
+def _meta_schedule():
+    try:
+        from tvm.s_tir import meta_schedule as ms
+        from tvm.s_tir.meta_schedule import relax_integration  # noqa: F401  (needs xgboost, psutil)
+    except ImportError as err:
+        fail(
+            f"tuning needs MetaSchedule's dependencies (pip install 'nnadapter-tvm[bench]'): {err}",
+            ResultCode.FEATURE_NOT_SUPPORTED,
+        )
+    return ms
+
+
+def with_core_count(target: tvm.target.Target, cores: int | None = None) -> tvm.target.Target:
+    """MetaSchedule's search needs the core count it may parallelize over in the target: ``cores``, or
+    this machine's when not given."""
+    if "num-cores" in target.attrs and cores is None:
+        return target
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    config = dict(target.export())
+    config["num-cores"] = int(cores)
+    return tvm.target.Target(config)
+
+
+def kernels(fused_modules: Sequence[tvm.IRModule], target: tvm.target.Target) -> list[tuple[str, tvm.IRModule, int]]:
+    """The distinct kernels of ``fused_modules`` as ``(name, PrimFunc module, times used)``."""
+    from tvm.s_tir.meta_schedule import relax_integration
+
+    found: dict[int, list] = {}
+    for mod in fused_modules:
+        for task in relax_integration.extract_tasks(mod, target):
+            kernel = task.dispatched[0]
+            entry = found.setdefault(tvm_ffi.structural_hash(kernel), [task.task_name, kernel, 0])
+            entry[2] += int(task.weight)
+    return [tuple(entry) for entry in found.values()]
+
+
+def _export_with(cxx: str, mod: tvm.runtime.Module) -> str:
+    """MetaSchedule's export step, linked by ``cxx`` (the aarch64 cross compiler when tuning for a board)."""
+    import tempfile
+
+    from tvm.support import cc
+
+    path = os.path.join(tempfile.mkdtemp(prefix="nnadapter-tune-"), "kernel.so")
+    mod.export_library(path, fcompile=cc.cross_compiler(cxx))
+    return path
+
+
+def _build(mod: tvm.IRModule, target: tvm.target.Target, _params: object) -> tvm.runtime.Module:
+    """MetaSchedule's ``default_build`` without its ``import tvm.s_tir.tensor_intrin``: that import takes
+    ~18 s, and the builder starts fresh worker processes for every batch of candidates, so it cost more
+    than the builds themselves. A candidate arrives with its tensorization already applied."""
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    return tvm.driver.build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
+
+
+def make_builder(cross_compiler: str | None = None):  # -> ms.builder.Builder
+    """MetaSchedule's builder; with ``cross_compiler`` the candidates are linked for another machine."""
+    ms = _meta_schedule()
+    export = None if cross_compiler is None else functools.partial(_export_with, cross_compiler)
+    return ms.builder.LocalBuilder(f_build=_build, f_export=export)
+
+
+def make_runner(rpc_config: object | None = None, repeat: int = 1):  # -> ms.runner.Runner
+    """MetaSchedule's runner: this machine, or the board behind an RPC tracker (``ms.runner.RPCConfig``)."""
+    ms = _meta_schedule()
+    evaluator = ms.runner.EvaluatorConfig(number=3, repeat=repeat, min_repeat_ms=100)
+    if rpc_config is None:
+        return ms.runner.LocalRunner(evaluator_config=evaluator)
+    return ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=evaluator)
+
+
 def tune(
     fused_modules: Sequence[tvm.IRModule],
     target: tvm.target.Target,
     work_dir: str,
     trials: int,
     progress: Callable[[int, int], None] | None = None,
-    runner: object = "local",
+    rpc_config: object | None = None,
+    cross_compiler: str | None = None,
 ) -> dict:
-    """MetaSchedule over every kernel of ``fused_modules`` (their functions merged), ``trials`` measured
-    candidates in all. An existing database in ``work_dir`` is resumed: its records count towards
-    ``trials`` and seed the search."""
-    try:
-        from tvm.s_tir.meta_schedule import relax_integration
-    except ImportError as err:
-        fail(
-            f"tuning needs MetaSchedule's dependencies (pip install 'nnadapter-tvm[bench]'): {err}",
-            ResultCode.FEATURE_NOT_SUPPORTED,
-        )
-    if "num-cores" not in target.attrs:
-        # MetaSchedule's search needs the core count it may parallelize over.
-        config = dict(target.export())
-        config["num-cores"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        target = tvm.target.Target(config)
+    """One MetaSchedule search over every kernel of ``fused_modules``, ``trials`` measured candidates in
+    all. An existing database in ``work_dir`` is resumed: its records count towards ``trials`` and seed
+    the search. Kernels MetaSchedule cannot build a search space for are left out (``failed_kernels``)."""
+    ms = _meta_schedule()
+    target = with_core_count(target)
     os.makedirs(work_dir, exist_ok=True)
     before = record_count(work_dir)
     remaining = max(trials - before, 0)
-    summary = {"work_dir": os.path.abspath(work_dir), "records_before": before, "trials_asked": trials}
-    if remaining == 0:
-        summary.update(records_after=before, seconds=0.0, resumed=before > 0)
-        return summary
-    stop = threading.Event()
-    failed: list[str] = []
-
-    def poll() -> None:
-        while not stop.wait(1.0):
-            if progress:
-                progress(min(record_count(work_dir) - before, remaining), remaining)
-
-    watcher = threading.Thread(target=poll, daemon=True)
-    watcher.start()
+    summary = {
+        "work_dir": os.path.abspath(work_dir),
+        "records_before": before,
+        "trials_asked": trials,
+        "resumed": before > 0,
+        "failed_kernels": [],
+    }
+    contexts, weights = [], []
+    found = kernels(fused_modules, target)
+    # One log per kernel in work_dir/logs: MetaSchedule's own account of each search round.
+    loggers = ms.logging.get_loggers_from_work_dir(work_dir, [name for name, _, _ in found])
+    for (name, kernel, uses), logger in zip(found, loggers):
+        context = ms.TuneContext(
+            mod=kernel,
+            target=target,
+            space_generator="post-order-apply",
+            search_strategy="evolutionary",
+            task_name=name,
+            logger=logger,
+            num_threads="physical",
+        )
+        try:
+            context.generate_design_space()
+        except Exception as err:  # TVM's internal errors arrive as plain exceptions
+            summary["failed_kernels"].append(f"{name}: {str(err).strip().splitlines()[-1][:160]}")
+            continue
+        contexts.append(context)
+        weights.append(float(uses))
+    summary["kernels"] = len(contexts)
     start = time.perf_counter()
-    try:
-        # Kernel by kernel, the budget shared: MetaSchedule's design-space generation fails on some
-        # kernels (a failed task is reported and skipped, the others still tune).
-        tasks = [(mod, t.task_name) for mod in fused_modules for t in relax_integration.extract_tasks(mod, target)]
-        for k, (mod, name) in enumerate(tasks):
-            share = remaining // len(tasks) + (1 if k < remaining % len(tasks) else 0)
-            if share == 0:
-                continue
-            try:
-                relax_integration.tune_relax(
-                    mod,
-                    {},
-                    target,
-                    work_dir,
-                    max_trials_global=share,
-                    num_trials_per_iter=min(64, share),
-                    op_names=[name],
-                    runner=runner,
-                )
-            except Exception as err:  # MetaSchedule raises TVM's internal errors as plain exceptions
-                failed.append(f"{name}: {str(err).strip().splitlines()[-1][:160]}")
-    finally:
-        stop.set()
-        watcher.join()
-    if progress:
-        progress(remaining, remaining)
-    summary.update(
-        records_after=record_count(work_dir),
-        seconds=time.perf_counter() - start,
-        resumed=before > 0,
-        failed_tasks=failed,
-    )
+    if remaining and contexts:
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.wait(1.0):
+                if progress:
+                    progress(min(record_count(work_dir) - before, remaining), remaining)
+
+        watcher = threading.Thread(target=poll, daemon=True)
+        watcher.start()
+        try:
+            ms.tune.tune_tasks(
+                tasks=contexts,
+                task_weights=weights,
+                work_dir=work_dir,
+                max_trials_global=remaining,
+                # MetaSchedule's canonical 64 per search round where the budget allows; smaller rounds cost as much
+                # search time each (evolution, cost-model training) for fewer measurements.
+                num_trials_per_iter=min(64, max(16, remaining // len(contexts))),
+                builder=make_builder(cross_compiler),
+                runner=make_runner(rpc_config),
+            )
+        finally:
+            stop.set()
+            watcher.join()
+        if progress:
+            progress(remaining, remaining)
+    summary.update(records_after=record_count(work_dir), seconds=time.perf_counter() - start)
     return summary
+
+
+def _measure(
+    mods: list[tvm.IRModule], target: tvm.target.Target, rpc_config: object | None, cross_compiler: str | None
+) -> list[float]:
+    """Median run time of each single-kernel module, in seconds (inf where it fails to build or run)."""
+    ms = _meta_schedule()
+    built = make_builder(cross_compiler).build([ms.builder.BuilderInput(mod, target) for mod in mods])
+    times = [float("inf")] * len(mods)
+    runnable = [(k, b) for k, b in enumerate(built) if b.error_msg is None]
+    args = ms.arg_info.ArgInfo.from_prim_func
+    futures = make_runner(rpc_config, repeat=5).run(
+        [ms.runner.RunnerInput(b.artifact_path, "cpu", args(mods[k]["main"])) for k, b in runnable]
+    )
+    for (k, _), future in zip(runnable, futures):
+        result = future.result()
+        if result.error_msg is None:
+            times[k] = statistics.median(float(s) for s in result.run_secs)
+    return times
+
+
+def select(
+    fused_modules: Sequence[tvm.IRModule],
+    target: tvm.target.Target,
+    work_dir: str,
+    default_schedule: Callable[[tvm.tirx.PrimFunc], tvm.tirx.PrimFunc],
+    rpc_config: object | None = None,
+    cross_compiler: str | None = None,
+) -> list[dict]:
+    """Measure each tuned kernel's best record against its ``default_schedule`` on the same runner and keep
+    (in ``work_dir/applied``, the database a build applies) only those at least ``MIN_GAIN`` faster: with
+    a small budget most records lose, and tuning must never make a model slower. Returns one row per
+    kernel with both times (also written to ``work_dir/selection.json``)."""
+    ms = _meta_schedule()
+    target = with_core_count(target)
+    raw = ms.database.JSONDatabase(work_dir=work_dir, allow_missing=False)
+    rows, records, mods = [], [], []
+    for name, kernel, uses in kernels(fused_modules, target):
+        top = raw.get_top_k(raw.commit_workload(kernel), 1) if raw.has_workload(kernel) else []
+        if not top:
+            continue
+        tuned = raw.query_schedule(kernel, target, workload_name="main")
+        mods += [tvm.IRModule({"main": default_schedule(kernel["main"])}), tuned.mod]
+        records.append((kernel, top[0]))
+        rows.append({"kernel": name, "uses": uses})
+    times = _measure(mods, target, rpc_config, cross_compiler) if mods else []
+    applied = os.path.join(work_dir, APPLIED)
+    staging = f"{applied}.tmp{os.getpid()}"
+    os.makedirs(staging)
+    kept = ms.database.JSONDatabase(work_dir=staging)
+    for k, (row, (kernel, record)) in enumerate(zip(rows, records)):
+        default_s, tuned_s = times[2 * k], times[2 * k + 1]
+        row.update(default_us=default_s * 1e6, tuned_us=tuned_s * 1e6, kept=tuned_s < default_s * (1 - MIN_GAIN))
+        if row["kept"]:
+            workload = kept.commit_workload(kernel)
+            kept.commit_tuning_record(
+                ms.database.TuningRecord(record.trace, workload, record.run_secs, target, record.args_info)
+            )
+    # Swapped in whole, so a build never applies a half-written selection.
+    if os.path.isdir(applied):
+        old = f"{applied}.old{os.getpid()}"
+        os.rename(applied, old)
+        os.rename(staging, applied)
+        for name in os.listdir(old):
+            os.remove(os.path.join(old, name))
+        os.rmdir(old)
+    else:
+        os.rename(staging, applied)
+    with open(os.path.join(work_dir, SELECTION), "w") as f:
+        json.dump(rows, f, indent=1)
+    return rows

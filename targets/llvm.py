@@ -82,3 +82,9 @@ class LlvmDriver(Driver):
         target = self.tvm_target(props)
         with target, tvm.transform.PassContext(opt_level=int(props.get("TVM_OPT_LEVEL", 3))):
             return cpu_schedule.lower(mod, target)
+
+    def default_schedule(self, func: tvm.tirx.PrimFunc, props: dict) -> tvm.tirx.PrimFunc:
+        """One kernel under the default CPU schedules: what a tuned record must beat to be applied."""
+        target = self.tvm_target(props)
+        with target:
+            return cpu_schedule.schedule_prim_func(func, target)[0]

@@ -1,13 +1,17 @@
-"""The tuning database as a context property: validated, and its fingerprint (not its path) in the token."""
+"""Tuning: the database as a context property (validated, its fingerprint and not its path in the token),
+and a real MetaSchedule search whose records are applied only where they beat the default schedules."""
 
 from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 from conftest import build_add_relu
 
 import nnadapter_tvm as nna
+from nnadapter_tvm import tuning
+from nnadapter_tvm.convert import convert_model
 from nnadapter_tvm.token import model_token
 
 
@@ -36,3 +40,75 @@ def test_database_fingerprint_enters_the_token(tmp_path):
 def test_a_directory_without_a_database_is_refused(tmp_path):
     with pytest.raises(nna.NNAdapterError, match=r"TUNING_DATABASE.*no MetaSchedule database"):
         nna.Context([nna.Device.acquire("llvm")], f"TUNING_DATABASE={tmp_path};")
+
+
+def conv_model() -> nna.Model:
+    """One 3x3 convolution with bias and ReLU, batch 1 (MetaSchedule tunes static loops only)."""
+    rng = np.random.default_rng(5)
+    model = nna.Model()
+
+    def const(value: np.ndarray, precision) -> nna.Operand:
+        operand = model.add_operand(nna.OperandType(precision, list(value.shape)))
+        model.set_operand_value(operand, value)
+        return operand
+
+    def i32(*values: int) -> nna.Operand:
+        return const(np.asarray(values, "int32"), nna.Precision.INT32)
+
+    x = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, [1, 8, 12, 12]))
+    w = const(rng.standard_normal([16, 8, 3, 3]).astype("float32"), nna.Precision.FLOAT32)
+    b = const(rng.standard_normal([16]).astype("float32"), nna.Precision.FLOAT32)
+    y = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, [1, 16, 12, 12]))
+    attrs = [i32(nna.AutoPad.NONE), i32(1, 1, 1, 1), i32(1, 1), i32(1), i32(1, 1), i32(nna.FuseCode.RELU)]
+    model.add_operation(nna.OperationType.CONV_2D, [x, w, b, *attrs], [y])
+    model.identify_inputs_and_outputs([x], [y])
+    model.finish()
+    return model
+
+
+def conv_reference(model: nna.Model, x: np.ndarray) -> np.ndarray:
+    w, b = (model.operands[k].value() for k in (1, 2))
+    padded = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))  # [1, 8, 12, 12, 3, 3]
+    return np.maximum(np.einsum("nchwij,ocij->nohw", windows, w) + b[None, :, None, None], 0)
+
+
+def run(model: nna.Model, props: str, x: np.ndarray) -> np.ndarray:
+    compilation = nna.Compilation(model, nna.Context([nna.Device.acquire("llvm")], props))
+    compilation.finish()
+    execution = nna.Execution(compilation)
+    outputs = execution.use_arrays([x])
+    execution.compute()
+    return outputs[0]
+
+
+@pytest.mark.slow
+def test_tune_keeps_only_records_that_beat_the_default_schedule(tmp_path):
+    """A real (small) MetaSchedule search: the database resumes, the selection measures every tuned kernel
+    against its default schedule and applies only the winners, and tuned builds still compute the model."""
+    from nnadapter_tvm.targets import DRIVERS
+
+    driver, props = DRIVERS["llvm"], {}
+    model = conv_model()
+    fused = [driver.lower_for_tuning(convert_model(model)[0], props)]
+    target = driver.tvm_target(props)
+    work = str(tmp_path / "db")
+    summary = tuning.tune(fused, target, work, trials=16)
+    assert summary["records_after"] >= 16 and summary["kernels"] >= 1 and not summary["failed_kernels"]
+    assert tuning.tune(fused, target, work, trials=16)["records_after"] == summary["records_after"], "resumed"
+
+    x = np.random.default_rng(6).standard_normal([1, 8, 12, 12]).astype("float32")
+    want = conv_reference(model, x)
+    for default, expect_kept in [(lambda f: driver.default_schedule(f, props), None), (lambda f: f, True)]:
+        rows = tuning.select(fused, target, work, default)
+        assert rows and all(r["default_us"] > 0 and r["tuned_us"] > 0 for r in rows)
+        kept = [r for r in rows if r["kept"]]
+        assert all(r["tuned_us"] < r["default_us"] for r in kept)
+        assert all(r["kept"] == (r["tuned_us"] < r["default_us"] * (1 - tuning.MIN_GAIN)) for r in rows)
+        applied = tuning.TuningDatabase(work)
+        assert applied.records_path.endswith(tuning.APPLIED)
+        assert tuning.record_count(applied.records_path) == len(kept)
+        if expect_kept:
+            # Against unscheduled loops the tuned convolution wins: its record is what a build applies.
+            assert any(r["kernel"].startswith("fused_nna_conv2d") for r in kept), rows
+        np.testing.assert_allclose(run(model, f"TUNING_DATABASE={work};", x), want, rtol=1e-4, atol=1e-4)
