@@ -150,9 +150,11 @@ def cmd_run(args: argparse.Namespace) -> dict:
         targets = [str(s.get("target")) for s in subgraphs]
     except (KeyError, IndexError, TypeError, AttributeError):
         raise _Failure(f"{path}: malformed metadata") from None
-    # The codegen properties the file was built with make the same targets here; the
-    # DEVICE_<i>_* placement keys only steered the partition at compile time.
-    props = properties_text({k: v for k, v in recorded.items() if not re.match(r"DEVICE_\d+_", k)})
+    # The codegen properties the file was built with make the same targets here. The DEVICE_<i>_*
+    # placement keys only steered the partition at compile time, and TUNING_DATABASE's records are
+    # compiled into the module (the file records their fingerprint, not a directory this board has).
+    compile_only = re.compile(r"DEVICE_\d+_|TUNING_DATABASE$")
+    props = properties_text({k: v for k, v in recorded.items() if not compile_only.match(k)})
     if args.threads:
         props += f"TVM_NUM_THREADS={args.threads};"
     props += args.properties  # the board's own non-codegen keys, e.g. CACHE_KEY_FILE=<a path there>;

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import statistics
 import threading
 import time
@@ -70,6 +71,20 @@ def apply(fused: tvm.IRModule, target: tvm.target.Target, database: TuningDataba
     """The kernels of a fused module that the database has records for, replaced by their tuned schedules."""
     with target, database.open(), tvm.transform.PassContext(opt_level=3):
         return relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(fused)
+
+
+SCHEDULER_LOG = "tvm.s_tir.meta_schedule.logging.task_scheduler.log"
+_DISPATCHED = re.compile(rb"Sending (\d+) sample\(s\) to builder")
+
+
+def _dispatched(scheduler_log: str, offset: int) -> int:
+    """Candidates MetaSchedule's task scheduler has sent to the builder since ``offset`` in its log."""
+    try:
+        with open(scheduler_log, "rb") as f:
+            f.seek(offset)
+            return sum(int(n) for n in _DISPATCHED.findall(f.read()))
+    except OSError:
+        return 0
 
 
 def record_count(work_dir: str) -> int:
@@ -202,11 +217,16 @@ def tune(
     start = time.perf_counter()
     if remaining and contexts:
         stop = threading.Event()
+        scheduler_log = os.path.join(work_dir, "logs", SCHEDULER_LOG)
+        log_start = os.path.getsize(scheduler_log) if os.path.isfile(scheduler_log) else 0
 
         def poll() -> None:
             while not stop.wait(1.0):
                 if progress:
-                    progress(min(record_count(work_dir) - before, remaining), remaining)
+                    # Records land only when a kernel's next round starts (the first round visits every
+                    # kernel), so progress counts the candidates the scheduler has sent to the builder.
+                    done = max(record_count(work_dir) - before, _dispatched(scheduler_log, log_start))
+                    progress(min(done, remaining), remaining)
 
         watcher = threading.Thread(target=poll, daemon=True)
         watcher.start()
