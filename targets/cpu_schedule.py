@@ -61,15 +61,6 @@ PARALLEL_MIN_ELEMENTS = 4096
 # -- the target ---------------------------------------------------------------------------
 
 
-def host_cpu() -> str | None:
-    """LLVM's name for this machine's CPU (``emeraldrapids``, ``neoverse-n1``, ...), None if unknown."""
-    try:
-        cpu = str(codegen.llvm_get_system_cpu())
-    except Exception:  # an LLVM without the query
-        return None
-    return cpu if cpu and cpu != "generic" else None
-
-
 def _has(feature: str, target: tvm.target.Target) -> bool:
     try:
         return bool(codegen.target_has_features(feature, target))

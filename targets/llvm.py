@@ -9,13 +9,28 @@ from __future__ import annotations
 import logging
 
 import tvm
-from nnadapter_tvm.targets import cpu_schedule
 from nnadapter_tvm.targets.base import Driver, Property
 from tvm import relax
 
 from nnadapter_tvm import tuning
 
 log = logging.getLogger("nnadapter_tvm")
+
+
+def _cpu_schedule():  # -> the targets.cpu_schedule module
+    # Imported on first build: a process that only loads cached modules never needs the schedules.
+    from nnadapter_tvm.targets import cpu_schedule
+
+    return cpu_schedule
+
+
+def host_cpu() -> str | None:
+    """LLVM's name for this machine's CPU (``emeraldrapids``, ``neoverse-n1``, ...), None if unknown."""
+    try:
+        cpu = str(tvm.target.codegen.llvm_get_system_cpu())
+    except Exception:  # an LLVM without the query
+        return None
+    return cpu if cpu and cpu != "generic" else None
 
 
 def _csv(text: str) -> list[str]:
@@ -53,7 +68,7 @@ class LlvmDriver(Driver):
 
     def tvm_target(self, props: dict) -> tvm.target.Target:
         config: dict = {"kind": "llvm"}
-        cpu = props.get("LLVM_MCPU") or cpu_schedule.host_cpu()
+        cpu = props.get("LLVM_MCPU") or host_cpu()
         if cpu:
             # Without a CPU, LLVM generates baseline code (SSE2 on x86-64: no AVX, no FMA).
             config["mcpu"] = cpu
@@ -73,7 +88,7 @@ class LlvmDriver(Driver):
                 return tvm.compile(mod, target)
         database = props.get("TUNING_DATABASE")
         tuned = (lambda fused: tuning.apply(fused, target, database)) if database is not None else None
-        executable, report = cpu_schedule.build(mod, target, opt_level, tuned)
+        executable, report = _cpu_schedule().build(mod, target, opt_level, tuned)
         log.debug("%s schedules: %s", self.name, report)
         return executable
 
@@ -81,10 +96,10 @@ class LlvmDriver(Driver):
         """The fused kernels the default schedules would see: what MetaSchedule tunes."""
         target = self.tvm_target(props)
         with target, tvm.transform.PassContext(opt_level=int(props.get("TVM_OPT_LEVEL", 3))):
-            return cpu_schedule.lower(mod, target)
+            return _cpu_schedule().lower(mod, target)
 
     def default_schedule(self, func: tvm.tirx.PrimFunc, props: dict) -> tvm.tirx.PrimFunc:
         """One kernel under the default CPU schedules: what a tuned record must beat to be applied."""
         target = self.tvm_target(props)
         with target:
-            return cpu_schedule.schedule_prim_func(func, target)[0]
+            return _cpu_schedule().schedule_prim_func(func, target)[0]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tvm
 from nnadapter_tvm.targets import cpu_schedule
+from nnadapter_tvm.targets import llvm as llvm_target
 from nnadapter_tvm.targets.llvm import LlvmDriver
 from tvm import relax
 
@@ -247,6 +248,6 @@ def test_cpu_schedules_property_enters_the_token_and_is_checked():
 
 def test_llvm_target_uses_the_host_cpu():
     target = LlvmDriver().tvm_target({})
-    if cpu_schedule.host_cpu():
-        assert str(target.attrs["mcpu"]) == cpu_schedule.host_cpu()
+    if llvm_target.host_cpu():
+        assert str(target.attrs["mcpu"]) == llvm_target.host_cpu()
     assert str(LlvmDriver().tvm_target({"LLVM_MCPU": "haswell"}).attrs["mcpu"]) == "haswell"
