@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import clamp
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax, te, tirx
 
 from nnadapter_tvm.types import OperationType as O
 
 _UNARY = {
-    O.RELU: relax.op.nn.relu,
-    O.RELU6: relax.op.nn.relu6,
+    O.RELU: lambda x: clamp(x, 0),
+    O.RELU6: lambda x: clamp(x, 0, 6),
     O.SIGMOID: relax.op.sigmoid,
     O.TANH: relax.op.tanh,
 }
@@ -94,7 +95,7 @@ def gelu(args: OpArgs) -> relax.Expr:
 
 def _hard_sigmoid(args: OpArgs, x: relax.Expr) -> relax.Expr:
     alpha, beta = args.float(1), args.float(2)
-    return relax.op.clip(relax.op.add(relax.op.multiply(x, _const(alpha, x)), _const(beta, x)), 0.0, 1.0)
+    return clamp(relax.op.add(relax.op.multiply(x, _const(alpha, x)), _const(beta, x)), 0, 1)
 
 
 @converter(O.HARD_SIGMOID)

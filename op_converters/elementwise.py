@@ -39,6 +39,11 @@ def binary(args: OpArgs) -> relax.Expr:
     x, y = args.tensor(0), args.tensor(1)
     if args.type == O.POW and str(x.ty.dtype).startswith(("int", "uint")):
         return fuse(args, _int_power(args, x, y), 2)
+    if args.type in (O.MAX, O.MIN) and str(x.ty.dtype).startswith(("float", "bfloat")):
+        # NaN in either input gives NaN, as numpy's maximum/minimum: TVM's max(a, b) passes a NaN b
+        # through (see helpers.clamp), so y's NaN is the one that needs the explicit test.
+        out = relax.op.where(relax.op.isnan(y), y, _BINARY[args.type](y, x))
+        return fuse(args, out, 2)
     return fuse(args, _BINARY[args.type](x, y), 2)
 
 

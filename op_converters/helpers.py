@@ -20,12 +20,26 @@ def fuse(args: OpArgs, expr: relax.Expr, i: int) -> relax.Expr:
     if code == FuseCode.NONE:
         return expr
     if code == FuseCode.RELU:
-        return relax.op.nn.relu(expr)
+        return clamp(expr, 0)
     if code == FuseCode.RELU1:
-        return relax.op.clip(expr, 0.0, 1.0)
+        return clamp(expr, 0, 1)
     if code == FuseCode.RELU6:
-        return relax.op.clip(expr, 0.0, 6.0)
+        return clamp(expr, 0, 6)
     args.fail(f"fuse_code {code} is not one of {[f'{c.name}={c.value}' for c in FuseCode]}", i)
+
+
+def clamp(expr: relax.Expr, low: float, high: float | None = None) -> relax.Expr:
+    """min(high, max(low, x)), with a NaN in x kept as numpy and the spec's formulas keep it.
+
+    TVM computes max(a, b) as ``a > b ? a : b`` and min(a, b) as ``a < b ? a : b``: with the bound
+    first, a NaN x fails the comparison and passes through, where ``relax.op.nn.relu`` (max(x, 0))
+    and ``relax.op.clip`` would turn it into a bound. The operand order is the whole fix and costs
+    nothing (one vmaxps/vminps each); tests/ops/test_activation.py checks it stays so.
+    """
+    expr = relax.BlockBuilder.current().normalize(expr)  # an op's result has its dtype once normalized
+    dtype = str(expr.ty.dtype)
+    out = relax.op.maximum(relax.const(low, dtype), expr)
+    return out if high is None else relax.op.minimum(relax.const(high, dtype), out)
 
 
 def pair(args: OpArgs, i: int, default: list[int] | None = None) -> list[int]:

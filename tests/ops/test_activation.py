@@ -464,3 +464,32 @@ def _ref64(case, x):
         "gelu_tanh": lambda: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
     }
     return refs[case]()
+
+
+# -- NaN and infinities pass through the bounds --------------------------------------------------
+def with_specials(*shape: int, seed: int) -> np.ndarray:
+    """Random values with NaN, +inf and -inf sprinkled in; large enough that the kernels are vectorized
+    and parallel (the schedules' code paths, not only the scalar tail)."""
+    x = rand(*shape, seed=seed, low=-8.0, high=8.0)
+    flat = x.reshape(-1)
+    rng = np.random.default_rng(seed)
+    for value in (np.nan, np.inf, -np.inf):
+        flat[rng.choice(flat.size, flat.size // 50, replace=False)] = value
+    return x
+
+
+@pytest.mark.parametrize("op", [OP.RELU, OP.RELU6], ids=lambda o: o.name)
+def test_relu_keeps_nan(op):
+    """max(0, NaN) is NaN in the spec's formula and numpy (TVM's own relu and clip gave 0 or the bound)."""
+    x = with_specials(3, 4099, seed=11)
+    got = check_op(op, [In(x)], REFS[op](x), rtol=0, atol=0)[0]
+    assert np.isnan(got).sum() == np.isnan(x).sum()
+
+
+@pytest.mark.parametrize("op", list(HARD), ids=lambda o: o.name)
+def test_hard_activations_keep_nan(op):
+    x = with_specials(2, 4099, seed=12)
+    with np.errstate(invalid="ignore"):  # HARD_SWISH: inf * 0 is NaN, in the reference as in the kernel
+        want = HARD[op](x, 0.2, 0.5)
+    got = check_op(op, [In(x), f32([0.2]), f32([0.5])], want, rtol=1e-6, atol=1e-6)[0]
+    assert np.isnan(got[np.isnan(x)]).all()

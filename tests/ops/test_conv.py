@@ -671,3 +671,16 @@ def test_deformable_conv2d_offset_channels():
     inputs, expected = base_deformable()
     inputs[1] = In(rand(2, 18, *inputs[1].value.shape[2:]))  # 2 * dg * kh * kw = 36
     expect_deformable_invalid(inputs, expected.shape, "offset")
+
+
+@pytest.mark.parametrize("code", [nna.FuseCode.RELU, nna.FuseCode.RELU6], ids=lambda c: c.name)
+def test_conv2d_fused_activation_keeps_nan(code):
+    """A NaN input pixel makes every output it reaches NaN, through the fused epilogue on the tile."""
+    inputs, _ = conv_case(GROUPS["plain"], PAD.NONE, [1, 1, 1, 1], [1, 1], [1, 1], True, code, seed=8)
+    x, w, b = inputs[0].value.copy(), inputs[1].value, inputs[2].value
+    x[0, 0, 3, 4] = np.nan
+    x[1, :, 0, 0] = np.nan
+    inputs[0] = In(x)
+    expected = fuse_ref(conv2d_ref(x, w, b, [1, 1, 1, 1], [1, 1], [1, 1], 1), code)
+    assert np.isnan(expected).any()
+    check_op(OP.CONV_2D, inputs, expected, rtol=RTOL, atol=ATOL)

@@ -276,3 +276,18 @@ def test_pow_integer_broadcasting():
     expected = np.power(base, exponent)
     p = INT_TYPES["int64"]
     check_op(OP.POW, [In(base, p), In(exponent, p), fuse(0)], expected, [Out(p)])
+
+
+@pytest.mark.parametrize("op", [OP.MAX, OP.MIN, OP.ADD], ids=lambda o: o.name)
+@pytest.mark.parametrize("code", list(nna.FuseCode), ids=lambda c: c.name)
+def test_nan_in_either_input_gives_nan(op, code):
+    """numpy's maximum/minimum (and the fused activations' max(0, x)) propagate NaN from either side;
+    [3, 4099] against a broadcast row, so the vectorized, parallel kernels are the ones checked."""
+    rng = np.random.default_rng(13)
+    a, b = rand(3, 4099, seed=13, low=-8.0, high=8.0), rand(4099, seed=14, low=-8.0, high=8.0)
+    a.reshape(-1)[rng.choice(a.size, 200, replace=False)] = np.nan
+    b[rng.choice(b.size, 80, replace=False)] = np.nan
+    b[:3] = [np.inf, -np.inf, np.nan]
+    want = fuse_ref(REFS[op](a, b), code)
+    got = check_op(op, [In(a), In(b), fuse(code)], want, rtol=0, atol=0)[0]
+    assert np.array_equal(np.isnan(got), np.isnan(want))
