@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import statistics
 import threading
 import time
@@ -230,6 +231,7 @@ def tune(
 
         watcher = threading.Thread(target=poll, daemon=True)
         watcher.start()
+        builder, runner = make_builder(cross_compiler), make_runner(rpc_config)  # held: see _measure
         try:
             ms.tune.tune_tasks(
                 tasks=contexts,
@@ -239,8 +241,8 @@ def tune(
                 # MetaSchedule's canonical 64 per search round where the budget allows; smaller rounds cost as much
                 # search time each (evolution, cost-model training) for fewer measurements.
                 num_trials_per_iter=min(64, max(16, remaining // len(contexts))),
-                builder=make_builder(cross_compiler),
-                runner=make_runner(rpc_config),
+                builder=builder,
+                runner=runner,
             )
         finally:
             stop.set()
@@ -260,13 +262,16 @@ def _measure(
     times = [float("inf")] * len(mods)
     runnable = [(k, b) for k, b in enumerate(built) if b.error_msg is None]
     args = ms.arg_info.ArgInfo.from_prim_func
-    futures = make_runner(rpc_config, repeat=5).run(
-        [ms.runner.RunnerInput(b.artifact_path, "cpu", args(mods[k]["main"])) for k, b in runnable]
-    )
+    # Held until the results are in: a runner whose last reference drops inside one of its own pool's
+    # threads fails to shut that pool down ("cannot join current thread").
+    runner = make_runner(rpc_config, repeat=5)
+    futures = runner.run([ms.runner.RunnerInput(b.artifact_path, "cpu", args(mods[k]["main"])) for k, b in runnable])
     for (k, _), future in zip(runnable, futures):
         result = future.result()
         if result.error_msg is None:
             times[k] = statistics.median(float(s) for s in result.run_secs)
+    for _, b in runnable:
+        shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
     return times
 
 

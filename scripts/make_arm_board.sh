@@ -11,7 +11,8 @@
 #   2. binfmt_misc mounted and qemu-aarch64 registered, so aarch64 binaries run under emulation
 #   3. debootstrap --arch=arm64 --variant=minbase bookworm with python3 python3-venv openssh-server
 #      (mirror: $BOARD_MIRROR, else the first Debian mirror in this machine's apt sources)
-#   4. the aarch64 wheels of apache-tvm, apache-tvm-ffi and numpy (pip download --platform
+#   4. the aarch64 wheels of apache-tvm, apache-tvm-ffi, numpy and cloudpickle (TVM's RPC server, for
+#      tuning on the board, needs it) (pip download --platform
 #      manylinux_2_28_aarch64 --only-binary=:all:), installed into /opt/nnadapter-tvm/venv in the
 #      root under emulation, plus this package (a wheel built from a copy of the source tree; reinstalled
 #      on every start so the board runs the current code)
@@ -195,17 +196,17 @@ python_env() {
     fi
     mkdir -p "$ROOT/opt/nnadapter-tvm/wheels"
     if ! in_root "$BOARD_VENV/bin/python" -c \
-        "import tvm, tvm_ffi, numpy; assert tvm.__version__ == '${TVM_PIN#*==}' and tvm_ffi.__version__ == '${FFI_PIN#*==}'" \
+        "import tvm, tvm_ffi, numpy, cloudpickle; assert tvm.__version__ == '${TVM_PIN#*==}' and tvm_ffi.__version__ == '${FFI_PIN#*==}'" \
         2>/dev/null; then
         mkdir -p "$WHEELS/deps"
-        say "aarch64 wheels for cp$tag ($TVM_PIN, $FFI_PIN, numpy and their dependencies)"
+        say "aarch64 wheels for cp$tag ($TVM_PIN, $FFI_PIN, numpy, cloudpickle and their dependencies)"
         "$PYTHON" -m pip download -q --dest "$WHEELS/deps" --platform manylinux_2_28_aarch64 \
             --python-version "$tag" --implementation cp --abi "cp$tag" --only-binary=:all: \
-            "$TVM_PIN" "$FFI_PIN" "numpy>=1.24"
+            "$TVM_PIN" "$FFI_PIN" "numpy>=1.24" "cloudpickle>=2"
         cp "$WHEELS"/deps/*.whl "$ROOT/opt/nnadapter-tvm/wheels/"
         say "installing the wheels under emulation (about a minute)"
         in_root "$BOARD_VENV/bin/pip" install -q --no-index --find-links /opt/nnadapter-tvm/wheels \
-            "$TVM_PIN" "$FFI_PIN" numpy
+            "$TVM_PIN" "$FFI_PIN" numpy cloudpickle
     fi
     # This package: pure Python, built here from a copy of the source tree, reinstalled every time.
     say "installing nnadapter-tvm from $REPO"

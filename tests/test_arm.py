@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -17,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -501,3 +503,77 @@ def test_e2e_full_disk_leaves_no_partial_file(board, tmp_path):
         with contextlib.suppress(Exception):
             subprocess.run(["umount", full], check=False)
             os.rmdir(full)
+
+
+def wait_for_rpc_key(tracker_port: int, key: str, seconds: float, watched: dict) -> None:
+    """Poll the tracker until a server has registered ``key`` (the board imports TVM under emulation: slow);
+    fail at once if the tracker or the server (``watched``: process -> its log file) has exited."""
+    query = [sys.executable, "-m", "tvm.exec.query_rpc_tracker", "--host=127.0.0.1", f"--port={tracker_port}"]
+    deadline = time.monotonic() + seconds
+    out = ""
+    while time.monotonic() < deadline:
+        for proc, log in watched.items():
+            if proc.poll() is not None:
+                with open(log, errors="replace") as f:
+                    pytest.fail(f"{proc.args[:4]} exited with {proc.returncode}:\n{f.read()[-2000:]}")
+        out = subprocess.run(query, capture_output=True, text=True).stdout
+        if re.search(rf"^\s*{key}\s+1\b", out, re.M):
+            return
+        time.sleep(5)
+    pytest.fail(f"the board's RPC server did not register with the tracker within {seconds:.0f} s:\n{out}")
+
+
+@pytest.mark.slow
+@needs_cross
+def test_e2e_tune_for_the_board_over_rpc(board, tmp_path):
+    """``tune --device arm --rpc``: candidates are cross-linked here and measured on the board through a TVM
+    RPC tracker, the selection keeps what beats the default schedules there, and the tuned model deploys
+    and matches the host. The emulated board shares this machine's network, so it reaches the tracker
+    directly; a real one reaches it through the ssh forwards of docs/performance.md."""
+    tracker_port, server_port = free_port(), free_port()
+    tracker = subprocess.Popen(
+        [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host=127.0.0.1", f"--port={tracker_port}",
+         f"--port-end={tracker_port + 1}"],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "tracker.log", "wb"),  # noqa: SIM115 (the process holds it)
+    )  # fmt: skip
+    b = deploy.Board(
+        board["BOARD_HOST"],
+        port=int(board["BOARD_PORT"]),
+        identity=board["BOARD_KEY"],
+        known_hosts=board.get("BOARD_KNOWN_HOSTS") or None,
+    )
+    python = board.get("BOARD_PYTHON") or "python3"
+    serve = (
+        f"exec {python} -m tvm.exec.rpc_server --tracker=127.0.0.1:{tracker_port} --key=nna-test "
+        f"--host=127.0.0.1 --port={server_port} --port-end={server_port + 1}"
+    )
+    server = subprocess.Popen(
+        b.ssh_argv(serve),
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "server.log", "wb"),  # noqa: SIM115
+    )
+    work = str(tmp_path / "db")
+    try:
+        logs = {tracker: tmp_path / "tracker.log", server: tmp_path / "server.log"}
+        wait_for_rpc_key(tracker_port, "nna-test", seconds=300, watched=logs)
+        rpc = f"127.0.0.1:{tracker_port}:nna-test"
+        props = "ARM_MCPU=cortex-a72;"
+        tuned = cli("tune", "builtin", "--device", "arm", "--rpc", rpc, "--trials", "8", "--work-dir", work,
+                    "--properties", props, "--num-cores", "1")  # fmt: skip
+        print(tuned.stdout, tuned.stderr)
+        assert tuned.returncode == 0, tuned.stderr
+        assert re.search(r"(\d+) of (\d+) tuned kernels beat their default schedule", tuned.stdout)
+        with open(os.path.join(work, "database_tuning_record.json")) as f:
+            measured = [json.loads(line)[1][1] for line in f if line.strip()]
+        assert any(secs and max(secs) < 1e9 for secs in measured), "no candidate ran on the board"
+        argv = deploy_argv(board, "--cache-dir", str(tmp_path / "cache"), "--remote-dir", f"~/nna-tune-{os.getpid()}")
+        deployed = cli(*argv, "--verify", "--properties", f"{props}TUNING_DATABASE={work};", "--iterations", "1")
+        print(deployed.stdout, deployed.stderr)
+        assert deployed.returncode == 0, deployed.stderr
+        assert re.search(r"verify: 1 output\(s\) float32\[1, 10\] match the host's llvm result", deployed.stdout)
+    finally:
+        server.terminate()
+        tracker.terminate()
+        with contextlib.suppress(Exception):
+            ssh_board(board, f"pkill -f 'rpc_server --tracker=127.0.0.1:{tracker_port}'; rm -rf ~/nna-tune-*")
