@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -195,7 +196,12 @@ def tune(
     }
     contexts, weights = [], []
     found = kernels(fused_modules, target)
-    # One log per kernel in work_dir/logs: MetaSchedule's own account of each search round.
+    # One log per kernel in work_dir/logs: MetaSchedule's own account of each search round. Its console
+    # handler takes the package logger's level when it is made: WARNING keeps the per-round INFO tables
+    # in the logs and off the terminal, where the progress bar is.
+    package_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    if package_logger.level == logging.NOTSET:
+        package_logger.setLevel(logging.WARNING)
     loggers = ms.logging.get_loggers_from_work_dir(work_dir, [name for name, _, _ in found])
     for (name, kernel, uses), logger in zip(found, loggers):
         context = ms.TuneContext(

@@ -705,8 +705,8 @@ def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.I
     for gvar, func in mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):
             continue
-        if func.attrs is not None and "tir.is_scheduled" in func.attrs:
-            report[gvar.name_hint] = "tuned"  # MetaSchedule's record applied
+        if func.attrs is not None and any(k in func.attrs for k in ("tirx.is_scheduled", "tir.is_scheduled")):
+            report[gvar.name_hint] = "tuned"  # MetaSchedule's record applied (TVM 0.27 says tirx.)
             continue
         scheduled, rule = schedule_prim_func(func, target)
         report[gvar.name_hint] = rule

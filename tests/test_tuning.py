@@ -3,6 +3,7 @@ and a real MetaSchedule search whose records are applied only where they beat th
 
 from __future__ import annotations
 
+import functools
 import shutil
 
 import numpy as np
@@ -86,7 +87,7 @@ def run(model: nna.Model, props: str, x: np.ndarray) -> np.ndarray:
 def test_tune_keeps_only_records_that_beat_the_default_schedule(tmp_path):
     """A real (small) MetaSchedule search: the database resumes, the selection measures every tuned kernel
     against its default schedule and applies only the winners, and tuned builds still compute the model."""
-    from nnadapter_tvm.targets import DRIVERS
+    from nnadapter_tvm.targets import DRIVERS, cpu_schedule
 
     driver, props = DRIVERS["llvm"], {}
     model = conv_model()
@@ -111,4 +112,7 @@ def test_tune_keeps_only_records_that_beat_the_default_schedule(tmp_path):
         if expect_kept:
             # Against unscheduled loops the tuned convolution wins: its record is what a build applies.
             assert any(r["kernel"].startswith("fused_nna_conv2d") for r in kept), rows
+        tuned = functools.partial(tuning.apply, target=target, database=applied)
+        _, report = cpu_schedule.build(convert_model(model)[0], target, 3, tuned)
+        assert {name for name, rule in report.items() if rule == "tuned"} == {r["kernel"] for r in kept}, report
         np.testing.assert_allclose(run(model, f"TUNING_DATABASE={work};", x), want, rtol=1e-4, atol=1e-4)
