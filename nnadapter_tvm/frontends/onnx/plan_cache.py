@@ -35,16 +35,17 @@ class Port:
     """A graph input or output as the caller sees it (name, element type, dims with None where open)."""
 
     name: str
-    dtype: np.dtype
+    dtype: np.dtype | None  # None: the model does not say
     shape: tuple | None
 
     def to_json(self) -> list:
-        return [self.name, self.dtype.str, None if self.shape is None else list(self.shape)]
+        dtype = None if self.dtype is None else np.dtype(self.dtype).str
+        return [self.name, dtype, None if self.shape is None else list(self.shape)]
 
     @classmethod
     def from_json(cls, data: list) -> Port:
         name, dtype, shape = data
-        return cls(str(name), np.dtype(dtype), None if shape is None else tuple(shape))
+        return cls(str(name), None if dtype is None else np.dtype(dtype), None if shape is None else tuple(shape))
 
     def check(self, array: np.ndarray) -> np.ndarray:
         """``array`` as this input takes it; errors name the input and what it expects."""
