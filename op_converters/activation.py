@@ -39,7 +39,7 @@ def _one_value(args: OpArgs, i: int) -> relax.Expr:
 @converter(*_UNARY)
 def unary(args: OpArgs) -> relax.Expr:
     """input -> output = f(input): RELU max(0, x); RELU6 min(6, max(0, x)); SIGMOID 1 / (1 + exp(-x));
-    TANH tanh(x).
+    TANH tanh(x). NaN stays NaN (numpy's max/min; TVM's relu and clip would give 0 or the bound).
 
     Reference: the spec.
     """

@@ -25,7 +25,8 @@ _BINARY = {
 @converter(*_BINARY)
 def binary(args: OpArgs) -> relax.Expr:
     """input0, input1, fuse_code -> output = fuse(input0 <op> input1) with numpy broadcasting;
-    <op> is +, -, *, /, max, min or pow (input0 ^ input1).
+    <op> is +, -, *, /, max, min or pow (input0 ^ input1). MAX and MIN give NaN where either input is
+    NaN, as numpy's maximum/minimum; so do the fused activations.
 
     Quantized inputs are computed on their dequantized values (the two may have different
     scales) and requantized to the output's scale. POW of a negative base with a non-integer
