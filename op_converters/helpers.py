@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from nnadapter_tvm.op_converters.args import OpArgs
 from tvm import relax, te, tirx
@@ -40,6 +41,18 @@ def clamp(expr: relax.Expr, low: float, high: float | None = None) -> relax.Expr
     dtype = str(expr.ty.dtype)
     out = relax.op.maximum(relax.const(low, dtype), expr)
     return out if high is None else relax.op.minimum(relax.const(high, dtype), out)
+
+
+def nan_max(identity: Callable[[str], tirx.PrimExpr], name: str = "nan_max") -> Callable:
+    """A TE max reducer that gives NaN when any element is NaN, as numpy's max does, starting from
+    ``identity(dtype)``. TVM's max(acc, x) is ``acc > x ? acc : x``, so with te.max a later element
+    replaced a NaN accumulator and only a NaN in the last place survived."""
+
+    def combine(acc: tirx.PrimExpr, x: tirx.PrimExpr) -> tirx.PrimExpr:
+        # max(x, acc) keeps a NaN acc (the comparison fails); the test keeps a NaN x.
+        return tirx.Select(tirx.isnan(x), x, tirx.max(x, acc))
+
+    return te.comm_reducer(combine, identity, name=name)
 
 
 def pair(args: OpArgs, i: int, default: list[int] | None = None) -> list[int]:

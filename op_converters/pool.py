@@ -31,7 +31,15 @@ import functools
 from collections.abc import Callable
 
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import check_window, fuse, pair, rank4, relax_padding, spatial_pads
+from nnadapter_tvm.op_converters.helpers import (
+    check_window,
+    fuse,
+    nan_max,
+    pair,
+    rank4,
+    relax_padding,
+    spatial_pads,
+)
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax, sym, te, tirx, topi
 
@@ -77,12 +85,30 @@ def _pool(
     relax_hw = list(relax.BlockBuilder().normalize(call).ty.shape.values)[2:]
     analyzer = sym.Analyzer()
     if all(analyzer.can_prove_equal(a, b) for a, b in zip(out_hw, relax_hw)):
+        if kind == "max" and str(x.ty.dtype).startswith("float"):
+            return args.emit(_keep_nan(x, call, kernel, strides, padding, ceil_mode))
         return args.emit(call)
     return args.emit_te(
         lambda t: _pool_te(t, kind, kernel, strides, pads, out_hw, count_include_pad),
         x,
         primfunc_name_hint=f"{kind}_pool2d_spec",
     )
+
+
+def _keep_nan(x: relax.Expr, pooled: relax.Expr, kernel, strides, padding, ceil_mode: bool) -> relax.Expr:
+    """``pooled``, NaN where the window holds a NaN (numpy's max; TVM's max pool keeps a NaN only when it
+    is the window's last element). The same pool over isnan(x) marks those windows with 1, and
+    sqrt(-mark) is -0 or NaN: added, it leaves every other value as it is (x + -0 == x, -0 and inf
+    included). Arithmetic, not ``where``: ConvertLayout keeps these ops in NHWC with the pool, where a
+    ``where`` would be wrapped in transposes."""
+    dtype = str(x.ty.dtype)
+    marks = relax.op.nn.max_pool2d(
+        relax.op.astype(relax.op.isnan(x), dtype), kernel, strides, padding, ceil_mode=ceil_mode
+    )
+    return relax.op.add(pooled, relax.op.sqrt(relax.op.negative(marks)))
+
+
+_MAX = nan_max(te.min_value, name="max_pool")
 
 
 def _spec_size(size, before: int, after: int, k: int, s: int, ceil_mode: bool):
@@ -120,8 +146,8 @@ def _pool_te(
         def maximum(b, ch, i, j):
             rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
             real, value = real_and_value(b, ch, i, j, rh, rw)
-            # te.max starts from the lowest finite value, -FLT_MAX: an empty window keeps it.
-            return te.max(tirx.Select(real, value, te.min_value(dtype)), axis=[rh, rw])
+            # From the lowest finite value, -FLT_MAX (an empty window keeps it); a NaN in the window gives NaN.
+            return _MAX(tirx.Select(real, value, te.min_value(dtype)), axis=[rh, rw])
 
         return te.compute(shape, maximum, name="max_pool")
 

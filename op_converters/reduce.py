@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import at_least_1d, where_empty
+from nnadapter_tvm.op_converters.helpers import at_least_1d, nan_max, where_empty
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax, te, tirx
 
@@ -68,9 +68,9 @@ def _identity(op: O, dtype: str) -> float | int:
 
 
 def _float_max(x: te.Tensor, axes: list[int], keepdim: bool) -> te.Tensor:
-    """The max over ``axes`` starting from -inf: TVM's max starts from the lowest finite value, which would
-    turn a row of -inf (a fully masked attention row) into -3.4e38."""
-    reducer = te.comm_reducer(lambda a, b: tirx.max(a, b), lambda t: tirx.const(float("-inf"), t), name="max_inf")
+    """The max over ``axes`` starting from -inf (TVM's max starts from the lowest finite value, which would
+    turn a row of -inf, a fully masked attention row, into -3.4e38), NaN where a NaN is reduced."""
+    reducer = nan_max(lambda t: tirx.const(float("-inf"), t), name="max_inf")
     rank = len(x.shape)
     raxes = {a: te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes}
     out_shape = [1 if a in raxes else x.shape[a] for a in range(rank) if keepdim or a not in raxes]

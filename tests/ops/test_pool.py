@@ -443,3 +443,20 @@ def test_adaptive_pool2d_quantized(op):
         inputs, (expected,) = adaptive_max_case((7, 9), (3, 4), False, x=x_real)
         inputs[0] = x
     check_quantized(op, inputs, expected, out_scale=0.015)
+
+
+@pytest.mark.parametrize("config", ["k3s2_pad_asym", "k2_pad_ge_kernel"], ids=str)
+@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
+def test_max_pool2d_keeps_nan(config, ceil_mode):
+    """A window holding a NaN gives NaN, wherever in the window it is (numpy's max); TVM's pool kept it only
+    as the window's last element. Both lowerings: Relax's pool and the spec-size TE compute (ceil)."""
+    inputs, _ = pool_case(OP.MAX_POOL_2D, CONFIGS[config], ceil_mode, nna.FuseCode.RELU, seed=3)
+    x = inputs[0].value.copy()
+    rng = np.random.default_rng(3)
+    x.reshape(-1)[rng.choice(x.size, x.size // 10, replace=False)] = np.nan
+    inputs[0] = In(x)
+    _, _, kernel, strides, _, pads = CONFIGS[config]
+    with np.errstate(invalid="ignore"):
+        expected = fuse_ref(pool2d_ref(x, "max", kernel, strides, pads or [0, 0, 0, 0], ceil_mode), nna.FuseCode.RELU)
+    assert np.isnan(expected).any() and not np.isnan(expected).all()
+    check_op(OP.MAX_POOL_2D, inputs, expected, rtol=0, atol=0)

@@ -448,3 +448,12 @@ def test_top_k_bad_axis():
 def test_top_k_bad_indices_dtype():
     inputs = top_k_inputs(rand(2, 5), 1, 1, True, True, int(P.INT8))
     invalid(OP.TOP_K, inputs, [Out(), Out(P.INT64)], [(2, 1), (2, 1)], "'return_indices_dtype'", "INT32 (5)")
+
+
+@pytest.mark.parametrize("position", [0, 2, 4], ids=["first", "middle", "last"])
+def test_reduce_max_keeps_nan_wherever_it_is(position):
+    """numpy's max is NaN when the row holds a NaN; TVM's max(acc, x) kept it only in the last place."""
+    x = rand(3, 5, seed=30)
+    x[1, position] = np.nan
+    x[2, :] = -np.inf
+    check_op(OP.REDUCE_MAX, [In(x), i32([1]), b8([False])], np.max(x, axis=1), **EXACT)
