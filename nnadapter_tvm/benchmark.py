@@ -2,7 +2,7 @@
 ONNX frontend built the default way, and onnxruntime, all with the same thread count, in one process.
 
     nnadapter-tvm bench [MODEL.onnx ...]   (or python scripts/benchmark.py ...)
-                       [--threads 2] [--repeat 20] [--tuning-db DIR]
+                       [--threads 2] [--repeat 20] [--tuning-db [MODEL=]DIR ...]
                                 [--json out.json] [--png out.png]
 
 Without models it runs the nine light models of onnx's backend test data. Prints median ms per
@@ -130,13 +130,29 @@ def bench_tvm_frontend(path: str, feeds: dict, threads: int, repeat: int) -> dic
     return {"ms": median_ms(lambda: vm["main"](*args), repeat), "compile_s": compile_s}
 
 
-def run(models: list[str], threads: int, repeat: int, tuning_db: str | None, skip_tvm: bool) -> list[dict]:
+def model_name(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0].removeprefix("light_")
+
+
+def tuning_dbs(specs: list[str]) -> dict[str | None, str]:
+    """``--tuning-db`` values: ``DIR`` for every model, or ``MODEL=DIR`` for one (by its short name)."""
+    found: dict[str | None, str] = {}
+    for spec in specs:
+        name, sep, directory = spec.rpartition("=")
+        found[name if sep else None] = directory
+    return found
+
+
+def run(models: list[str], threads: int, repeat: int, tuning_db: dict[str | None, str], skip_tvm: bool) -> list[dict]:
     cache_dir = tempfile.mkdtemp(prefix="nnadapter-bench-")
-    return [bench_model(path, threads, repeat, cache_dir, tuning_db, skip_tvm) for path in models]
+    return [
+        bench_model(path, threads, repeat, cache_dir, tuning_db.get(model_name(path), tuning_db.get(None)), skip_tvm)
+        for path in models
+    ]
 
 
 def bench_model(path: str, threads: int, repeat: int, cache_dir: str, tuning_db: str | None, skip_tvm: bool) -> dict:
-    name = os.path.splitext(os.path.basename(path))[0].removeprefix("light_")
+    name = model_name(path)
     feeds = model_inputs(onnx.load(path))
     runners: dict[str, Callable[[], dict]] = {
         "onnxruntime": lambda: bench_onnxruntime(path, feeds, threads, repeat),
@@ -169,16 +185,21 @@ def ratios(rows: list[dict], runner: str) -> list[float]:
     ]
 
 
+def runner_names(rows: list[dict]) -> list[str]:
+    """Every runner of any row, in first-seen order (a tuned row exists only for models given a database)."""
+    return list(dict.fromkeys(k for row in rows for k in row if k != "model"))
+
+
 def report(rows: list[dict], threads: int) -> str:
-    runners = [k for k in rows[0] if k != "model"]
+    runners = runner_names(rows)
     lines = [f"threads: {threads}; median ms (ratio to onnxruntime)"]
     lines.append(f"{'model':<14}" + "".join(f"{r:>28}" for r in runners))
     for row in rows:
         cells = []
         for runner in runners:
-            res = row[runner]
+            res = row.get(runner, {"error": "not run"})
             if "ms" not in res:
-                cells.append(f"{'error':>28}")
+                cells.append(f"{'-' if runner not in row else 'error':>28}")
                 continue
             ratio = res["ms"] / row["onnxruntime"]["ms"] if "ms" in row["onnxruntime"] else float("nan")
             cells.append(f"{res['ms']:>17.2f} ({ratio:6.2f}x)")
@@ -204,12 +225,12 @@ def plot(rows: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runners = [k for k in rows[0] if k not in ("model", "onnxruntime")]
+    runners = [k for k in runner_names(rows) if k != "onnxruntime"]
     fig, ax = plt.subplots(figsize=(10, 4.5))
     width = 0.8 / max(len(runners), 1)
     for k, runner in enumerate(runners):
         values = [
-            r[runner]["ms"] / r["onnxruntime"]["ms"] if "ms" in r[runner] and "ms" in r["onnxruntime"] else 0
+            r[runner]["ms"] / r["onnxruntime"]["ms"] if "ms" in r.get(runner, {}) and "ms" in r["onnxruntime"] else 0
             for r in rows
         ]
         ax.bar([i + k * width for i in range(len(rows))], values, width, label=runner)
@@ -229,14 +250,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", nargs="*", help="ONNX files (default: the nine light models)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--tuning-db", metavar="DIR", help="a tuning database (scripts/tune.py) for a tuned row")
+    parser.add_argument(
+        "--tuning-db",
+        metavar="[MODEL=]DIR",
+        action="append",
+        default=[],
+        help="a tuning directory (nnadapter-tvm tune) for a tuned row: for every model, or MODEL=DIR for the "
+        "model of that short name (squeezenet=DIR); repeatable",
+    )
     parser.add_argument("--skip-tvm-frontend", action="store_true", help="leave out TVM's own ONNX frontend")
     parser.add_argument("--json", default="benchmark.json", help="table as JSON (%(default)s)")
     parser.add_argument("--png", default="benchmark.png", help="ratio plot (%(default)s)")
     args = parser.parse_args(argv)
     # The same for TVM's thread pool (read when the pool starts): no runner spins while another is timed.
     os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
-    rows = run(args.models or light_models(), args.threads, args.repeat, args.tuning_db, args.skip_tvm_frontend)
+    dbs = tuning_dbs(args.tuning_db)
+    rows = run(args.models or light_models(), args.threads, args.repeat, dbs, args.skip_tvm_frontend)
     text = report(rows, args.threads)
     print(text)
     with open(args.json, "w") as f:
