@@ -85,27 +85,12 @@ def _pool(
     relax_hw = list(relax.BlockBuilder().normalize(call).ty.shape.values)[2:]
     analyzer = sym.Analyzer()
     if all(analyzer.can_prove_equal(a, b) for a, b in zip(out_hw, relax_hw)):
-        if kind == "max" and str(x.ty.dtype).startswith("float"):
-            return args.emit(_keep_nan(x, call, kernel, strides, padding, ceil_mode))
         return args.emit(call)
     return args.emit_te(
         lambda t: _pool_te(t, kind, kernel, strides, pads, out_hw, count_include_pad),
         x,
         primfunc_name_hint=f"{kind}_pool2d_spec",
     )
-
-
-def _keep_nan(x: relax.Expr, pooled: relax.Expr, kernel, strides, padding, ceil_mode: bool) -> relax.Expr:
-    """``pooled``, NaN where the window holds a NaN (numpy's max; TVM's max pool keeps a NaN only when it
-    is the window's last element). The same pool over isnan(x) marks those windows with 1, and
-    sqrt(-mark) is -0 or NaN: added, it leaves every other value as it is (x + -0 == x, -0 and inf
-    included). Arithmetic, not ``where``: ConvertLayout keeps these ops in NHWC with the pool, where a
-    ``where`` would be wrapped in transposes."""
-    dtype = str(x.ty.dtype)
-    marks = relax.op.nn.max_pool2d(
-        relax.op.astype(relax.op.isnan(x), dtype), kernel, strides, padding, ceil_mode=ceil_mode
-    )
-    return relax.op.add(pooled, relax.op.sqrt(relax.op.negative(marks)))
 
 
 _MAX = nan_max(te.min_value, name="max_pool")
