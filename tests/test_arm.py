@@ -544,9 +544,13 @@ def test_e2e_tune_for_the_board_over_rpc(board, tmp_path):
         known_hosts=board.get("BOARD_KNOWN_HOSTS") or None,
     )
     python = board.get("BOARD_PYTHON") or "python3"
+    # Killing the ssh client does not stop the remote server (no tty, no SIGHUP) and a minbase board has
+    # no pkill: the server records its pid for the cleanup, and `timeout` bounds it whatever happens.
+    pidfile = f"~/nna-rpc-{os.getpid()}.pid"
     serve = (
-        f"exec {python} -m tvm.exec.rpc_server --tracker=127.0.0.1:{tracker_port} --key=nna-test "
-        f"--host=127.0.0.1 --port={server_port} --port-end={server_port + 1}"
+        f"echo $$ > {pidfile}; exec timeout 1800 {python} -m tvm.exec.rpc_server "
+        f"--tracker=127.0.0.1:{tracker_port} --key=nna-test --host=127.0.0.1 --port={server_port} "
+        f"--port-end={server_port + 1}"
     )
     server = subprocess.Popen(
         b.ssh_argv(serve),
@@ -576,4 +580,4 @@ def test_e2e_tune_for_the_board_over_rpc(board, tmp_path):
         server.terminate()
         tracker.terminate()
         with contextlib.suppress(Exception):
-            ssh_board(board, f"pkill -f 'rpc_server --tracker=127.0.0.1:{tracker_port}'; rm -rf ~/nna-tune-*")
+            ssh_board(board, f"kill $(cat {pidfile}) 2>/dev/null; rm -rf {pidfile} ~/nna-tune-*")
