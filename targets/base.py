@@ -28,6 +28,14 @@ from tvm import relax
 
 from nnadapter_tvm.types import DeviceType, OperationType
 
+#: The attribute a scheduled kernel carries: MetaSchedule's applied records, dlight's GPU schedules.
+SCHEDULED = "tirx.is_scheduled"
+
+
+def is_scheduled(func: tvm.tirx.PrimFunc) -> bool:
+    """Whether a kernel already has its schedule (a tuned record, a GPU rule): the default rules leave it."""
+    return bool(func.attrs is not None and func.attrs.get(SCHEDULED, False))
+
 
 @dataclasses.dataclass(frozen=True)
 class Property:

@@ -43,6 +43,7 @@ from collections.abc import Callable
 
 import tvm
 import tvm_ffi
+from nnadapter_tvm.targets.base import is_scheduled
 from tvm import relax, s_tir, te, tirx, topi
 from tvm.target import codegen
 
@@ -649,7 +650,7 @@ def _single_root(func: tirx.PrimFunc) -> bool:
 
 def schedule_prim_func(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[tirx.PrimFunc, str]:
     """``func`` with the first CPU schedule that applies and lowers, and that rule's name."""
-    if not _single_root(func) or (func.attrs is not None and func.attrs.get("tirx.is_scheduled", False)):
+    if not _single_root(func) or is_scheduled(func):
         return func, "none"
     rules: list[tuple[str, Callable]] = []
     for name, fn in ((CONV, _schedule_conv), (DEPTHWISE, _schedule_depthwise), (DENSE, _schedule_dense)):
@@ -705,8 +706,8 @@ def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.I
     for gvar, func in mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):
             continue
-        if func.attrs is not None and any(k in func.attrs for k in ("tirx.is_scheduled", "tir.is_scheduled")):
-            report[gvar.name_hint] = "tuned"  # MetaSchedule's record applied (TVM 0.27 says tirx.)
+        if is_scheduled(func):
+            report[gvar.name_hint] = "tuned"  # MetaSchedule's record applied
             continue
         scheduled, rule = schedule_prim_func(func, target)
         report[gvar.name_hint] = rule

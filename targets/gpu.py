@@ -34,7 +34,7 @@ from collections.abc import Iterator
 
 import tvm
 import tvm_ffi
-from nnadapter_tvm.targets.base import Driver
+from nnadapter_tvm.targets.base import SCHEDULED, Driver, is_scheduled
 from tvm import relax, s_tir, tirx
 from tvm.s_tir import dlight as dl
 from tvm.support import cc
@@ -75,10 +75,6 @@ def llvm_host(machine: str | None = None) -> dict:
 def dlight_rules() -> list[dl.ScheduleRule]:
     """The dlight GPU rules, most specific first (the order TVM's own GPU pipelines use)."""
     return [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
-
-
-def _is_scheduled(func: tirx.PrimFunc) -> bool:
-    return bool(func.attrs is not None and func.attrs.get("tirx.is_scheduled", False))
 
 
 def _lowers(func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
@@ -238,7 +234,7 @@ def schedule_prim_func(
     func: tirx.PrimFunc, target: tvm.target.Target, rules: list[dl.ScheduleRule] | None = None
 ) -> tuple[tirx.PrimFunc, str]:
     """``func`` with a GPU schedule that lowers for ``target``, and the strategy that made it."""
-    if (_is_scheduled(func) or _thread_scopes(func.body)) and _usable(func, target):
+    if (is_scheduled(func) or _thread_scopes(func.body)) and _usable(func, target):
         return func, "given"  # e.g. TVM's GPU sort and scan kernels, which launch their own threads
     for rule in dlight_rules() if rules is None else rules:
         try:
@@ -270,7 +266,7 @@ def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.I
             raise ValueError(f"{gvar.name_hint}: {err}") from None
         report.strategies[gvar.name_hint] = strategy
         if strategy != "given":
-            updates[gvar] = scheduled.with_attr("tirx.is_scheduled", True)
+            updates[gvar] = scheduled.with_attr(SCHEDULED, True)
     for gvar, func in updates.items():
         mod[gvar] = func
     serial = report.of("serial")
