@@ -40,9 +40,18 @@ def model_token(model: Model, context: Context, extra: dict | None = None) -> st
     for op in model.operations:
         put(["operation", int(op.type), [o.index for o in op.inputs], [o.index for o in op.outputs]])
     put(["io", [o.index for o in model.inputs], [o.index for o in model.outputs]])
-    props = context.properties
-    put(["devices", [(d.name, str(d.driver.tvm_target(props))) for d in context.devices]])
-    put(["properties", context.codegen_properties()])
-    put(["library", library_versions(), FORMAT_VERSION])
+    for part in codegen_setup(context):
+        put(part)
     put(["extra", extra or {}])
     return h.hexdigest()
+
+
+def codegen_setup(context: Context) -> list[list]:
+    """What besides the model changes the compiled code: the devices and their targets, the codegen
+    properties, the library versions and the cache format (the ONNX Predictor's index keys on it too)."""
+    props = context.properties
+    return [
+        ["devices", [(d.name, str(d.driver.tvm_target(props))) for d in context.devices]],
+        ["properties", context.codegen_properties()],
+        ["library", library_versions(), FORMAT_VERSION],
+    ]

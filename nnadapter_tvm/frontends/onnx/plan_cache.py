@@ -22,6 +22,7 @@ import numpy as np
 from nnadapter_tvm import cache
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import check, fail
+from nnadapter_tvm.token import codegen_setup
 from nnadapter_tvm.types import NNAdapterError
 
 SUFFIX = ".nnp"
@@ -74,16 +75,9 @@ def key(source: bytes | None, context: Context, options: dict) -> str | None:
     keyed (no bytes at hand, or weights in external files)."""
     if source is None or _EXTERNAL_DATA in source:
         return None
-    props = context.properties
     h = hashlib.sha256()
     h.update(source)
-    setup = {
-        "version": _VERSION,
-        "devices": [(d.name, str(d.driver.tvm_target(props))) for d in context.devices],
-        "properties": context.codegen_properties(),
-        "library": cache.library_versions(),
-        "options": options,
-    }
+    setup = {"version": _VERSION, "codegen": codegen_setup(context), "options": options}
     h.update(json.dumps(setup, sort_keys=True, default=str).encode())
     return h.hexdigest()[:32]
 
