@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         from tqdm import tqdm
 
         driver = DRIVERS[args.device]
-        if args.device == "arm" and not args.rpc and not driver.can_run_here()[0]:
+        # Tuning for a board this host cannot run: measured over RPC, candidates linked by its cross compiler.
+        for_board = args.device == "arm" and not driver.can_run_here()[0]
+        if for_board and not args.rpc:
             fail(
                 "tuning for arm measures on the board: give --rpc TRACKER_HOST:PORT:KEY (docs/performance.md)",
                 ResultCode.INVALID_PARAMETER,
@@ -78,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         target = tuning.with_core_count(driver.tvm_target(props), args.num_cores)
         models = nnadapter_models(args.model)
         fused = [driver.lower_for_tuning(convert_model(m)[0], props) for m in models]
-        # Candidates for a board are linked here by its cross compiler (None on an aarch64 host).
-        cxx = driver.cross_compiler(props) if args.device == "arm" and not driver.can_run_here()[0] else None
+        cxx = driver.cross_compiler(props) if for_board else None
         bar = tqdm(total=args.trials, unit="trial", desc=f"tuning {args.model}")
 
         def progress(done: int, total: int) -> None:

@@ -323,9 +323,7 @@ def select(
         old = f"{applied}.old{os.getpid()}"
         os.rename(applied, old)
         os.rename(staging, applied)
-        for name in os.listdir(old):
-            os.remove(os.path.join(old, name))
-        os.rmdir(old)
+        shutil.rmtree(old)
     else:
         os.rename(staging, applied)
     with open(os.path.join(work_dir, SELECTION), "w") as f:
