@@ -94,8 +94,10 @@ def build_model(op_type, inputs: Sequence, outputs: Sequence[Out], ref_shapes: S
     return model
 
 
-def run_model(model: nna.Model, feeds: Sequence[np.ndarray], device: str = "llvm") -> list[np.ndarray]:
-    context = nna.Context([nna.Device.acquire(device)])
+def run_model(
+    model: nna.Model, feeds: Sequence[np.ndarray], device: str = "llvm", properties: str = ""
+) -> list[np.ndarray]:
+    context = nna.Context([nna.Device.acquire(device)], properties)
     compilation = nna.Compilation(model, context)
     compilation.finish()
     _, output_types = compilation.query_inputs_and_outputs()
@@ -169,6 +171,31 @@ def fuse_ref(y: np.ndarray, code) -> np.ndarray:
     if code == nna.FuseCode.RELU6:
         return np.clip(y, 0, 6)
     return y
+
+
+def conv2d_ref(x, w, b, pads, strides, dilations, group):
+    """Direct grouped convolution in float64; ``pads`` in the spec's order [top, bottom, left, right]."""
+    n, _, h, wd = x.shape
+    c_out, c_per_group, kh, kw = w.shape
+    top, bottom, left, right = pads
+    (sh, sw), (dh, dw) = strides, dilations
+    h_out = (h + top + bottom - (dh * (kh - 1) + 1)) // sh + 1
+    w_out = (wd + left + right - (dw * (kw - 1) + 1)) // sw + 1
+    xp = np.pad(x.astype("float64"), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    y = np.zeros((n, c_out, h_out, w_out))
+    out_per_group = c_out // group
+    for o in range(c_out):
+        g = o // out_per_group
+        xg = xp[:, g * c_per_group : (g + 1) * c_per_group]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xg[
+                    :, :, i * dh : i * dh + sh * (h_out - 1) + 1 : sh, j * dw : j * dw + sw * (w_out - 1) + 1 : sw
+                ]
+                y[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, i, j].astype("float64"))
+    if b is not None:
+        y += b.astype("float64")[None, :, None, None]
+    return y.astype("float32")
 
 
 def expect_error(fn, *fragments, code=nna.ResultCode.INVALID_PARAMETER) -> nna.NNAdapterError:

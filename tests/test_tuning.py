@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import build_add_relu
+from oputil import Const, In, Out, build_model, conv2d_ref, fuse, fuse_ref, i32, run_model
 
 import nnadapter_tvm as nna
 from nnadapter_tvm import tuning
@@ -43,44 +44,20 @@ def test_a_directory_without_a_database_is_refused(tmp_path):
         nna.Context([nna.Device.acquire("llvm")], f"TUNING_DATABASE={tmp_path};")
 
 
+CONV_PADS, CONV_W = [1, 1, 1, 1], np.random.default_rng(5).standard_normal([16, 8, 3, 3]).astype("float32")
+CONV_B = np.random.default_rng(6).standard_normal([16]).astype("float32")
+
+
 def conv_model() -> nna.Model:
     """One 3x3 convolution with bias and ReLU, batch 1 (MetaSchedule tunes static loops only)."""
-    rng = np.random.default_rng(5)
-    model = nna.Model()
-
-    def const(value: np.ndarray, precision) -> nna.Operand:
-        operand = model.add_operand(nna.OperandType(precision, list(value.shape)))
-        model.set_operand_value(operand, value)
-        return operand
-
-    def i32(*values: int) -> nna.Operand:
-        return const(np.asarray(values, "int32"), nna.Precision.INT32)
-
-    x = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, [1, 8, 12, 12]))
-    w = const(rng.standard_normal([16, 8, 3, 3]).astype("float32"), nna.Precision.FLOAT32)
-    b = const(rng.standard_normal([16]).astype("float32"), nna.Precision.FLOAT32)
-    y = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, [1, 16, 12, 12]))
-    attrs = [i32(nna.AutoPad.NONE), i32(1, 1, 1, 1), i32(1, 1), i32(1), i32(1, 1), i32(nna.FuseCode.RELU)]
-    model.add_operation(nna.OperationType.CONV_2D, [x, w, b, *attrs], [y])
-    model.identify_inputs_and_outputs([x], [y])
-    model.finish()
-    return model
+    x = np.zeros([1, 8, 12, 12], "float32")
+    inputs = [In(x), Const(CONV_W), Const(CONV_B), i32([int(nna.AutoPad.NONE)]), i32(CONV_PADS), i32([1, 1])]
+    inputs += [i32([1]), i32([1, 1]), fuse(nna.FuseCode.RELU)]
+    return build_model(nna.OperationType.CONV_2D, inputs, [Out()], [(1, 16, 12, 12)])
 
 
-def conv_reference(model: nna.Model, x: np.ndarray) -> np.ndarray:
-    w, b = (model.operands[k].value() for k in (1, 2))
-    padded = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))  # [1, 8, 12, 12, 3, 3]
-    return np.maximum(np.einsum("nchwij,ocij->nohw", windows, w) + b[None, :, None, None], 0)
-
-
-def run(model: nna.Model, props: str, x: np.ndarray) -> np.ndarray:
-    compilation = nna.Compilation(model, nna.Context([nna.Device.acquire("llvm")], props))
-    compilation.finish()
-    execution = nna.Execution(compilation)
-    outputs = execution.use_arrays([x])
-    execution.compute()
-    return outputs[0]
+def conv_reference(x: np.ndarray) -> np.ndarray:
+    return fuse_ref(conv2d_ref(x, CONV_W, CONV_B, CONV_PADS, [1, 1], [1, 1], 1), nna.FuseCode.RELU)
 
 
 @pytest.mark.slow
@@ -99,7 +76,7 @@ def test_tune_keeps_only_records_that_beat_the_default_schedule(tmp_path):
     assert tuning.tune(fused, target, work, trials=16)["records_after"] == summary["records_after"], "resumed"
 
     x = np.random.default_rng(6).standard_normal([1, 8, 12, 12]).astype("float32")
-    want = conv_reference(model, x)
+    want = conv_reference(x)
     for default, expect_kept in [(lambda f: driver.default_schedule(f, props), None), (lambda f: f, True)]:
         rows = tuning.select(fused, target, work, default)
         assert rows and all(r["default_us"] > 0 and r["tuned_us"] > 0 for r in rows)
@@ -115,4 +92,5 @@ def test_tune_keeps_only_records_that_beat_the_default_schedule(tmp_path):
         tuned = functools.partial(tuning.apply, target=target, database=applied)
         _, report = cpu_schedule.build(convert_model(model)[0], target, 3, tuned)
         assert {name for name, rule in report.items() if rule == "tuned"} == {r["kernel"] for r in kept}, report
-        np.testing.assert_allclose(run(model, f"TUNING_DATABASE={work};", x), want, rtol=1e-4, atol=1e-4)
+        (got,) = run_model(model, [x], properties=f"TUNING_DATABASE={work};")
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -15,6 +15,7 @@ from oputil import (
     Out,
     check_op,
     check_quantized,
+    conv2d_ref,
     dequantize,
     expect_error,
     fuse,
@@ -44,31 +45,6 @@ def same_pads(in_hw, kernel, strides, dilations):
         total = max((math.ceil(size / s) - 1) * s + d * (k - 1) + 1 - size, 0)
         pads += [total // 2, total - total // 2]
     return pads  # [top, bottom, left, right]
-
-
-def conv2d_ref(x, w, b, pads, strides, dilations, group):
-    """Direct grouped convolution in float64; ``pads`` in the spec's order [top, bottom, left, right]."""
-    n, _, h, wd = x.shape
-    c_out, c_per_group, kh, kw = w.shape
-    top, bottom, left, right = pads
-    (sh, sw), (dh, dw) = strides, dilations
-    h_out = (h + top + bottom - (dh * (kh - 1) + 1)) // sh + 1
-    w_out = (wd + left + right - (dw * (kw - 1) + 1)) // sw + 1
-    xp = np.pad(x.astype("float64"), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    y = np.zeros((n, c_out, h_out, w_out))
-    out_per_group = c_out // group
-    for o in range(c_out):
-        g = o // out_per_group
-        xg = xp[:, g * c_per_group : (g + 1) * c_per_group]
-        for i in range(kh):
-            for j in range(kw):
-                patch = xg[
-                    :, :, i * dh : i * dh + sh * (h_out - 1) + 1 : sh, j * dw : j * dw + sw * (w_out - 1) + 1 : sw
-                ]
-                y[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, i, j].astype("float64"))
-    if b is not None:
-        y += b.astype("float64")[None, :, None, None]
-    return y.astype("float32")
 
 
 # (C_in, C_out, group): plain, grouped, depthwise (group == C_in == C_out), depthwise multiplier 2.
