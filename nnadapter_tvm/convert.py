@@ -13,6 +13,7 @@ from tvm import relax, tirx
 from nnadapter_tvm import op_converters
 from nnadapter_tvm.errors import TVM_ERRORS, fail
 from nnadapter_tvm.model import Model, Operand, Operation
+from nnadapter_tvm.op_converters import shape_values
 from nnadapter_tvm.op_converters.args import OpArgs, dequantize_array
 from nnadapter_tvm.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, UNKNOWN, OperandType, ResultCode, is_quantized
@@ -26,6 +27,8 @@ class ConvertContext:
         self._exprs: dict[int, relax.Expr] = {}
         self._dequantized: dict[int, relax.Expr] = {}
         self.checks: list[RuntimeCheck] = []
+        # Values of small integer tensors known as expressions over symbolic dimensions (shape_values).
+        self.known: dict[int, list[tirx.PrimExpr]] = {}
 
     def require(self, expr: relax.Expr, condition: tirx.PrimExpr, message: str) -> relax.Expr:
         """``expr`` (a tensor of known rank), guarded: the execution fails before anything that uses the
@@ -113,11 +116,28 @@ def quantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
     return relax.op.astype(y, t.dtype)
 
 
-def input_var(operand: Operand, position: int) -> relax.Var:
-    """A function parameter; unknown dimensions become symbolic int64 variables."""
+def input_var(operand: Operand, position: int, named: dict[str, tirx.Var] | None = None) -> relax.Var:
+    """A function parameter; unknown dimensions become symbolic int64 variables, one per dimension name
+    (``OperandType.dimension_names``) shared through ``named`` by every input that uses it."""
     t = operand.type
-    dims = [tirx.Var(f"in{position}_d{axis}", "int64") if d == UNKNOWN else d for axis, d in enumerate(t.dimensions)]
+    named = {} if named is None else named
+    dims = []
+    for axis, d in enumerate(t.dimensions):
+        if d != UNKNOWN:
+            dims.append(d)
+            continue
+        name = t.dimension_name(axis)
+        if name is None:
+            dims.append(tirx.Var(f"in{position}_d{axis}", "int64"))
+        else:
+            dims.append(named.setdefault(name, tirx.Var(_var_name(name), "int64")))
     return relax.Var(f"input{position}", relax.TensorType(dims, t.dtype))
+
+
+def _var_name(name: str) -> str:
+    """A dimension name as a TIR variable name (it ends up in generated C and kernel names)."""
+    clean = "".join(c if c.isalnum() else "_" for c in name)
+    return f"sym_{clean}"
 
 
 def _static_dims(expr: relax.Expr) -> list[int | None]:
@@ -220,7 +240,8 @@ def convert_subgraph(
     for i, operand in enumerate(inputs):
         check_fits_in_memory(f"input {i}: {operand.describe()}", operand.type.dimensions, operand.type.dtype)
     bb = relax.BlockBuilder()
-    params = [input_var(o, i) for i, o in enumerate(inputs)]
+    named: dict[str, tirx.Var] = {}
+    params = [input_var(o, i, named) for i, o in enumerate(inputs)]
     ctx = ConvertContext(bb)
     with bb.function("main", params):
         with bb.dataflow():
@@ -229,7 +250,9 @@ def convert_subgraph(
             for op in operations:
                 convert_fn = op_converters.get_converter(op.type)
                 try:
-                    _bind_outputs(ctx, op, convert_fn(OpArgs(op, ctx)))
+                    args = OpArgs(op, ctx)
+                    _bind_outputs(ctx, op, convert_fn(args))
+                    shape_values.propagate(args, ctx.known)
                 except TVM_ERRORS as err:
                     fail(f"{op.describe()}: TVM rejected the operation: {_first_line(err)}")
             exprs = []

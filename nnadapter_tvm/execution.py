@@ -19,6 +19,29 @@ def _array_access(memory: object, operand_type: OperandType) -> object:
     return memory
 
 
+def check_shared_dimensions(
+    types: Sequence[OperandType], shapes: Sequence[Sequence[int]], labels: Sequence[str] | None = None
+) -> None:
+    """Inputs whose UNKNOWN dimensions bear one name (``OperandType.dimension_names``) must be fed one
+    size for it: the compiled code treats them as one variable."""
+    seen: dict[str, tuple[int, int, int]] = {}  # name -> (input, axis, size) where first seen
+    for i, (t, shape) in enumerate(zip(types, shapes)):
+        for axis, name in enumerate(t.dimension_names):
+            if name is None:
+                continue
+            size = int(shape[axis])
+            first = seen.setdefault(name, (i, axis, size))
+            if first[2] != size:
+                j, other_axis, other_size = first
+                a = labels[j] if labels else f"input {j}"
+                b = labels[i] if labels else f"input {i}"
+                fail(
+                    f"{a} dimension {other_axis} and {b} dimension {axis} are both the dimension '{name}', "
+                    f"but were fed {other_size} and {size}",
+                    ResultCode.INVALID_DIMENSIONS,
+                )
+
+
 class Execution:
     """``NNAdapterExecution``: ``set_input``/``set_output`` then ``compute()``.
 
@@ -78,6 +101,7 @@ class Execution:
         missing = [i for i in range(len(output_types)) if i not in self._outputs]
         check(not missing, f"outputs {missing} were not set (set_output)")
         arrays = [self._read_input(i, t) for i, t in enumerate(input_types)]
+        check_shared_dimensions(input_types, [a.shape for a in arrays])
         try:
             results = self.compilation.run(arrays)
             # A failure of the compiled code (an assertion on the inputs' dimensions, an allocation) comes

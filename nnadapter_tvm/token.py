@@ -33,6 +33,7 @@ def model_token(model: Model, context: Context, extra: dict | None = None) -> st
                 t.zero_point,
                 t.channel_dim,
                 operand.is_constant,
+                *([list(t.dimension_names)] if t.dimension_names else []),
             ]
         )
         if operand.is_constant:

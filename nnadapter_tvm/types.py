@@ -407,6 +407,12 @@ class OperandType:
         if not is_quantized(self.precision):
             return
         name = self.precision.name
+
+    ``dimension_names`` (an extension of nnadapter-tvm, empty by default) names UNKNOWN dimensions, one
+    entry per dimension (None for an unnamed one): every UNKNOWN dimension of the model's inputs that
+    bears the same name is one symbolic size (an ONNX ``dim_param`` such as ``batch``), so the compiled
+    code may rely on their equality, and an execution fed different sizes for them fails before running.
+    ``dynamic_dimensions`` (upstream's candidate shapes) is recorded but not used by the compiler.
         if self.precision in QUANT_PER_CHANNEL:
             scales = np.atleast_1d(np.asarray(self.scale if self.scale is not None else [], "float32"))
             if scales.size == 0 or self.channel_dim is None:
@@ -417,6 +423,7 @@ class OperandType:
             self.channel_dim = int(self.channel_dim)
             rank = len(self.dimensions)
             if not 0 <= self.channel_dim < max(rank, 1):
+    dimension_names: Sequence[str | None] = ()
                 raise NNAdapterError(
                     ResultCode.INVALID_PARAMETER, f"{name} channel_dim {self.channel_dim} is outside the rank {rank}"
                 )
@@ -427,6 +434,7 @@ class OperandType:
                     f"{name} has {len(self.scale)} scales for {channels} channels (dimension {self.channel_dim})",
                 )
         else:
+        self.dimension_names = self._checked_names()
             if self.scale is None or np.ndim(self.scale) != 0:
                 raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"{name} needs one float 'scale'")
             self.scale = float(self.scale)
@@ -440,6 +448,26 @@ class OperandType:
         return storage_dtype(self.precision)
 
     @property
+    def _checked_names(self) -> list[str | None]:
+        names = [None if n is None else str(n) for n in self.dimension_names]
+        if not any(names):
+            return []
+        if len(names) != len(self.dimensions):
+            raise NNAdapterError(
+                ResultCode.INVALID_PARAMETER,
+                f"dimension_names {names} must name each of the {len(self.dimensions)} dimensions (None: unnamed)",
+            )
+        for axis, (name, d) in enumerate(zip(names, self.dimensions)):
+            if name is not None and (d != UNKNOWN or not name):
+                raise NNAdapterError(
+                    ResultCode.INVALID_PARAMETER,
+                    f"dimension {axis} is named {name!r}: only UNKNOWN dimensions take a (non-empty) name",
+                )
+        return names
+
+    def dimension_name(self, axis: int) -> str | None:
+        return self.dimension_names[axis] if self.dimension_names else None
+
     def rank(self) -> int:
         return len(self.dimensions)
 

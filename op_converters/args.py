@@ -130,6 +130,26 @@ class OpArgs:
         return float(np.reshape(value, -1)[0])
 
     def bool(self, i: int, default: Any = _REQUIRED) -> bool:
+    def shape_values(self, i: int) -> list | None:
+        """Operand ``i``'s elements where compile time knows them: Python ints for static values, TIR
+        expressions over the model's symbolic dimensions for computed shapes (op_converters.shape_values);
+        None where they depend on data (then ``runtime_shape`` reads them at execution)."""
+        from nnadapter_tvm.op_converters import shape_values
+
+        if not self.has(i):
+            self.fail("is required", i)
+        values = shape_values.values_of(self, i, self._ctx.known)
+        return None if values is None else shape_values.as_ints(values)
+
+    def runtime_shape(self, i: int, count: int, name: str) -> list[tirx.Var]:
+        """Operand ``i`` (a 1-D integer tensor of ``count`` elements read at execution) as ``count`` new
+        symbolic dimensions bound to its values when the function runs."""
+        tensor = self.raw_tensor(i)
+        dims = [tirx.Var(f"{name}{k}", "int64") for k in range(count)]
+        shape = self.emit(relax.op.tensor_to_shape(relax.op.astype(tensor, "int64")))
+        self.match_cast(shape, dims)
+        return dims
+
         return bool(self.int(i, default))
 
     def axis(self, i: int, rank: int, default: Any = _REQUIRED) -> int:

@@ -23,12 +23,19 @@ def reshape(args: OpArgs) -> relax.Expr:
     """
     x = args.tensor(0)
     in_shape = args.shape(x)
-    target = args.ints(1, [])  # present but empty: the scalar shape (rank 0)
-    if target.count(-1) > 1:
-        args.fail(f"at most one -1 is allowed, got {target}", 1)
+    if args.has(1) and not args.operand(1).is_constant:
+        target = args.shape_values(1)
+        if target is None:
+            return reshape_checked(args, x, _read_target(args, x), 1, "the shape read at execution")
+    else:
+        target = args.ints(1, [])  # present but empty: the scalar shape (rank 0)
+    if [d for d in target if isinstance(d, int)].count(-1) > 1:
+        args.fail(f"at most one -1 is allowed, got {_dims(target)}", 1)
     dims = []
     for axis, d in enumerate(target):
-        if d == 0:
+        if not isinstance(d, int):
+            dims.append(d)  # computed from symbolic dimensions: a size
+        elif d == 0:
             if axis >= len(in_shape):
                 args.fail(f"0 at position {axis} has no input dimension to copy (input rank {len(in_shape)})", 1)
             dims.append(in_shape[axis])
@@ -36,7 +43,33 @@ def reshape(args: OpArgs) -> relax.Expr:
             args.fail(f"dimension {d} at position {axis} is invalid", 1)
         else:
             dims.append(d)
-    return reshape_checked(args, x, dims, 1, f"shape {target}")
+    return reshape_checked(args, x, dims, 1, f"shape {_dims(target)}")
+
+
+def _read_target(args: OpArgs, x: relax.Expr) -> list:
+    """RESHAPE's shape operand known only at execution (it depends on data): its 0s and -1 resolved
+    there, as the spec defines them, then bound to new symbolic dimensions."""
+    shape_tensor = args.raw_tensor(1)
+    lengths = args.shape(shape_tensor)
+    if len(lengths) != 1 or not isinstance(lengths[0], int):
+        args.fail(f"must be 1-D with a known length, got shape {_dims(lengths)}", 1)
+    n, rank = lengths[0], len(args.shape(x))
+    t = relax.op.astype(shape_tensor, "int64")
+    in_dims = relax.op.shape_to_tensor(relax.op.shape_of(x))
+    # Where the target holds a 0, the input's dimension at that position (none past the input's rank).
+    if n <= rank:
+        source = relax.op.strided_slice(in_dims, [0], [0], [n])
+    else:
+        source = relax.op.concat([in_dims, relax.op.strided_slice(t, [0], [rank], [n])], 0)
+    zero, one, minus_one = (relax.const(v, "int64") for v in (0, 1, -1))
+    t = args.emit(relax.op.where(relax.op.equal(t, zero), source, t))
+    known = relax.op.prod(relax.op.where(relax.op.equal(t, minus_one), one, t))
+    total = relax.op.prod(in_dims)
+    inferred = relax.op.floor_divide(total, relax.op.maximum(known, one))
+    resolved = args.emit(relax.op.where(relax.op.equal(t, minus_one), inferred, t))
+    dims = [tirx.Var(f"reshape_d{k}", "int64") for k in range(n)]
+    args.match_cast(args.emit(relax.op.tensor_to_shape(resolved)), dims)
+    return dims
 
 
 def reshape_checked(args: OpArgs, x: relax.Expr, dims: list, i: int, what: str) -> relax.Expr:

@@ -287,8 +287,9 @@ def test_cli_run_and_info(tmp_path, capsys) -> None:
     assert "no such file" in capsys.readouterr().err
 
 
-def test_backend_specialises_on_shape_parameters_fed_at_run_time() -> None:
-    """Reshape's shape as a graph input: compiled for the fed shape, and again for a new one."""
+def test_reshape_to_a_shape_fed_at_run_time_compiles_once() -> None:
+    """Reshape's shape as a graph input is read at execution (0 copies, -1 is inferred there): one
+    compilation serves every shape, and a shape that does not fit fails naming the operation."""
     from nnadapter_tvm.frontends.onnx import backend
 
     model = make_model(
@@ -298,7 +299,27 @@ def test_backend_specialises_on_shape_parameters_fed_at_run_time() -> None:
     )
     rep = backend.prepare(model, "CPU")
     x = np.arange(12, dtype="float32").reshape(2, 6)
-    for shape in ([3, 4], [4, -1], [3, 4]):
+    for shape in ([3, 4], [4, -1], [0, 6], [3, 4]):
         (y,) = rep.run([x, np.array(shape, "int64")])
-        np.testing.assert_array_equal(y, x.reshape(shape))
-    assert rep.specialise == ["shape"] and len(rep._specialised) == 2
+        np.testing.assert_array_equal(y, x.reshape([x.shape[i] if d == 0 else d for i, d in enumerate(shape)]))
+    assert rep.specialise == [] and not rep._specialised
+    with pytest.raises(nna.NNAdapterError, match="RESHAPE"):
+        rep.run([x, np.array([5, 5], "int64")])
+
+
+def test_backend_specialises_on_parameters_fed_at_run_time() -> None:
+    """Pad's pads as a graph input (PAD reads them at compile time): compiled for the fed pads, and
+    again for new ones."""
+    from nnadapter_tvm.frontends.onnx import backend
+
+    model = make_model(
+        [helper.make_node("Pad", ["x", "pads"], ["y"])],
+        [helper.make_tensor_value_info("x", F, [2, 3]), helper.make_tensor_value_info("pads", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", F, [None, None])],
+    )
+    rep = backend.prepare(model, "CPU")
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    for pads in ([0, 1, 0, 0], [1, 0, 1, 2], [0, 1, 0, 0]):
+        (y,) = rep.run([x, np.array(pads, "int64")])
+        np.testing.assert_array_equal(y, np.pad(x, [(pads[0], pads[2]), (pads[1], pads[3])]))
+    assert rep.specialise == ["pads"] and len(rep._specialised) == 2

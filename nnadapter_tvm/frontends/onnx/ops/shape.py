@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from nnadapter_tvm.frontends.onnx import shape_elements
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
 from nnadapter_tvm.frontends.onnx.ops.common import fold_if_empty, norm_axis, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
@@ -33,8 +34,11 @@ def axes_of(ctx: NodeContext, input_index: int, since: int) -> list[int] | None:
 @onnx_op("Reshape")
 def reshape_(ctx: NodeContext) -> Value | np.ndarray:
     """Reshape -> RESHAPE (0 copies the input dimension unless allowzero, -1 is inferred); the shape must be
-    known at import (NNAdapter's RESHAPE reads its shape operand at compile time)."""
+    computed at run time (from the input's own dimensions, say) stays an operand of RESHAPE, whose
+    converter knows its values as expressions over the symbolic dimensions (or reads them at run time)."""
     x = ctx.input(0)
+    if not ctx.input(1).is_const:
+        return _reshape_computed(ctx, x, ctx.input(1))
     target = [int(d) for d in np.reshape(ctx.const(1), -1)]
     if ctx.attr("allowzero", 0) and 0 in target:
         if -1 in target:
@@ -49,6 +53,24 @@ def reshape_(ctx: NodeContext) -> Value | np.ndarray:
         if 0 in out:
             return np.zeros(out, x.dtype)
     return reshape(ctx, x, target, out_shape=ctx.out_shape())
+
+
+def _reshape_computed(ctx: NodeContext, x: Value, target: Value) -> Value:
+    length = _shape_length(ctx, target, "shape")
+    known = shape_elements.of(target) or (None,) * length
+    if ctx.attr("allowzero", 0) and (None in known or 0 in known):
+        ctx.unsupported(f"allowzero with a shape {target.describe()} that may hold a 0 computed at run time")
+    out = ctx.out_shape()
+    if out is None or len(out) != length:
+        out = tuple(d if d is not None and d > 0 else None for d in known)
+    return ctx.emit(O.RESHAPE, [x, target], shape=out)
+
+
+def _shape_length(ctx: NodeContext, v: Value, what: str) -> int:
+    """The element count of a 1-D shape-like input computed at run time (its length must be static)."""
+    if v.shape is None or len(v.shape) != 1 or v.shape[0] is None:
+        ctx.unsupported(f"the {what} input {v.describe()} must be 1-D of known length")
+    return int(v.shape[0])
 
 
 @onnx_op("Transpose")
@@ -171,12 +193,18 @@ def shape(ctx: NodeContext) -> Value | np.ndarray:
 
 
 @onnx_op("Size")
-def size(ctx: NodeContext) -> np.ndarray:
-    """Size -> a constant (the element count must follow from static dims)."""
+def size(ctx: NodeContext) -> np.ndarray | Value:
+    """Size -> a constant where the dims are static, else the product of SHAPE's elements (GATHER, MUL)."""
     x = ctx.input(0)
-    if not x.is_static:
-        ctx.unsupported(f"Size of {x.describe()}: no NNAdapter operation multiplies the dims at run time")
-    return np.array(math.prod(x.shape), "int64")
+    if x.is_static:
+        return np.array(math.prod(x.shape), "int64")
+    rank = rank_of(ctx, x)
+    dims = ctx.emit(O.SHAPE, [x, ctx.i32(int(Precision.INT64))], dtype="int64", shape=(rank,))
+    count = None
+    for axis, d in enumerate(x.shape):
+        factor = ctx.i64(d) if d is not None else ctx.emit(O.GATHER, [dims, ctx.i64(axis), ctx.i32(0)], shape=())
+        count = factor if count is None else ctx.emit(O.MUL, [count, factor, ctx.i32(0)], shape=())
+    return count
 
 
 @onnx_op("Expand")
