@@ -32,6 +32,7 @@ FILL_VALUE = (P.FLOAT32, P.INT32, P.INT64, P.BOOL8)
 # The spec also names QUANT_UINT8_ASYMM_PER_CHANNEL, which the precision enum does not have.
 QUANT8 = (P.QUANT_INT8_SYMM_PER_LAYER, P.QUANT_INT8_SYMM_PER_CHANNEL, P.QUANT_UINT8_ASYMM_PER_LAYER)
 ANY = ()  # no precision restriction beyond what the converter checks
+INT8_UINT8 = (P.INT8, P.UINT8)  # the integer operands of CONV_2D_INTEGER and MAT_MUL_INTEGER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -363,6 +364,35 @@ SCHEMAS: dict[O, OpSchema] = {
             Arg("iou_aware_factor", FLOAT_SCALAR, optional=True),
         ),
         (Arg("output", F32), Arg("scores", F32)),
+    ),
+    # nnadapter-tvm's extension operations for dynamic quantization (see op_converters/quant_dynamic.py):
+    # plain INT8/UINT8 tensors whose zero points are operands (run-time tensors allowed), INT32 results.
+    O.DYNAMIC_QUANTIZE_LINEAR: OpSchema(
+        (Arg("input", F32),), (Arg("output", (P.UINT8,)), Arg("scale", F32), Arg("zero_point", (P.UINT8,)))
+    ),
+    # The zero points are "optional" but not trailing: may be given empty (zero).
+    O.CONV_2D_INTEGER: OpSchema(
+        (
+            Arg("input", INT8_UINT8),
+            Arg("filter", INT8_UINT8),
+            Arg("input_zero_point", INT8_UINT8, same_as="input"),
+            Arg("filter_zero_point", INT8_UINT8, same_as="filter"),
+            Arg("auto_pad", INT32),
+            Arg("pads", INT32),
+            Arg("strides", INT32),
+            Arg("group", INT32),
+            Arg("dilations", INT32),
+        ),
+        (Arg("output", INT32),),
+    ),
+    O.MAT_MUL_INTEGER: OpSchema(
+        (
+            Arg("x", INT8_UINT8),
+            Arg("y", INT8_UINT8),
+            Arg("x_zero_point", INT8_UINT8, optional=True, same_as="x"),
+            Arg("y_zero_point", INT8_UINT8, optional=True, same_as="y"),
+        ),
+        (Arg("output", INT32),),
     ),
 }
 

@@ -175,6 +175,11 @@ class OperationType(IntEnum):
     XOR = 93
     NON_MAX_SUPPRESSION = 94
     YOLO_BOX = 95
+    # Extension operations (nnadapter-tvm's own, codes above upstream's): 1010-1012 dynamic quantization,
+    # zero points that are run-time tensors and exact int32 accumulation (docs/quantization.md).
+    DYNAMIC_QUANTIZE_LINEAR = 1010
+    CONV_2D_INTEGER = 1011
+    MAT_MUL_INTEGER = 1012
 
 
 # The 93 operations of the spec's appendix ("NNAdapter 标准算子"); the enum above also has

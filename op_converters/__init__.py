@@ -14,6 +14,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     norm,
     pool,
     quant,
+    quant_dynamic,
     reduce,
     shape,
     unary,

@@ -1,0 +1,214 @@
+"""Dynamic quantization (nnadapter-tvm extension operations 1010-1012): DYNAMIC_QUANTIZE_LINEAR,
+CONV_2D_INTEGER and MAT_MUL_INTEGER.
+
+NNAdapter's quantized precisions carry their scale and zero point in the operand type, fixed when the
+model is built; dynamically quantized models (onnxruntime's ``quantize_dynamic``) compute them from each
+input at run time and accumulate integer products in int32.  These operations take plain INT8/UINT8
+tensors and their zero points as operands (run-time tensors allowed) and give exact INT32 results.
+
+Exactness and speed: the sums are the int32 sums of ONNX's ConvInteger / MatMulInteger.  Where the
+filter (the right matrix) and its zero point are constants, the converter bounds every partial sum at
+compile time, ``max|x - x_zp| * max_o sum |w[o] - w_zp[o]|`` with ``max|x - x_zp| <= 255`` for 8-bit
+operands; below 2^24 every partial sum is an integer that float32 holds exactly, whatever the order of
+the additions, so the product runs as a float32 convolution / matrix product (the project's fast CPU
+schedules) and is cast back to INT32 without loss.  Where 255 is too large a factor, ``x - x_zp`` is split
+into ``16 * hi + lo`` (``lo`` in [0, 15], ``hi`` in [-16, 15]) and two float32 products of at most
+16 * sum|w'| each give ``16 * hi_out + lo_out`` in int32.  Otherwise (larger windows, run-time filters)
+the product is an int32 convolution / matrix product (``out_dtype`` int32 on int32 operands).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import check_window, pair, rank4, relax_padding, spatial_pads
+from nnadapter_tvm.op_converters.registry import converter
+from tvm import relax
+
+from nnadapter_tvm.types import OperationType as O
+
+# Largest |x - x_zero_point| of 8-bit operands of one type (uint8 - uint8 or int8 - int8).
+_MAX_SHIFTED = 255
+# float32 holds every integer of magnitude up to 2^24.
+_EXACT_F32 = 1 << 24
+# Split of x - x_zp into 16 * hi + lo: |hi| <= 16, lo <= 15.
+_SPLIT_BITS = 4
+_MAX_HALF = 16
+
+
+def _const(value: float | int, dtype: str) -> relax.Expr:
+    return relax.const(np.asarray(value, dtype), dtype)
+
+
+@converter(O.DYNAMIC_QUANTIZE_LINEAR)
+def dynamic_quantize_linear(args: OpArgs) -> list[relax.Expr]:
+    """input (FLOAT32) -> output (UINT8, the input's shape), scale (FLOAT32, [] or [1]),
+    zero_point (UINT8, [] or [1]).
+
+    max_x = max(0, max(input)), min_x = min(0, min(input)); scale = (max_x - min_x) / 255, or 1 / 255
+    when max_x == min_x (an all-zero input); zero_point = rint(clip(0 - min_x / scale, 0, 255));
+    output = clip(rint(input / scale) + zero_point, 0, 255).  Every step in float32, rint rounding half
+    to even.  NaN inputs are not defined (TVM's max/min reductions skip them where numpy keeps them).
+
+    Reference: ONNX's DynamicQuantizeLinear (onnx.reference's implementation, step by step).
+    """
+    x = args.raw_tensor(0)
+    if x.ty.dtype != "float32":
+        args.fail(f"must be FLOAT32, got {x.ty.dtype}", 0)
+    for k in (1, 2):
+        dims = list(args.output_type(k).dimensions)
+        if dims not in ([], [1]):
+            args.fail(f"output {k} must have shape [] or [1], declared {dims}")
+    zero = _const(0.0, "float32")
+    max_x = relax.op.maximum(zero, relax.op.max(x))
+    min_x = relax.op.minimum(zero, relax.op.min(x))
+    width = relax.op.where(relax.op.equal(max_x, min_x), _const(1.0, "float32"), relax.op.subtract(max_x, min_x))
+    scale = args.emit(relax.op.divide(width, _const(255.0, "float32")))
+    initial = relax.op.subtract(zero, relax.op.divide(min_x, scale))
+    zero_point = args.emit(relax.op.round(relax.op.clip(initial, 0.0, 255.0)))
+    y = relax.op.clip(relax.op.add(relax.op.round(relax.op.divide(x, scale)), zero_point), 0.0, 255.0)
+    outs = [relax.op.astype(y, "uint8"), scale, relax.op.astype(zero_point, "uint8")]
+    for k in (1, 2):
+        if list(args.output_type(k).dimensions) == [1]:
+            outs[k] = relax.op.reshape(outs[k], [1])
+    return outs
+
+
+def _zero_point(args: OpArgs, i: int, allowed: str, sizes: tuple[int, ...] = (1,)) -> relax.Expr | None:
+    """Operand ``i`` (a zero point of ``sizes`` elements, or omitted / empty: zero) as an int32 expression."""
+    if not args.has(i):
+        return None
+    zp = args.raw_tensor(i)
+    shape = args.shape(zp)
+    count = int(np.prod(shape)) if all(isinstance(d, int) for d in shape) else None
+    if count not in sizes or len([d for d in shape if d != 1]) > 1:
+        args.fail(f"must be {allowed}, got shape {shape}", i)
+    return relax.op.astype(zp, "int32")
+
+
+def _const_shifted(args: OpArgs, w_i: int, zp_i: int, zp_shape: list[int] | None = None) -> np.ndarray | None:
+    """w - w_zero_point as int64 when both are constants (else None); a zero point of more than one
+    value is reshaped to ``zp_shape`` (None: it broadcasts as it is)."""
+    if not args.operand(w_i).is_constant or (args.has(zp_i) and not args.operand(zp_i).is_constant):
+        return None
+    w = np.asarray(args.value(w_i)).astype("int64")
+    if not args.has(zp_i):
+        return w
+    zp = np.asarray(args.value(zp_i)).astype("int64")
+    if zp.size == 1:
+        return w - zp.reshape(-1)[0]
+    return w - (zp if zp_shape is None else zp.reshape(zp_shape))
+
+
+def exact_float_parts(weight_sum: int) -> int | None:
+    """The route of an integer product whose largest sum of |w - w_zp| over one output element is
+    ``weight_sum``: 1 (one float32 product of x - x_zp is exact), 2 (the hi / lo halves of x - x_zp, two
+    exact float32 products) or None (an int32 product)."""
+    if _MAX_SHIFTED * weight_sum < _EXACT_F32:
+        return 1
+    if _MAX_HALF * weight_sum < _EXACT_F32:
+        return 2
+    return None
+
+
+def _shifted_int32(x: relax.Expr, zp: relax.Expr | None) -> relax.Expr:
+    x32 = relax.op.astype(x, "int32")
+    return x32 if zp is None else relax.op.subtract(x32, zp)
+
+
+def _exact_float_product(args: OpArgs, xs: relax.Expr, product, parts: int) -> relax.Expr:
+    """``product`` (float32 operands -> float32) of the int32 ``xs`` in ``parts`` exact pieces, in int32."""
+    if parts == 1:
+        return relax.op.astype(product(relax.op.astype(xs, "float32")), "int32")
+    lo = relax.op.bitwise_and(xs, _const(_MAX_HALF - 1, "int32"))
+    hi = relax.op.right_shift(xs, _const(_SPLIT_BITS, "int32"))  # arithmetic: floor(xs / 16)
+    lo_out = relax.op.astype(product(relax.op.astype(lo, "float32")), "int32")
+    hi_out = relax.op.astype(product(relax.op.astype(hi, "float32")), "int32")
+    return relax.op.add(relax.op.multiply(hi_out, _const(_MAX_HALF, "int32")), lo_out)
+
+
+@converter(O.CONV_2D_INTEGER)
+def conv_2d_integer(args: OpArgs) -> relax.Expr:
+    """input (INT8/UINT8) [N, C_in, H, W], filter (INT8/UINT8) [C_out, C_in / group, kh, kw],
+    input_zero_point (the input's type, [] or [1]), filter_zero_point (the filter's type, [], [1] or
+    [C_out]), auto_pad, pads, strides, group, dilations -> output (INT32) [N, C_out, H_out, W_out].
+
+    output = CONV_2D(input - input_zero_point, filter - filter_zero_point) summed exactly in int32 (no bias,
+    no fuse_code); padding adds zeros of ``input - input_zero_point`` (the input padded with its zero point).
+    The zero points may be run-time tensors (DYNAMIC_QUANTIZE_LINEAR's output) and may be given empty (0);
+    the filter zero point is per tensor or per output channel.  Geometry (pads, auto_pad, strides, groups,
+    dilations) as CONV_2D.
+
+    Reference: ONNX's ConvInteger (onnx.reference's implementation).
+    """
+    x, w = args.raw_tensor(0), args.raw_tensor(1)
+    _, c_in, h, wd = rank4(args, x, 0)
+    c_out, c_per_group, kh, kw = rank4(args, w, 1)
+    if not all(isinstance(d, int) for d in (c_out, c_per_group, kh, kw)):
+        args.fail(f"needs static dims, got {args.shape(w)}", 1)
+    x_zp = _zero_point(args, 2, "one value (per tensor)")
+    w_zp = _zero_point(args, 3, f"one value or [C_out] = [{c_out}] values", (1, c_out))
+    if w_zp is not None and args.shape(args.raw_tensor(3)) not in ([], [1]):
+        w_zp = relax.op.reshape(w_zp, [c_out, 1, 1, 1])
+    strides = pair(args, 6, [1, 1])
+    group = args.int(7, 1)
+    dilations = pair(args, 8, [1, 1])
+    if group <= 0 or (isinstance(c_in, int) and c_in % group) or c_out % group:
+        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", 7)
+    if isinstance(c_in, int) and c_per_group * group != c_in:
+        args.fail(f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}", 1)
+    pads = spatial_pads(args, 4, 5, [h, wd], [kh, kw], strides, dilations)
+    check_window(args, [h, wd], pads, [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1], 1)
+    geometry = {"strides": strides, "padding": relax_padding(pads), "dilation": dilations, "groups": group}
+    xs = _shifted_int32(x, x_zp)
+    shifted_w = _const_shifted(args, 1, 3, [c_out, 1, 1, 1])
+    parts = None
+    if shifted_w is not None:
+        parts = exact_float_parts(int(np.abs(shifted_w).reshape(c_out, -1).sum(axis=1).max(initial=0)))
+    if parts is not None:
+        wf = relax.const(shifted_w.astype("float32"), "float32")
+        return _exact_float_product(args, xs, lambda v: relax.op.nn.conv2d(v, wf, **geometry), parts)
+    ws = _shifted_int32(w, w_zp)
+    return relax.op.nn.conv2d(xs, ws, out_dtype="int32", **geometry)
+
+
+@converter(O.MAT_MUL_INTEGER)
+def mat_mul_integer(args: OpArgs) -> relax.Expr:
+    """x (INT8/UINT8), y (INT8/UINT8), x_zero_point (x's type, optional), y_zero_point (y's type,
+    optional) -> output (INT32) = numpy.matmul(x - x_zero_point, y - y_zero_point), summed exactly in int32.
+
+    Each zero point broadcasts (numpy rules) against its matrix: a scalar or [1] is per tensor, x's
+    [..., M, 1] per row, y's [N] or [..., 1, N] per column; they may be run-time tensors.
+
+    Reference: ONNX's MatMulInteger (its operator text for per-row / per-column zero points).
+    """
+    x, y = args.raw_tensor(0), args.raw_tensor(1)
+    xs_shape, ys_shape = args.shape(x), args.shape(y)
+    if not xs_shape or not ys_shape:
+        args.fail("x and y must have rank 1 or more", 0 if not xs_shape else 1)
+    k_x, k_y = xs_shape[-1], ys_shape[-2] if len(ys_shape) >= 2 else ys_shape[-1]
+    if isinstance(k_x, int) and isinstance(k_y, int) and k_x != k_y:
+        args.fail(f"x {xs_shape} and y {ys_shape} have reduction lengths {k_x} != {k_y}", 1)
+    x_zp = args.raw_tensor(2) if args.has(2) else None
+    y_zp = args.raw_tensor(3) if args.has(3) else None
+    for i, zp, shape in ((2, x_zp, xs_shape), (3, y_zp, ys_shape)):
+        if zp is not None:
+            zs = args.shape(zp)
+            if len(zs) > len(shape) or any(
+                isinstance(a, int) and isinstance(b, int) and a not in (1, b)
+                for a, b in zip(reversed(zs), reversed(shape))
+            ):
+                args.fail(f"shape {zs} does not broadcast against its matrix {shape}", i)
+    xs = _shifted_int32(x, None if x_zp is None else relax.op.astype(x_zp, "int32"))
+    shifted_y = None
+    if len(ys_shape) >= 2 and all(isinstance(d, int) for d in ys_shape):
+        shifted_y = _const_shifted(args, 1, 3)
+    parts = None
+    if shifted_y is not None:
+        column_sums = np.abs(shifted_y).sum(axis=-2)
+        parts = exact_float_parts(int(column_sums.max(initial=0)))
+    if parts is not None:
+        yf = relax.const(shifted_y.astype("float32"), "float32")
+        return _exact_float_product(args, xs, lambda v: relax.op.matmul(v, yf), parts)
+    ys = _shifted_int32(y, None if y_zp is None else relax.op.astype(y_zp, "int32"))
+    return relax.op.matmul(xs, ys, out_dtype="int32")
