@@ -1,0 +1,492 @@
+"""Recurrent layers: LSTM, GRU and RNN, nnadapter-tvm's extension operations (codes 1001-1003).
+
+NNAdapter has no recurrent standard operation.  Two routes were open: standard operations inside a
+loop that the runtime drives on the host (one VM call per time step, as Paddle Lite runs ``while``
+around its subgraphs), or one operation per layer.  A host-driven loop costs a VM call (tens of
+microseconds here) per step, more than the step's arithmetic for the sizes real models use (a
+64-unit LSTM step is ~33 k multiply-adds, a few microseconds), and it needs the sequence length on
+the host.  So each layer is one extension operation, documented as such (as upstream's UNSTACK, XOR
+and NON_MAX_SUPPRESSION are), and compiles to two kernels:
+
+- the input projection of every time step at once, ``X[T*B, I] x W^T -> [T*B, D*G*H]`` (plus the
+  biases that can be folded in), one MAT_MUL that the default CPU schedules tile and vectorize;
+- the recurrence: one hand-written TIR kernel whose outer loop over directions x batch runs in
+  parallel and whose sequential loop over time (T symbolic: one compilation serves every length)
+  does the small recurrent product ``h x R^T`` (vectorized over the gates, R pre-transposed at
+  compile time), the peepholes and the gate nonlinearities, and writes Y, Y_h (and Y_c).  The kernel
+  carries its own schedule and is marked ``tirx.is_scheduled`` so the default CPU rules leave it.
+
+Semantics are ONNX's (LSTM-7/14, GRU-7/14, RNN-7/14) as onnxruntime runs them: gate order i, o, f, c
+(LSTM) and z, r, h (GRU); ``sequence_lens`` steps past a sequence's length leave zeros in Y and keep
+the state; reverse reads each sequence backwards within its own length; ``clip`` bounds the inputs
+of the gate activations; alpha/beta are one value per activation (the ONNX importer fills ONNX's
+defaults).  Tanh and Sigmoid use a rational approximation (TVM's fast_tanh, max error ~1e-7), as
+onnxruntime's MLAS kernels do, because LLVM scalarizes ``exp`` into libm calls.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
+from tvm import relax, te, tirx
+
+from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import RecurrentActivation as A
+from nnadapter_tvm.types import RecurrentDirection, ResultCode
+
+F32 = "float32"
+SCHEDULED = "tirx.is_scheduled"  # targets.base.SCHEDULED (not imported: converters do not import targets)
+LANES = 16  # vector width of the inner loops (LLVM splits it into the target's registers)
+GATE_BLOCK = 64  # gate outputs kept in registers across the recurrent product (4 AVX-512 / 8 AVX2 vectors)
+
+# Per operation: gate count, default activations, and operand positions after ``initial_h``.
+_GATES = {O.LSTM: 4, O.GRU: 3, O.RNN: 1}
+_DEFAULT_ACTIVATIONS = {
+    O.LSTM: (A.SIGMOID, A.TANH, A.TANH),
+    O.GRU: (A.SIGMOID, A.TANH),
+    O.RNN: (A.TANH,),
+}
+_ATTRS_AT = {O.LSTM: 8, O.GRU: 6, O.RNN: 6}  # index of ``direction``
+
+
+def _f(v: float) -> tirx.PrimExpr:
+    return tirx.const(float(np.float32(v)), F32)
+
+
+def fast_tanh(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """tanh as TVM's fast_tanh_float (Eigen's rational approximation on [-9, 9]); vectorizes."""
+    x = tirx.max(_f(-9.0), tirx.min(_f(9.0), x))
+    x2 = x * x
+    p = x2 * _f(-2.76076847742355e-16) + _f(2.00018790482477e-13)
+    for c in (-8.60467152213735e-11, 5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04):
+        p = x2 * p + _f(c)
+    p = x * (x2 * p + _f(4.89352455891786e-03))
+    q = x2 * _f(1.19825839466702e-06) + _f(1.18534705686654e-04)
+    q = x2 * q + _f(2.26843463243900e-03)
+    q = x2 * q + _f(4.89352518554385e-03)
+    return p / q
+
+
+def activation(code: int, x: tirx.PrimExpr, alpha: float, beta: float) -> tirx.PrimExpr:
+    """ONNX's recurrent activation ``code`` (a RecurrentActivation) of ``x``."""
+    zero, one = _f(0.0), _f(1.0)
+    if code == A.RELU:
+        return tirx.max(x, zero)
+    if code == A.TANH:
+        return fast_tanh(x)
+    if code == A.SIGMOID:
+        return _f(0.5) * fast_tanh(_f(0.5) * x) + _f(0.5)  # the identity sigmoid(x) = (1 + tanh(x/2)) / 2
+    if code == A.AFFINE:
+        return _f(alpha) * x + _f(beta)
+    if code == A.LEAKY_RELU:
+        return tirx.Select(x >= zero, x, _f(alpha) * x)
+    if code == A.THRESHOLDED_RELU:
+        return tirx.Select(x > _f(alpha), x, zero)
+    if code == A.SCALED_TANH:
+        return _f(alpha) * fast_tanh(_f(beta) * x)
+    if code == A.HARD_SIGMOID:
+        return tirx.max(zero, tirx.min(one, _f(alpha) * x + _f(beta)))
+    if code == A.ELU:
+        return tirx.Select(x >= zero, x, _f(alpha) * (tirx.exp(x) - one))
+    if code == A.SOFTSIGN:
+        return x / (one + tirx.abs(x))
+    if code == A.SOFTPLUS:
+        return tirx.log(one + tirx.exp(x))
+    raise ValueError(code)
+
+
+def _chunks(n: int, size: int) -> list[tuple[int, int, int]]:
+    """(start, count, width): ``count`` chunks of ``width`` from ``start`` covering [0, n)."""
+    out = []
+    if n // size:
+        out.append((0, n // size, size))
+    if n % size:
+        out.append((n - n % size, 1, n % size))
+    return out
+
+
+def _vloop(T, n: int, body, lanes: int = LANES) -> None:
+    """``body(j)`` for j in [0, n): vectorized chunks of ``lanes``, then the remainder."""
+    for start, count, width in _chunks(n, lanes):
+        with T.serial(0, count) as c, T.vectorized(0, width) as v:
+            body(start + c * width + v)
+
+
+def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, clip, flags):
+    """The recurrence of one layer (see the module docstring).
+
+    ``ins``: xw [T, B, D*G*H] (layout 0) or [B, T, D*G*H] (the input projection with the foldable
+    biases), rt [D, H, G*H] (R transposed), then the optional inputs that are
+    present, in ``flags`` order: seq [B], h0, c0 (layout's state shape), p [D, 3H], rbh [D, H] (GRU's
+    recurrent h-gate bias, kept apart under linear_before_reset).  ``outs``: Y, Y_h (, Y_c); Y_h and
+    Y_c hold the running state.
+    """
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder import tirx as T
+
+    gh = _GATES[op] * hidden
+    h = hidden
+    rest = iter(ins[2:])
+    seq, h0, c0, peep, rbh = (next(rest) if flags[k] else None for k in ("seq", "h0", "c0", "peephole", "rbh"))
+    lbr, input_forget = flags["linear_before_reset"], flags["input_forget"]
+    y, yh = outs[0], outs[1]
+    yc = outs[2] if op == O.LSTM else None
+    steps, batch = (y.shape[0], y.shape[2]) if layout == 0 else (y.shape[1], y.shape[0])
+    per = len(acts) // num_dirs
+    i32 = "int32"
+
+    def proxy(buf):
+        return None if buf is None else T.buffer_proxy(buf)
+
+    with IRBuilder() as ib, T.serial(0, 1):
+        xw, rt, y, yh, yc = proxy(ins[0]), proxy(ins[1]), proxy(y), proxy(yh), proxy(yc)
+        seq, h0, c0, peep, rbh = proxy(seq), proxy(h0), proxy(c0), proxy(peep), proxy(rbh)
+        # Directions and batch rows are independent recurrences: one parallel task each.
+        with T.parallel(0, num_dirs * batch) as db:
+            d = db // batch
+            b = db % batch
+            acc = T.buffer_proxy(T.alloc_buffer((gh,), F32))  # the step's gate pre-activations
+            tmp = T.buffer_proxy(T.alloc_buffer((h,), F32))  # GRU: r * h_prev
+            length = T.buffer_proxy(T.alloc_buffer((1,), i32, scope="local"))
+
+            def state(j, d=d, b=b):
+                return (d, b, j) if layout == 0 else (b, d, j)
+
+            def y_at(t, j, d=d, b=b):
+                return (t, d, b, j) if layout == 0 else (b, t, d, j)
+
+            def act(k: int, x, d=d):
+                """Activation k of this direction, its input clipped (ONNX's clip)."""
+                if clip is not None:
+                    x = tirx.max(_f(-clip), tirx.min(_f(clip), x))
+                code, alpha, beta = acts[k]
+                first = activation(code, x, alpha, beta)
+                if num_dirs == 1 or acts[k] == acts[per + k]:
+                    return first
+                code, alpha, beta = acts[per + k]
+                return tirx.Select(d == 0, first, activation(code, x, alpha, beta))
+
+            def matvec(start: int, count: int, vector) -> None:
+                """acc[start:start+count] += sum over k < H of vector(k) * rt[d, k, start:start+count].
+
+                Blocks of GATE_BLOCK outputs stay in registers (a local buffer LLVM promotes) while k
+                runs: one FMA per weight, R read contiguously."""
+                for c_start, c_count, width in _chunks(count, GATE_BLOCK):
+                    with T.serial(0, c_count) as c:
+                        base = start + c_start + c * width
+                        part = T.buffer_proxy(T.alloc_buffer((width,), F32, scope="local"))
+                        with T.vectorized(0, width) as v:
+                            part[v] = acc[base + v]
+                        with T.serial(0, h) as k:
+                            hk = vector(k)
+                            with T.vectorized(0, width) as v:
+                                part[v] = part[v] + hk * rt[d, k, base + v]
+                        with T.vectorized(0, width) as v:
+                            acc[base + v] = part[v]
+
+            if seq is not None:
+                length[0] = tirx.max(tirx.min(seq[b], steps.astype(i32)), tirx.const(0, i32))
+            else:
+                length[0] = steps.astype(i32)
+
+            def init(j):
+                yh[state(j)] = h0[state(j)] if h0 is not None else _f(0.0)
+                if yc is not None:
+                    yc[state(j)] = c0[state(j)] if c0 is not None else _f(0.0)
+
+            _vloop(T, h, init)
+
+            with T.serial(0, steps) as s, T.If(s < length[0]):
+                with T.Then():
+                    back = length[0] - 1 - s  # reverse: backwards within the sequence's own length
+                    if direction == RecurrentDirection.FORWARD:
+                        t = s
+                    elif direction == RecurrentDirection.REVERSE:
+                        t = back
+                    else:
+                        t = tirx.Select(d == 0, s, back)
+                    r = (t, b) if layout == 0 else (b, t)
+
+                    def load(g, r=r):
+                        acc[g] = xw[r[0], r[1], d * gh + g]
+
+                    if op == O.GRU and lbr:
+                        # The h gate's recurrent part, h Rh + Rbh, is kept apart: r multiplies it.
+                        _vloop(T, 2 * h, load)
+
+                        def load_rbh(j):
+                            acc[2 * h + j] = rbh[d, j] if rbh is not None else _f(0.0)
+
+                        _vloop(T, h, load_rbh)
+                    else:
+                        _vloop(T, gh, load)
+
+                    def h_prev(k):
+                        return yh[state(k)]
+
+                    if op == O.RNN:
+                        matvec(0, gh, h_prev)
+
+                        def rnn(j):
+                            yh[state(j)] = act(0, acc[j])
+
+                        _vloop(T, h, rnn)
+                    elif op == O.LSTM:
+                        matvec(0, gh, h_prev)
+
+                        def lstm(j):
+                            # acc holds the gates i, o, f, c; the peepholes p: i, o, f.
+                            c_prev = yc[state(j)]
+                            pi, po, pf = acc[j], acc[h + j], acc[2 * h + j]
+                            if peep is not None:
+                                pi, pf = pi + peep[d, j] * c_prev, pf + peep[d, 2 * h + j] * c_prev
+                            i = act(0, pi)
+                            f = _f(1.0) - i if input_forget else act(0, pf)
+                            yc[state(j)] = f * c_prev + i * act(1, acc[3 * h + j])
+                            c = yc[state(j)]  # read back: the expression is not duplicated
+                            if peep is not None:
+                                po = po + peep[d, h + j] * c
+                            yh[state(j)] = act(0, po) * act(2, c)
+
+                        _vloop(T, h, lstm)
+                    elif lbr:
+                        matvec(0, gh, h_prev)
+
+                        def gru_lbr(j, r=r):
+                            z = act(0, acc[j])
+                            reset = act(0, acc[h + j])
+                            cand = act(1, xw[r[0], r[1], d * gh + 2 * h + j] + reset * acc[2 * h + j])
+                            yh[state(j)] = (_f(1.0) - z) * cand + z * yh[state(j)]
+
+                        _vloop(T, h, gru_lbr)
+                    else:
+                        matvec(0, 2 * h, h_prev)  # z and r first: the h gate reads r * h_prev
+
+                        def reset(j):
+                            tmp[j] = act(0, acc[h + j]) * yh[state(j)]
+
+                        _vloop(T, h, reset)
+                        matvec(2 * h, h, lambda k: tmp[k])
+
+                        def gru(j):
+                            z = act(0, acc[j])
+                            cand = act(1, acc[2 * h + j])
+                            yh[state(j)] = (_f(1.0) - z) * cand + z * yh[state(j)]
+
+                        _vloop(T, h, gru)
+
+                    def store(j, t=t):
+                        y[y_at(t, j)] = yh[state(j)]
+
+                    _vloop(T, h, store)
+                with T.Else():
+
+                    def zero(j, s=s):
+                        y[y_at(s, j)] = _f(0.0)
+
+                    _vloop(T, h, zero)
+    return ib.get()
+
+
+# -- the converters -------------------------------------------------------------------
+
+
+def _static(args: OpArgs, i: int, rank: int, what: str) -> list[int]:
+    shape = args.shape(args.tensor(i))
+    if len(shape) != rank:
+        args.fail(f"must be {rank}-D {what}, got shape {shape}", i)
+    if not all(isinstance(v, int) for v in shape):
+        args.fail(f"needs a static shape {what}, got {shape}", i, ResultCode.FEATURE_NOT_SUPPORTED)
+    return shape
+
+
+def _check_dims(args: OpArgs, i: int, shape: list, expected: list, what: str) -> None:
+    """Fail naming operand ``i`` unless its (possibly symbolic) ``shape`` matches ``expected``."""
+    ok = len(shape) == len(expected) and all(
+        not isinstance(a, int) or not isinstance(e, int) or a == e for a, e in zip(shape, expected)
+    )
+    if not ok:
+        shown = ["?" if not isinstance(e, int) else e for e in expected]
+        args.fail(f"must have shape {what} = {shown}, got {shape}", i)
+
+
+def _activations(args: OpArgs, op: O, num_dirs: int, at: int) -> list[tuple[int, float, float]]:
+    """(code, alpha, beta) per activation: ``num_dirs`` x the operation's count (defaults where
+    ``activations`` is absent; alpha and beta, when given, hold one value per activation)."""
+    per = len(_DEFAULT_ACTIVATIONS[op])
+    n = per * num_dirs
+    if not args.has(at):
+        return [(int(c), 0.0, 0.0) for c in _DEFAULT_ACTIVATIONS[op]] * num_dirs
+    codes = args.ints(at)
+    if len(codes) != n:
+        args.fail(f"must hold {per} activation(s) per direction ({n} for {num_dirs} direction(s)), got {codes}", at)
+    valid = {int(c) for c in A}
+    for c in codes:
+        if c not in valid:
+            args.fail(f"activation {c} is not one of {[f'{a.name}={a.value}' for a in A]}", at)
+    values = []
+    for k in (at + 1, at + 2):
+        v = [float(x) for x in np.reshape(args.value(k), -1)] if args.has(k) else [0.0] * n
+        if len(v) != n:
+            args.fail(f"must hold one value per activation ({n}), got {len(v)}", k)
+        values.append(v)
+    return [(c, a, b) for c, a, b in zip(codes, *values)]
+
+
+def _recurrent(args: OpArgs, op: O) -> list[relax.Expr]:
+    gates = _GATES[op]
+    at = _ATTRS_AT[op]
+    direction = args.int(at, RecurrentDirection.FORWARD)
+    if direction not in [int(v) for v in RecurrentDirection]:
+        args.fail(f"must be one of {[f'{v.name}={v.value}' for v in RecurrentDirection]}, got {direction}", at)
+    num_dirs = 2 if direction == RecurrentDirection.BIDIRECTIONAL else 1
+    layout = args.int(at + 1, 0)
+    if layout not in (0, 1):
+        args.fail(f"must be 0 ([seq, batch, ...]) or 1 ([batch, seq, ...]), got {layout}", at + 1)
+    acts = _activations(args, op, num_dirs, at + 2)
+    clip = args.float(at + 5, None) if args.has(at + 5) else None
+    if clip is not None and not clip > 0:
+        args.fail(f"must be positive, got {clip}", at + 5)
+    input_forget = op == O.LSTM and args.bool(at + 6, False)
+    lbr = op == O.GRU and args.bool(at + 6, False)
+
+    x = args.tensor(0)
+    x_shape = args.shape(x)
+    if len(x_shape) != 3:
+        args.fail(f"must be 3-D ({'[seq, batch, input]' if layout == 0 else '[batch, seq, input]'}), got {x_shape}", 0)
+    batch = x_shape[1] if layout == 0 else x_shape[0]
+    w_shape = _static(args, 1, 3, "[directions, gates * hidden, input]")
+    r_shape = _static(args, 2, 3, "[directions, gates * hidden, hidden]")
+    hidden = r_shape[2]
+    gh = gates * hidden
+    size = x_shape[2]
+    if not isinstance(size, int):
+        args.fail(f"needs a static input size (last dimension), got {x_shape}", 0, ResultCode.FEATURE_NOT_SUPPORTED)
+    # R first: it sets the hidden size that W is then checked against.
+    _check_dims(args, 2, r_shape, [num_dirs, gh, hidden], "[directions, gates * hidden, hidden]")
+    _check_dims(args, 1, w_shape, [num_dirs, gh, size], "[directions, gates * hidden, input]")
+    state_shape = [num_dirs, batch, hidden] if layout == 0 else [batch, num_dirs, hidden]
+    state_text = "[directions, batch, hidden]" if layout == 0 else "[batch, directions, hidden]"
+
+    w = args.tensor(1)
+    r = args.tensor(2)
+    if args.has(3):
+        _check_dims(args, 3, args.shape(args.tensor(3)), [num_dirs, 2 * gh], "[directions, 2 * gates * hidden]")
+        bias = args.tensor(3)
+        wb = relax.op.strided_slice(bias, axes=[1], begin=[0], end=[gh])
+        rb = relax.op.strided_slice(bias, axes=[1], begin=[gh], end=[2 * gh])
+        if lbr:
+            # Rbh is multiplied by r inside the kernel; Rbz, Rbr fold into the projection.
+            fold = np.ones([1, gh], F32)
+            fold[:, 2 * hidden :] = 0
+            x_bias = relax.op.add(wb, relax.op.multiply(rb, relax.const(fold)))
+        else:
+            x_bias = relax.op.add(wb, rb)
+    else:
+        bias, x_bias = None, None
+
+    # The input projection of every step at once: [rows, I] x [I, D*G*H].
+    rows = x_shape[0] * x_shape[1]
+    x2 = relax.op.reshape(x, [rows, size])
+    w2 = relax.op.permute_dims(relax.op.reshape(w, [num_dirs * gh, size]), [1, 0])
+    xw = relax.op.matmul(x2, w2)
+    if x_bias is not None:
+        xw = relax.op.add(xw, relax.op.reshape(x_bias, [num_dirs * gh]))
+    xw = args.emit(relax.op.reshape(xw, [x_shape[0], x_shape[1], num_dirs * gh]))
+    rt = args.emit(relax.op.permute_dims(r, [0, 2, 1]))  # [D, H, G*H]: the gates contiguous
+
+    flags = {"seq": False, "h0": False, "c0": False, "peephole": False, "rbh": False}
+    extra = []
+    if args.has(4):
+        seq = args.raw_tensor(4)
+        _check_dims(args, 4, args.shape(seq), [batch], "[batch]")
+        flags["seq"] = True
+        extra.append(seq)
+    if args.has(5):
+        _check_dims(args, 5, args.shape(args.tensor(5)), state_shape, state_text)
+        flags["h0"] = True
+        extra.append(args.tensor(5))
+    if op == O.LSTM and args.has(6):
+        _check_dims(args, 6, args.shape(args.tensor(6)), state_shape, state_text)
+        flags["c0"] = True
+        extra.append(args.tensor(6))
+    if op == O.LSTM and args.has(7):
+        _check_dims(args, 7, args.shape(args.tensor(7)), [num_dirs, 3 * hidden], "[directions, 3 * hidden]")
+        flags["peephole"] = True
+        extra.append(args.tensor(7))
+    if lbr and bias is not None:
+        flags["rbh"] = True
+        extra.append(args.emit(relax.op.strided_slice(bias, axes=[1], begin=[gh + 2 * hidden], end=[2 * gh])))
+    flags["linear_before_reset"] = lbr
+    flags["input_forget"] = input_forget
+
+    outputs = 3 if op == O.LSTM else 2
+    kernel = functools.partial(
+        _recurrence_ir,
+        op=op,
+        hidden=hidden,
+        num_dirs=num_dirs,
+        direction=direction,
+        layout=layout,
+        acts=acts,
+        clip=clip,
+        flags=flags,
+    )
+
+    def compute(*tensors: te.Tensor) -> list[te.Tensor]:
+        # xw is [T, B, D*G*H] (layout 0) or [B, T, D*G*H]: the kernel reads T and B from it.
+        t_, b_ = tensors[0].shape[:2] if layout == 0 else tensors[0].shape[1::-1]
+        ys = [t_, num_dirs, b_, hidden] if layout == 0 else [b_, t_, num_dirs, hidden]
+        ss = [num_dirs, b_, hidden] if layout == 0 else [b_, num_dirs, hidden]
+        return te.extern(
+            [ys] + [ss] * (outputs - 1), list(tensors), kernel, dtype=[F32] * outputs, name=op.name.lower()
+        )
+
+    result = args.emit_te(compute, xw, rt, *extra, primfunc_name_hint=op.name.lower(), primfunc_attrs={SCHEDULED: True})
+    return [args.emit(relax.TupleGetItem(result, i)) for i in range(args.output_count)]
+
+
+@converter(O.LSTM)
+def lstm(args: OpArgs) -> list[relax.Expr]:
+    """input X, weight W [D, 4H, I], recurrence_weight R [D, 4H, H], bias B [D, 8H], sequence_lens [B]
+    (INT32), initial_h, initial_c, peephole P [D, 3H], direction (RecurrentDirection), layout, activations
+    (RecurrentActivation codes f, g, h per direction), activation_alpha, activation_beta, clip,
+    input_forget -> output Y, output_h Y_h, output_c Y_c.
+
+    X is [T, B, I] for layout 0 and [B, T, I] for layout 1; Y is [T, D, B, H] / [B, T, D, H], the
+    states [D, B, H] / [B, D, H].  Gates in ONNX's order i, o, f, c:
+    i = f(Xt Wi + Ht-1 Ri + Pi . Ct-1 + Wbi + Rbi), f likewise with Pf (1 - i under input_forget),
+    c = g(Xt Wc + Ht-1 Rc + Wbc + Rbc), Ct = f . Ct-1 + i . c, o = f(Xt Wo + Ht-1 Ro + Po . Ct + Wbo + Rbo),
+    Ht = o . h(Ct).  Steps past a sequence's length leave zeros in Y and keep the state.
+
+    Reference: ONNX LSTM (opset 14) as onnxruntime implements it; an nnadapter-tvm extension operation.
+    """
+    return _recurrent(args, O.LSTM)
+
+
+@converter(O.GRU)
+def gru(args: OpArgs) -> list[relax.Expr]:
+    """input X, weight W [D, 3H, I], recurrence_weight R [D, 3H, H], bias B [D, 6H], sequence_lens,
+    initial_h, direction, layout, activations (f, g per direction), activation_alpha, activation_beta,
+    clip, linear_before_reset -> output Y, output_h Y_h (shapes as LSTM's).
+
+    Gates z, r, h: z = f(Xt Wz + Ht-1 Rz + Wbz + Rbz), r likewise, h = g(Xt Wh + (r . Ht-1) Rh + Rbh + Wbh)
+    or, with linear_before_reset, g(Xt Wh + r . (Ht-1 Rh + Rbh) + Wbh); Ht = (1 - z) . h + z . Ht-1.
+
+    Reference: ONNX GRU (opset 14) as onnxruntime implements it; an nnadapter-tvm extension operation.
+    """
+    return _recurrent(args, O.GRU)
+
+
+@converter(O.RNN)
+def rnn(args: OpArgs) -> list[relax.Expr]:
+    """input X, weight W [D, H, I], recurrence_weight R [D, H, H], bias B [D, 2H], sequence_lens,
+    initial_h, direction, layout, activations (f per direction), activation_alpha, activation_beta, clip
+    -> output Y, output_h Y_h (shapes as LSTM's).  Ht = f(Xt Wi + Ht-1 Ri + Wbi + Rbi).
+
+    Reference: ONNX RNN (opset 14) as onnxruntime implements it; an nnadapter-tvm extension operation.
+    """
+    return _recurrent(args, O.RNN)
