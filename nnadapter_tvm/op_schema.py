@@ -114,6 +114,29 @@ _WITH_INDICES = (Arg("output", F32_Q8), Arg("indices", INT32_64, optional=True))
 _NORM_SCALE_BIAS = (Arg("scale", F32), Arg("bias", F32))
 _EPSILON = Arg("epsilon", FLOAT_SCALAR, optional=True)
 
+# LSTM / GRU / RNN (extension operations): ONNX's operands, in its order, attributes as operands.
+_RECURRENT_ATTRS = (
+    Arg("direction", INT32, optional=True),
+    Arg("layout", INT32, optional=True),
+    Arg("activations", INT32, optional=True),
+    Arg("activation_alpha", F32, optional=True),
+    Arg("activation_beta", F32, optional=True),
+    Arg("clip", FLOAT_SCALAR, optional=True),
+)
+
+
+def _recurrent(*args: str | Arg) -> OpSchema:
+    """input, weight, recurrence_weight, then optional bias, sequence_lens and ``args`` (names are
+    optional FLOAT32 tensors) -> output, output_h (LSTM: and output_c)."""
+    ins = [Arg("input", F32), Arg("weight", F32), Arg("recurrence_weight", F32), Arg("bias", F32, optional=True)]
+    ins.append(Arg("sequence_lens", INT32, optional=True))
+    ins += [a if isinstance(a, Arg) else Arg(a, F32, optional=True) for a in args]
+    outs = [Arg("output", F32), Arg("output_h", F32, optional=True)]
+    if "initial_c" in args:
+        outs.append(Arg("output_c", F32, optional=True))
+    return OpSchema(tuple(ins), tuple(outs))
+
+
 SCHEMAS: dict[O, OpSchema] = {
     O.ABS: _unary(),
     O.ADAPTIVE_AVERAGE_POOL_2D: _unary(Arg("output_shape", INT32_64)),
@@ -365,6 +388,12 @@ SCHEMAS: dict[O, OpSchema] = {
         ),
         (Arg("output", F32), Arg("scores", F32)),
     ),
+    # nnadapter-tvm's extension operations for recurrent layers (see op_converters/recurrent.py).
+    O.LSTM: _recurrent(
+        "initial_h", "initial_c", "peephole", *_RECURRENT_ATTRS, Arg("input_forget", BOOL, optional=True)
+    ),
+    O.GRU: _recurrent("initial_h", *_RECURRENT_ATTRS, Arg("linear_before_reset", BOOL, optional=True)),
+    O.RNN: _recurrent("initial_h", *_RECURRENT_ATTRS),
     # nnadapter-tvm's extension operations for dynamic quantization (see op_converters/quant_dynamic.py):
     # plain INT8/UINT8 tensors whose zero points are operands (run-time tensors allowed), INT32 results.
     O.DYNAMIC_QUANTIZE_LINEAR: OpSchema(

@@ -180,6 +180,12 @@ class OperationType(IntEnum):
     DYNAMIC_QUANTIZE_LINEAR = 1010
     CONV_2D_INTEGER = 1011
     MAT_MUL_INTEGER = 1012
+    # nnadapter-tvm's built-in extension operations (1000-9999; upstream's codes stay below 1000, user
+    # custom operations get 10000+).  Recurrent layers are one operation each, not a host-driven loop of
+    # standard operations (one VM call per time step): the whole recurrence runs in one kernel.
+    LSTM = 1001
+    GRU = 1002
+    RNN = 1003
 
 
 # The 93 operations of the spec's appendix ("NNAdapter 标准算子"); the enum above also has
@@ -314,6 +320,32 @@ class InterpolateMode(IntEnum):
     NONE = 0
     BILINEAR = 1
     NEAREST = 2
+
+
+class RecurrentDirection(IntEnum):
+    """``direction`` of the LSTM, GRU and RNN extension operations (ONNX's direction attribute)."""
+
+    FORWARD = 0
+    REVERSE = 1
+    BIDIRECTIONAL = 2
+
+
+class RecurrentActivation(IntEnum):
+    """The activation codes of LSTM, GRU and RNN's ``activations`` operand (ONNX's activation names,
+    with its alpha/beta: Affine alpha*x+beta, LeakyRelu, ThresholdedRelu x if x > alpha, ScaledTanh
+    alpha*tanh(beta*x), HardSigmoid clip(alpha*x+beta, 0, 1), Elu)."""
+
+    RELU = 0
+    TANH = 1
+    SIGMOID = 2
+    AFFINE = 3
+    LEAKY_RELU = 4
+    THRESHOLDED_RELU = 5
+    SCALED_TANH = 6
+    HARD_SIGMOID = 7
+    ELU = 8
+    SOFTSIGN = 9
+    SOFTPLUS = 10
 
 
 _STORAGE_DTYPES = {

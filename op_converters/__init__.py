@@ -15,6 +15,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     pool,
     quant,
     quant_dynamic,
+    recurrent,
     reduce,
     shape,
     unary,
