@@ -4,6 +4,7 @@ failed execution names the operation that refused its input (loading needs it; c
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Sequence
 
@@ -13,14 +14,28 @@ from tvm.tirx.analysis import undefined_vars
 
 from nnadapter_tvm.errors import TVM_ERRORS
 
+VALUE = "{value}"
+"""Placeholder in a data check's message: the value the failed guard found (an out-of-range index)."""
+
+DATA_CHECKS_ENV = "NNADAPTER_TVM_DATA_CHECKS"
+
+
+def data_checks_enabled() -> bool:
+    """Whether converters emit checks on run-time *data* values (GATHER's indices): on unless the
+    environment sets ``NNADAPTER_TVM_DATA_CHECKS=0``.  Turning them off exists only to measure what the
+    checks cost (docs/reliability.md): an unchecked model wraps an out-of-range index silently.  The
+    switch is read at compile time and is not part of the model token, so measure without a cache."""
+    return os.environ.get(DATA_CHECKS_ENV, "1").strip() not in ("0", "off", "false", "no")
+
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeCheck:
     """A condition the compiled code asserts at execution (a ``require`` guard), kept so that a failed
     execution can say which operation refused its input and why.
 
-    ``condition`` is a TIR boolean over the function's symbolic dimensions (``in{input}_d{axis}``);
-    ``message`` names the operation and operand.
+    ``condition`` is a TIR boolean over the function's symbolic dimensions (``in{input}_d{axis}``), or,
+    for a data check, over a value the compiled code computed from a tensor; ``message`` names the
+    operation and operand (a data check's ``{value}`` stands for the value found at execution).
     """
 
     condition: tirx.PrimExpr
@@ -54,9 +69,19 @@ class RuntimeCheck:
     @staticmethod
     def numbered(checks: Sequence[RuntimeCheck], error_text: str) -> RuntimeCheck | None:
         """The check whose guard failed, told by the numbers in TVM's match_cast message: dimension 0 was
-        found ``d0`` where the failed guard computed ``d0 + k`` for check number ``k``."""
+        found ``d0`` where the failed guard computed ``d0 + k`` for check number ``k`` (``d0 - k`` for a
+        data check's value guard on a positive value, so that it cannot overflow).  A data check's value
+        guard matches a shape (``ty=R.Shape``) whose dimension 0 is the value itself: its ``{value}`` is
+        filled in with it."""
         found = re.search(r"\((-?\d+) vs\. (-?\d+)\).*match_cast", error_text)
         if not found:
             return None
-        k = int(found.group(2)) - int(found.group(1))
-        return checks[k - 1] if 1 <= k <= len(checks) else None
+        value = int(found.group(1))
+        k = abs(int(found.group(2)) - value)
+        if not 1 <= k <= len(checks):
+            return None
+        check = checks[k - 1]
+        if VALUE in check.message:
+            shown = str(value) if "ty=R.Shape" in error_text else "a value outside that range"
+            check = dataclasses.replace(check, message=check.message.replace(VALUE, shown))
+        return check

@@ -12,6 +12,7 @@ from tvm import relax, tirx
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.model import Operand, Operation, assign_slots
 from nnadapter_tvm.op_schema import SCHEMAS
+from nnadapter_tvm.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, OperandType, ResultCode, is_quantized
 
 if TYPE_CHECKING:
@@ -129,7 +130,6 @@ class OpArgs:
             self.fail(f"must hold one value, got {np.size(value)}", i)
         return float(np.reshape(value, -1)[0])
 
-    def bool(self, i: int, default: Any = _REQUIRED) -> bool:
     def shape_values(self, i: int) -> list | None:
         """Operand ``i``'s elements where compile time knows them: Python ints for static values, TIR
         expressions over the model's symbolic dimensions for computed shapes (op_converters.shape_values);
@@ -150,6 +150,7 @@ class OpArgs:
         self.match_cast(shape, dims)
         return dims
 
+    def bool(self, i: int, default: Any = _REQUIRED) -> bool:
         return bool(self.int(i, default))
 
     def axis(self, i: int, rank: int, default: Any = _REQUIRED) -> int:
@@ -211,6 +212,27 @@ class OpArgs:
             return expr
         where = f" {self.name(i)}" if i is not None else ""
         return self._ctx.require(expr, condition, f"{self.operation.describe()}{where}: {message}")
+
+    def check_value(self, value: relax.Expr, condition: Callable[[tirx.Var], Any], message: str, i: int) -> None:
+        """Assert at execution a condition on a value computed from *data*: ``value`` is an int64
+        tensor of shape [1] (e.g. the worst index, one reduction over the indices); unless
+        ``condition(v)`` holds for it, execution fails with INVALID_DIMENSIONS and ``message`` naming
+        this operation and operand ``i`` (its ``{value}`` filled in with v).
+
+        The guard is a match_cast of the value, as a shape, to ``select(ok, v, v -+ k)`` (k: the
+        check's number): TVM's "(v vs. v -+ k)" names both (runtime_check.RuntimeCheck.numbered).
+        It guards the value only, not the tensor that uses it: FuseOps reorders dataflow bindings by
+        their tensor dependencies, ignoring symbolic ones, so a tensor guard could run before v is
+        bound.  Consumers must therefore be safe on unchecked values (GATHER's take wraps), the
+        execution failing once the guard runs.
+        """
+        bb = self._ctx.bb
+        k = len(self._ctx.checks) + 1
+        v = tirx.Var(f"value{k}", "int64")
+        shape = bb.match_cast(bb.emit(relax.op.tensor_to_shape(value)), relax.ShapeType([v]))
+        ok = condition(v)
+        bb.match_cast(shape, relax.ShapeType([tirx.Select(ok, v, tirx.Select(v > 0, v - k, v + k))]))
+        self._ctx.checks.append(RuntimeCheck(ok, f"{self.operation.describe()} {self.name(i)}: {message}"))
 
 
 def _shape(expr: relax.Expr) -> list:

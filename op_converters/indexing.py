@@ -11,6 +11,7 @@ from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax, te, tirx
 
+from nnadapter_tvm.runtime_check import VALUE, data_checks_enabled
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import PadMode, ResultCode
 
@@ -42,13 +43,18 @@ def gather(args: OpArgs) -> relax.Expr:
     """input, indices (INT32/INT64, any rank Q, negative counts from the end), axis -> output.
 
     ``output = numpy.take(input, indices, axis)``: rank Q + R - 1, the indexed axis replaced by
-    the shape of ``indices``.  Constant indices are range-checked at compile time; indices fed at
-    run time must lie in [-dim, dim) (they are taken modulo dim).  An axis of size 0 has nothing to
-    gather from: refused unless ``indices`` is empty too (at execution where either size is unknown
-    until then).  Rank-0 indices on a 1-D input give a rank-0 output, as Paddle-Lite's
-    operation/gather.cc infers (see reduce.at_least_1d).
+    the shape of ``indices``.  Indices must lie in [-dim, dim) (the spec: they must not exceed the
+    axis; negative ones count from the end, as numpy and Paddle's gather take them).  Constant
+    indices are checked at compile time; indices fed at run time are checked at execution by one
+    reduction over them (their minimum and maximum, ``_worst_index``) before the gather runs, and
+    an index out of range fails with INVALID_DIMENSIONS naming it and the range (never a wrapped or
+    clamped read).  An axis of size 0 has nothing to gather from: refused unless ``indices`` is
+    empty too (at execution where either size is unknown until then).  Rank-0 indices on a 1-D
+    input give a rank-0 output, as Paddle-Lite's operation/gather.cc infers (see
+    reduce.at_least_1d).
 
-    Reference: the spec; numpy.take / Paddle's gather for negative indices.
+    Reference: the spec; numpy.take / Paddle's gather for negative indices; onnxruntime refuses an
+    out-of-range index the same way ("indices element out of data bounds").
     """
     x = args.tensor(0)
     rank = len(args.shape(x))
@@ -74,12 +80,50 @@ def gather(args: OpArgs) -> relax.Expr:
                 f"axis {axis} has size 0 at execution: there are no elements to gather {_count(count)} index(es) from",
                 0,
             )
+        if data_checks_enabled() and not (_static(count) and count == 0):
+            _check_indices(args, indices, dim, count, f"axis {axis}")
+        # Checked indices lie in [-dim, dim): "wrap" turns the negative ones into dim + index, and
+        # keeps every read inside the input should the take run before the check (see check_value).
         return relax.op.take(x, indices, axis, mode="wrap")
     values = args.value(1)
     if values.size and (values.min() < -dim or values.max() >= dim):
         args.fail(f"indices must lie in [-{dim}, {dim}) for axis {axis} of size {dim}, got {values.tolist()}", 1)
     # Built here rather than through args.tensor: that turns a rank-0 constant into shape [1].
     return relax.op.take(x, relax.const(np.where(values < 0, values + dim, values).astype(values.dtype)), axis)
+
+
+def _worst_index(indices: te.Tensor, dim) -> te.Tensor:
+    """[the minimum of ``indices`` if it is below -dim, else their maximum] as int64: one index that is
+    out of [-dim, dim) whenever any is (two reductions in one kernel over the indices)."""
+    shape = list(indices.shape)
+
+    def at(axes):
+        return indices[tuple(axes)].astype("int64") if shape else indices().astype("int64")
+
+    low_axes = [te.reduce_axis((0, d), f"l{a}") for a, d in enumerate(shape)]
+    high_axes = [te.reduce_axis((0, d), f"h{a}") for a, d in enumerate(shape)]
+    if shape:
+        low = te.compute((1,), lambda _: te.min(at(low_axes), axis=low_axes), name="index_min")
+        high = te.compute((1,), lambda _: te.max(at(high_axes), axis=high_axes), name="index_max")
+    else:
+        low = high = te.compute((1,), lambda _: at([]), name="index_value")
+    bound = tirx.const(-dim, "int64") if _static(dim) else -dim
+    return te.compute((1,), lambda i: tirx.Select(low[0] < bound, low[0], high[0]), name="worst_index")
+
+
+def _check_indices(args: OpArgs, indices: relax.Expr, dim, count, what: str) -> None:
+    """Assert at execution that every index lies in [-dim, dim) (``dim`` static or symbolic; ``count``
+    the number of indices, which may be 0 only where it is symbolic): one kernel over the indices."""
+    worst = args.emit_te(_worst_index, indices, dim)
+    n = str(dim) if _static(dim) else "n"
+    size = "" if _static(dim) else " (n: its size at execution)"
+    message = f"index {VALUE} is out of range [-{n}, {n}) for {what}{size}"
+
+    def in_range(v: tirx.Var) -> tirx.PrimExpr:
+        ok = tirx.And(v >= -dim, v < dim)
+        return ok if _static(count) else tirx.Or(ok, tirx.EQ(count, tirx.const(0, "int64")))
+
+    args.check_value(worst, in_range, message, 1)
 
 
 def _count(count) -> str:
@@ -106,7 +150,7 @@ def slice_(args: OpArgs) -> relax.Expr:
     x = args.tensor(0)
     shape = args.shape(x)
     rank = len(shape)
-    starts, ends = args.ints(2), args.ints(3)
+    starts, ends = _bounds(args, 2), _bounds(args, 3)
     axes = args.ints(1) if args.has(1) else list(range(len(starts)))
     steps = args.ints(4) if args.has(4) else [1] * len(axes)
     for i, values in ((2, starts), (3, ends), (4, steps)):
@@ -117,9 +161,25 @@ def slice_(args: OpArgs) -> relax.Expr:
         args.fail(f"steps must not be 0, got {steps}", 4)
     if not norm:
         return x
-    bounds = [_slice_bounds(b, e, s, shape[a]) for a, b, e, s in zip(norm, starts, ends, steps)]
+    bounds = [
+        _slice_bounds(b, e, s, shape[a]) if _static(b) and _static(e) else (b, e, s)
+        for a, b, e, s in zip(norm, starts, ends, steps)
+    ]
     begin, end, stride = (list(v) for v in zip(*bounds))
     return relax.op.strided_slice(x, norm, begin, end, stride)
+
+
+def _bounds(args: OpArgs, i: int) -> list:
+    """SLICE's starts or ends: constants, or values computed from symbolic dimensions (shape_values),
+    which Relax's strided_slice normalizes and clamps at execution as numpy does."""
+    if args.operand(i).is_constant:
+        return args.ints(i)
+    values = args.shape_values(i)
+    if values is None:
+        args.fail(
+            "must be a constant or computed from dimensions (it depends on data)", i, ResultCode.FEATURE_NOT_SUPPORTED
+        )
+    return values
 
 
 @converter(O.SPLIT)
@@ -283,10 +343,53 @@ def tile(args: OpArgs) -> relax.Expr:
     Reference: the spec; numpy.tile / Paddle's tile (repeats must be positive).
     """
     x = args.tensor(0)
+    if not args.operand(1).is_constant:
+        return _tile_computed(args, x)
     repeats = args.ints(1)
     if not repeats or any(r <= 0 for r in repeats):
         args.fail(f"must hold positive repeat counts, got {repeats}", 1)
     return relax.op.tile(x, repeats)
+
+
+def _tile_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
+    """TILE by repeat counts computed from symbolic dimensions (or read at execution): the same
+    numpy.tile, each count checked positive at execution."""
+    repeats = args.shape_values(1)
+    if repeats is None:
+        lengths = args.shape(args.raw_tensor(1))
+        if len(lengths) != 1 or not _static(lengths[0]):
+            args.fail(f"must be 1-D with a known length, got shape {lengths}", 1)
+        repeats = args.runtime_shape(1, lengths[0], "tile_r")
+    if not repeats:
+        args.fail("must hold at least one repeat count", 1)
+    if any(_static(r) and r <= 0 for r in repeats):
+        args.fail(f"must hold positive repeat counts, got {repeats}", 1)
+    symbolic = [r for r in repeats if not _static(r)]
+    x = (
+        args.require(
+            x,
+            tirx.all(*[r > 0 for r in symbolic]) if len(symbolic) > 1 else symbolic[0] > 0,
+            "repeat counts must be positive at execution",
+            1,
+        )
+        if symbolic
+        else x
+    )
+    rank = len(args.shape(x))
+    n = max(rank, len(repeats))
+    repeats = [1] * (n - len(repeats)) + list(repeats)
+    return args.emit_te(lambda t: _tile_te(t, repeats), x)
+
+
+def _tile_te(x: te.Tensor, repeats: list) -> te.Tensor:
+    diff = len(repeats) - len(x.shape)
+    dims = [1] * diff + list(x.shape)
+    out = [d * r for d, r in zip(dims, repeats)]
+
+    def index(*i):
+        return x[tuple(tirx.floormod(i[a + diff], d) for a, d in enumerate(x.shape))]
+
+    return te.compute(out, index, name="tile")
 
 
 @converter(O.EXPAND)
@@ -301,6 +404,8 @@ def expand(args: OpArgs) -> relax.Expr:
     """
     x = args.tensor(0)
     in_shape = args.shape(x)
+    if not args.operand(1).is_constant:
+        return _expand_computed(args, x)
     target = args.ints(1)
     diff = len(target) - len(in_shape)
     if diff < 0:
@@ -329,6 +434,56 @@ def expand(args: OpArgs) -> relax.Expr:
         message = f"input dimension {i} (unknown until execution) must be 1 or {t} to expand to {target}"
         x = args.require(x, condition, message, 0)
     return args.emit_te(lambda t: _expand_te(t, dims, set(symbolic)), x)
+
+
+def _expand_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
+    """EXPAND to a shape computed from symbolic dimensions (or read at execution).  A computed size of
+    -1 or 1 keeps the input's dimension (ONNX's bidirectional broadcasting, which is what such shapes
+    come from); any other size must match the input's dimension unless that is 1, checked at execution.
+    """
+    in_shape = args.shape(x)
+    target = args.shape_values(1)
+    if target is None:
+        lengths = args.shape(args.raw_tensor(1))
+        if len(lengths) != 1 or not _static(lengths[0]):
+            args.fail(f"must be 1-D with a known length, got shape {lengths}", 1)
+        target = args.runtime_shape(1, lengths[0], "expand_d")
+    diff = len(target) - len(in_shape)
+    if diff < 0:
+        args.fail(f"has {len(target)} dimensions, fewer than the input's {len(in_shape)}", 1)
+    dims, conditions = [], []
+    for i, t in enumerate(target):
+        d = in_shape[i - diff] if i >= diff else None
+        if d is None:
+            if _static(t) and t < 0:
+                args.fail(f"a new leading dimension must be non-negative, got {t}", 1)
+            dims.append(t)
+            if not _static(t):
+                conditions.append(t >= 0)
+        elif _static(t) and t in (-1, 1):
+            dims.append(d)
+        elif _static(d) and d == 1:
+            dims.append(t)
+            if not _static(t):
+                conditions.append(t >= -1)
+        elif _static(t) or _static(d) or not _same_dim(d, t):
+            one = tirx.const(1, "int64")
+            tt = tirx.const(t, "int64") if _static(t) else t
+            dd = tirx.const(d, "int64") if _static(d) else d
+            keep = tirx.Or(tirx.EQ(tt, -1), tirx.EQ(tt, one))
+            conditions.append(tirx.Or(tirx.Or(keep, tirx.EQ(dd, tt)), tirx.EQ(dd, one)))
+            if _static(d):
+                dims.append(d)  # d > 1: the size must be d (or keep it)
+            elif _static(t):
+                dims.append(t)  # the input's dimension must be t or 1
+            else:
+                dims.append(tirx.Select(keep, dd, tt))
+        else:
+            dims.append(d)
+    for condition in conditions:
+        x = args.require(x, condition, "the input's dimensions cannot expand to the shape computed at execution", 1)
+    symbolic = {a for a, d in enumerate(in_shape) if not _static(d)}
+    return args.emit_te(lambda t: _expand_te(t, dims, symbolic), x)
 
 
 def _expand_te(x: te.Tensor, dims: list, symbolic: set[int]) -> te.Tensor:

@@ -164,6 +164,107 @@ def test_gather_static_empty_axis_is_refused():
     expect_invalid(OP.GATHER, ins, [(2, 1)], "'input'", "axis 1 has size 0")
 
 
+def _gather_fed(x, indices, x_dims=None, index_dims=None):
+    """GATHER along axis 0 with both operands fed at execution (indices INT64)."""
+    idx = np.asarray(indices, "int64")
+    ins = [In(x, dims=x_dims), In(idx, P.INT64, dims=index_dims), i32([0])]
+    out_dims = [UNKNOWN] * (idx.ndim + x.ndim - 1)
+    return run_op(OP.GATHER, ins, [Out(dims=out_dims)], [None])[0]
+
+
+@pytest.mark.parametrize("bad", [3, 7, 100000, -4, 2**40, -(2**62)])
+def test_gather_runtime_index_out_of_range_is_refused(bad):
+    """The spec bounds the indices by the axis (numpy and onnxruntime refuse the rest): an index fed at
+    run time outside [-3, 3) used to be taken modulo 3 (7 and 100000 gave row 1); now the execution
+    fails naming the operation, the operand, the value and the range."""
+    x = rand(3, 4, seed=6)
+    with pytest.raises(IndexError):
+        np.take(x, [0, bad], 0)  # the reference refuses it too
+    err = expect_error(
+        lambda: _gather_fed(x, [[0, bad], [1, 2]]),
+        "GATHER",
+        "'indices'",
+        f"index {bad} is out of range [-3, 3) for axis 0",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+    assert "wrap" not in str(err)
+
+
+def test_gather_runtime_index_against_an_axis_known_at_execution():
+    """The axis' size arrives with the input: the same indices are in range for 5 rows, not for 3."""
+    idx = [[4, -1], [0, -5]]
+    x = rand(5, 2, seed=7)
+    np.testing.assert_array_equal(_gather_fed(x, idx, x_dims=[UNKNOWN, 2]), _gather_ref(x, np.array(idx), 0))
+    expect_error(
+        lambda: _gather_fed(rand(3, 2), idx, x_dims=[UNKNOWN, 2]),
+        "GATHER",
+        "index -5 is out of range [-n, n) for axis 0 (n: its size at execution)",
+        "[[3, 2], [2, 2]]",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+
+
+def test_gather_runtime_indices_at_the_bounds_and_empty():
+    """-dim and dim - 1 are in range; a run-time count of 0 indices needs no check."""
+    x = rand(3, 4, seed=8)
+    np.testing.assert_array_equal(_gather_fed(x, [-3, 2, -1, 0]), _gather_ref(x, np.array([-3, 2, -1, 0]), 0))
+    out = _gather_fed(x, np.zeros([0], "int64"), index_dims=[UNKNOWN])
+    assert out.shape == (0, 4)
+
+
+def test_gather_data_checks_switch_off_for_measuring(monkeypatch):
+    """NNADAPTER_TVM_DATA_CHECKS=0 builds without the check (to measure its cost): the old modulo take."""
+    monkeypatch.setenv("NNADAPTER_TVM_DATA_CHECKS", "0")
+    x = rand(3, 4, seed=9)
+    np.testing.assert_array_equal(_gather_fed(x, [7]), x[[1]])
+
+
+def _onnx_gather(op, x, idx_shape, **attrs):
+    import onnx
+    from onnx import TensorProto, helper
+
+    from nnadapter_tvm.frontends.onnx import Predictor
+
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x", "i"], ["y"], **attrs)],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+            helper.make_tensor_value_info("i", 7, idx_shape),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    return model, Predictor(model)
+
+
+@pytest.mark.parametrize(
+    "op,attrs,good,bad,words",
+    [
+        ("Gather", {"axis": 0}, [[2, -3]], [[0, 7]], "index 7 is out of range [-3, 3)"),
+        ("GatherElements", {"axis": 1}, [[3, -4], [0, 1], [-1, 2]], [[3, 4], [0, 1], [-1, 2]], "index 4"),
+        ("GatherND", {}, [[2, 3], [-3, -4]], [[2, 3], [0, 4]], "index 4 is out of range [-4, 4)"),
+        ("GatherND", {}, [[2, 3], [-3, -4]], [[3, 0], [0, 0]], "index 3 is out of range [-3, 3)"),
+        ("GatherND", {"batch_dims": 1}, [[1], [-4], [3]], [[1], [-5], [3]], "index -5 is out of range [-4, 4)"),
+    ],
+)
+def test_onnx_gathers_refuse_out_of_range_indices_like_onnxruntime(op, attrs, good, bad, words):
+    """ONNX's gathers require indices in [-n, n) and onnxruntime refuses the rest; GatherElements and
+    GatherND gather from the flattened input, where a coordinate past its own axis (GatherND's [0, 4]
+    on a 3 x 4 input) lands on another row's element: each coordinate is checked against its axis."""
+    import onnxruntime as ort
+
+    x = rand(3, 4, seed=10)
+    model, predictor = _onnx_gather(op, x, list(np.shape(good)), **attrs)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    good, bad = np.array(good, "int64"), np.array(bad, "int64")
+    np.testing.assert_array_equal(predictor.run({"x": x, "i": good})[0], session.run(None, {"x": x, "i": good})[0])
+    refusals = (ort.capi.onnxruntime_pybind11_state.Fail, ort.capi.onnxruntime_pybind11_state.InvalidArgument)
+    with pytest.raises(refusals, match=r"(?i)index|bounds|range"):
+        session.run(None, {"x": x, "i": bad})
+    expect_error(lambda: predictor.run({"x": x, "i": bad}), "GATHER", words, code=nna.ResultCode.INVALID_DIMENSIONS)
+
+
 @pytest.mark.parametrize("dtype,precision", [("int32", P.INT32), ("int64", P.INT64)])
 def test_gather_integers_into_a_quantized_output(dtype, precision):
     """The operand table allows INT32 data with a quantized output: the integers are the real values,

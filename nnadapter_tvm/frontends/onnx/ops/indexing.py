@@ -75,13 +75,29 @@ def gather(ctx: NodeContext) -> Value | np.ndarray:
 
 
 def _positive(ctx: NodeContext, idx: Value, dims: object) -> Value:
-    """``idx`` with negative entries + ``dims`` (broadcast): at import for constants, else LESS + ADD + WHERE."""
+    """``idx`` with negative entries + ``dims`` (broadcast), unchecked (OneHot defines out-of-range
+    indices): at import for constants, else LESS + ADD + WHERE."""
     dims_array = np.asarray(dims, idx.dtype)
     if idx.is_const:
         return ctx.constant(np.where(idx.const < 0, idx.const + dims_array, idx.const), idx.dtype)
     negative = ctx.emit(O.LESS, [idx, ctx.constant(np.zeros((), idx.dtype))], dtype="bool", shape=idx.shape)
     shifted = binary(ctx, O.ADD, idx, ctx.constant(dims_array), shape=idx.shape)
     return ctx.emit(O.WHERE, [negative, shifted, idx], dtype=idx.dtype, shape=idx.shape)
+
+
+def _checked(ctx: NodeContext, idx: Value, dim: int, shape: tuple | None = None) -> Value:
+    """``idx`` (coordinates along an axis of size ``dim``) with negative entries + ``dim``, each checked
+    to lie in [-dim, dim) as ONNX requires: at import for constants, else a GATHER from the constant
+    table 0 .. dim - 1, whose run-time check refuses an out-of-range coordinate by value.  (The
+    element-wise gathers index the flattened input: an unchecked coordinate past its axis would
+    read another row's element.)"""
+    if idx.is_const:
+        values = np.asarray(idx.const)
+        if values.size and (values.min() < -dim or values.max() >= dim):
+            ctx.fail(f"indices must lie in [-{dim}, {dim}), got {values.tolist()}")
+        return ctx.constant(np.where(values < 0, values + dim, values), idx.dtype)
+    table = ctx.constant(np.arange(dim, dtype=idx.dtype))
+    return ctx.emit(O.GATHER, [table, idx, ctx.i32(0)], dtype=idx.dtype, shape=idx.shape if shape is None else shape)
 
 
 def _static(ctx: NodeContext, *values: Value) -> None:
@@ -97,7 +113,8 @@ def _strides(shape: tuple[int, ...]) -> np.ndarray:
 @onnx_op("GatherElements")
 def gather_elements(ctx: NodeContext) -> Value | np.ndarray:
     """GatherElements -> GATHER on the flattened input with flat indices base + index * stride(axis)
-    (base: the constant flat offset of every other coordinate)."""
+    (base: the constant flat offset of every other coordinate); each index is first checked against
+    its axis (``_checked``): out of [-dim, dim) is an error, as in ONNX and onnxruntime."""
     x, indices = ctx.input(0), ctx.input(1)
     _static(ctx, x, indices)
     rank = rank_of(ctx, x)
@@ -112,7 +129,7 @@ def gather_elements(ctx: NodeContext) -> Value | np.ndarray:
     base = sum(grid[a] * strides[a] for a in range(rank) if a != axis)
     dtype = "int64" if x.rank and math.prod(x.shape) > _I32.max else indices.dtype
     idx = indices if indices.dtype == dtype else cast(ctx, indices, "int64")
-    idx = _positive(ctx, idx, x.shape[axis])
+    idx = _checked(ctx, idx, x.shape[axis])
     scaled = binary(ctx, O.MUL, idx, ctx.constant(np.array(strides[axis], dtype)), shape=idx.shape)
     flat_idx = binary(ctx, O.ADD, scaled, ctx.constant(np.asarray(base, dtype)), shape=idx.shape)
     flat = reshape(ctx, x, [-1], out_shape=(math.prod(x.shape),))
@@ -122,7 +139,8 @@ def gather_elements(ctx: NodeContext) -> Value | np.ndarray:
 @onnx_op("GatherND")
 def gather_nd(ctx: NodeContext) -> Value | np.ndarray:
     """GatherND -> GATHER of rows of the input reshaped to [batch * indexed dims, rest...]; the row is
-    REDUCE_SUM(index * strides) over the index tuple plus the constant offset of its batch."""
+    the sum of index * stride over the index tuple plus the constant offset of its batch, each index
+    first checked against its own axis (``_checked``: out of [-dim, dim) is an error, as in ONNX)."""
     x, indices = ctx.input(0), ctx.input(1)
     _static(ctx, x, indices)
     b = int(ctx.attr("batch_dims", 0))
@@ -136,10 +154,16 @@ def gather_nd(ctx: NodeContext) -> Value | np.ndarray:
     rows = math.prod(batch) * math.prod(indexed)
     table = reshape(ctx, x, [rows, *rest], out_shape=(rows, *rest))
     idx = cast(ctx, indices, "int64")
-    idx = _positive(ctx, idx, indexed)
-    weighted = binary(ctx, O.MUL, idx, ctx.i64(_strides(indexed)), shape=idx.shape)
     lead = indices.shape[:-1]
-    row = ctx.emit(O.REDUCE_SUM, [weighted, ctx.i32([len(lead)]), ctx.boolean(False)], shape=lead or (1,))
+    row = None
+    for j, (dim, stride) in enumerate(zip(indexed, _strides(indexed))):
+        # Each coordinate checked against its own axis (a flat row alone would hide one past its axis).
+        column = _slice(ctx, idx, [len(lead)], [j], [j + 1], [1], shape=(*lead, 1)) if k > 1 else idx
+        column = reshape(ctx, column, list(lead) or [1], out_shape=lead or (1,))
+        term = _checked(ctx, column, dim)
+        if stride != 1:
+            term = binary(ctx, O.MUL, term, ctx.i64(np.array(stride)), shape=term.shape)
+        row = term if row is None else binary(ctx, O.ADD, row, term, shape=term.shape)
     if b:
         offsets = np.arange(math.prod(batch), dtype="int64").reshape(batch) * math.prod(indexed)
         offsets = offsets.reshape(batch + (1,) * (len(lead) - b))
