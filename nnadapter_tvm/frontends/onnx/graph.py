@@ -348,13 +348,15 @@ class ImportedGraph:
             unit.folded = True
             self.units.append(unit)
             return
-        if node.op_type == "If" and inputs and inputs[0] is not None:
-            cond = inputs[0]
-            if cond.is_const:
+        if node.op_type in ("If", "Loop", "Scan"):
+            cond = inputs[0] if node.op_type == "If" and inputs else None
+            if cond is not None and cond.is_const:
                 self._inline_branch(index, node, bool(np.reshape(cond.const, -1)[0]), opset)
                 return
-            self.needs_constant += self.input_ancestors(cond)
-            self._to_host(unit, f"{node_label(node, index)}: If with a condition known only at run time (control flow)")
+            # Control flow runs on the host around its bodies' own compiled subgraphs (control.py).
+            from nnadapter_tvm.frontends.onnx import control
+
+            control.import_control(self, index, node, inputs, opset)
             return
         config = self.options.host_ops
         if config is not None and config.matches(node):

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.frontends.onnx.control import ControlNode, ControlUnit
 from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Unit, Value, precision_of
 from nnadapter_tvm.frontends.onnx.host import HostNode
 from nnadapter_tvm.model import Model, Operand
 from nnadapter_tvm.types import UNKNOWN, OperandType, ResultCode
+
+if TYPE_CHECKING:
+    from nnadapter_tvm.compilation import Compilation
 
 
 @dataclasses.dataclass(eq=False)
@@ -21,6 +27,8 @@ class Subgraph:
     units: list[Unit]
     inputs: list[Value] = dataclasses.field(default_factory=list)
     outputs: list[Value] = dataclasses.field(default_factory=list)
+    compilation: Compilation | None = None  # set when the Predictor compiles or loads it
+    token: str | None = None
 
     @property
     def operation_count(self) -> int:
@@ -54,8 +62,11 @@ class Subgraph:
 
 @dataclasses.dataclass(eq=False)
 class HostStep:
+    """A node run on the host: onnx's reference evaluator, or a control node (If/Loop/Scan) that runs
+    the nested plans of its bodies."""
+
     unit: Unit
-    node: HostNode
+    node: HostNode | ControlNode
 
 
 def operand_type(v: Value, where: str) -> OperandType:
@@ -68,7 +79,8 @@ def operand_type(v: Value, where: str) -> OperandType:
     if v.quant is not None:
         q = v.quant
         return OperandType(q.precision, dims, scale=q.scale, zero_point=q.zero_point, channel_dim=q.channel_dim)
-    return OperandType(precision_of(v.dtype, f"{where}: {v.describe()}"), dims)
+    names = [n if d is None else None for n, d in zip(v.dim_names or (), v.shape)]
+    return OperandType(precision_of(v.dtype, f"{where}: {v.describe()}"), dims, dimension_names=names)
 
 
 def make_plan(graph: ImportedGraph) -> list[Subgraph | HostStep]:
@@ -105,7 +117,8 @@ def make_plan(graph: ImportedGraph) -> list[Subgraph | HostStep]:
         if not hosts and not taken:
             fail("the graph has a cycle or an input no node produces", ResultCode.INVALID_PARAMETER)
         for u in hosts[:1]:  # one at a time: the next may unlock more device work
-            steps.append(HostStep(u, HostNode(u.node, graph.opset)))
+            runner = u.runner() if isinstance(u, ControlUnit) else HostNode(u.node, graph.opset)
+            steps.append(HostStep(u, runner))
             available |= {id(v) for v in u.outputs}
             remaining.remove(u)
     _wire(graph, steps)
@@ -144,6 +157,50 @@ def _reads(step: Subgraph | HostStep) -> list[Value]:
     if isinstance(step, HostStep):
         return list(step.unit.inputs)
     return [v for u in step.units for op in u.ops for v in op.inputs if v is not None]
+
+
+def all_subgraphs(steps: Sequence[Subgraph | HostStep]) -> list[Subgraph]:
+    """Every subgraph of the plan, those of control nodes' bodies (nested, depth first) included,
+    in the order the plan meets them: the order in which they are compiled."""
+    found: list[Subgraph] = []
+    for step in steps:
+        if isinstance(step, Subgraph):
+            found.append(step)
+        elif isinstance(step.unit, ControlUnit):
+            for body in step.unit.bodies.values():
+                found += all_subgraphs(body.steps)
+    return found
+
+
+def run_steps(graph: ImportedGraph, steps: Sequence[Subgraph | HostStep], arrays: Sequence[np.ndarray]) -> list:
+    """Run the plan of ``graph`` on its input ``arrays`` (every subgraph compiled); its outputs in order."""
+    env: dict[int, np.ndarray] = {id(value): array for value, array in zip(graph.inputs, arrays)}
+    for step in steps:
+        if isinstance(step, HostStep):
+            results = step.node.run([_read(env, v) for v in step.unit.inputs])
+            outputs = step.unit.outputs
+        else:
+            results = execute(step.compilation, [_read(env, v) for v in step.inputs])
+            outputs = step.outputs
+        for value, array in zip(outputs, results):
+            env[id(value)] = array
+    return [_read(env, v) for v in graph.outputs]
+
+
+def execute(compilation: Compilation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One execution of a compiled subgraph on ``arrays``."""
+    from nnadapter_tvm.execution import Execution
+
+    execution = Execution(compilation)
+    outputs = execution.use_arrays(list(arrays))
+    execution.compute()
+    return outputs
+
+
+def _read(env: dict[int, np.ndarray], value: Value) -> np.ndarray:
+    if value.is_const:
+        return value.const
+    return env[id(value)]
 
 
 def single_model(graph: ImportedGraph) -> Model:

@@ -22,7 +22,7 @@ from nnadapter_tvm.types import NNAdapterError
 if TYPE_CHECKING:
     import onnx
 
-    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Value
+    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
     from nnadapter_tvm.frontends.onnx.plan import Subgraph
 
 Progress = Callable[[int, int, "Subgraph"], None]
@@ -91,10 +91,12 @@ class Predictor:
         return True
 
     def _import_and_compile(self, progress: Progress | None) -> None:
+        from nnadapter_tvm.frontends.onnx.plan import all_subgraphs
         from nnadapter_tvm.token import model_token
 
         graph, steps = self.graph, self.steps
-        subgraphs = self.subgraphs
+        # The bodies of control nodes (If/Loop/Scan) are compiled here too: running never compiles.
+        subgraphs = all_subgraphs(steps)
         for k, subgraph in enumerate(subgraphs):
             if progress:
                 progress(k, len(subgraphs), subgraph)
@@ -104,6 +106,7 @@ class Predictor:
                 nn_model, self.context, cache_token=token if self.cache_dir else None, cache_dir=self.cache_dir
             )
             compilation.finish()
+            subgraph.compilation, subgraph.token = compilation, token
             self.compilations.append(compilation)
             self.tokens.append(token)
         if progress and subgraphs:
@@ -114,6 +117,7 @@ class Predictor:
         self.single_subgraph = (
             len(steps) == 1
             and len(subgraphs) == 1
+            and subgraphs[0] is steps[0]
             and [id(v) for v in subgraphs[0].inputs] == [id(v) for v in graph.inputs]
             and [id(v) for v in subgraphs[0].outputs] == [id(v) for v in graph.outputs]
         )
@@ -187,20 +191,9 @@ class Predictor:
         arrays = self._feeds(inputs)
         if self.single_subgraph:
             return _execute(self.compilations[0], arrays)
-        from nnadapter_tvm.frontends.onnx.plan import HostStep
+        from nnadapter_tvm.frontends.onnx.plan import run_steps
 
-        env: dict[int, np.ndarray] = {id(value): array for value, array in zip(self.graph.inputs, arrays)}
-        subgraphs = iter(self.compilations)
-        for step in self.steps:
-            if isinstance(step, HostStep):
-                results = step.node.run([_read(env, v) for v in step.unit.inputs])
-                outputs = step.unit.outputs
-            else:
-                results = _execute(next(subgraphs), [_read(env, v) for v in step.inputs])
-                outputs = step.outputs
-            for value, array in zip(outputs, results):
-                env[id(value)] = array
-        return [_read(env, v) for v in self.graph.outputs]
+        return run_steps(self.graph, self.steps, arrays)
 
     def _feeds(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
         declared = self._inputs
@@ -235,9 +228,3 @@ def _source_bytes(model: object) -> bytes | None:
             return f.read()
     except (OSError, TypeError):
         return None
-
-
-def _read(env: dict[int, np.ndarray], value: Value) -> np.ndarray:
-    if value.is_const:
-        return value.const
-    return env[id(value)]

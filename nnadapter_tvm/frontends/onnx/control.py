@@ -1,0 +1,494 @@
+"""Control flow: ONNX If (on a condition known only at run time), Loop and Scan.
+
+NNAdapter models are static dataflow graphs, so control flow runs on the host around them, as
+Paddle Lite runs ``conditional_block`` and ``while`` around its NNAdapter subgraphs: each branch or
+body graph is imported as its own ``ImportedGraph`` (a nested one), planned into NNAdapter
+subgraphs and host steps like the top graph, and compiled (or loaded from the cache) when the
+Predictor is made, never while it runs. A ``ControlUnit`` is the node in the outer graph; at run
+time its ``ControlNode`` evaluates the condition, the trip count or the scan positions and runs
+the nested plan(s).
+
+ONNX bodies may read values of the enclosing graphs by name: those values are passed into the
+nested graph as extra inputs (constants as initializers, so that they fold at import). Nested
+control flow (an If in a Loop body) is a control unit inside the nested graph: the recursion
+comes for free. Loop-carried values and Scan states whose shape changes across iterations (a
+value that grows) get unknown dimensions where the body's result disagrees with its input, and the
+body is imported again with those dims open, so one compiled body serves every iteration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+import onnx.shape_inference
+
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Shape, Unit, Value, node_label
+from nnadapter_tvm.types import NNAdapterError, ResultCode
+
+CONTROL_OPS = ("If", "Loop", "Scan")
+# Widening a loop-carried shape opens at least one more dim each round, so rank + 1 rounds suffice.
+_MAX_WIDENING_ROUNDS = 8
+
+
+@dataclasses.dataclass(eq=False)
+class Body:
+    """One branch or body graph: the nested imported graph, its plan and where its inputs come from."""
+
+    attr: str  # then_branch, else_branch or body
+    graph: ImportedGraph
+    steps: list  # of plan.Subgraph | plan.HostStep
+    own: int  # how many of graph.inputs are the body's own inputs (iteration number, states, scan slices)
+    captured: list[int]  # per further input of graph.inputs: its index in the control unit's inputs
+
+
+@dataclasses.dataclass(eq=False)
+class ControlUnit(Unit):
+    """An If, Loop or Scan node run on the host around its compiled bodies.
+
+    ``inputs`` are the node's present inputs (``slots`` gives each one's position among the node's
+    inputs) followed by the outer values the bodies read."""
+
+    bodies: dict[str, Body] = dataclasses.field(default_factory=dict)
+    slots: list[int] = dataclasses.field(default_factory=list)
+    opset: int = 0
+
+    def runner(self) -> ControlNode:
+        return ControlNode(self)
+
+
+def free_names(graph: onnx.GraphProto) -> list[str]:
+    """The value names ``graph`` (and the graphs nested in its nodes) read from enclosing scopes,
+    in the order of first use."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.name for t in graph.sparse_initializer}
+    used: list[str] = []
+    for node in graph.node:
+        for name in node.input:
+            if name and name not in defined:
+                used.append(name)
+        for attr in node.attribute:
+            for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                used += [n for n in free_names(g) if n not in defined]
+        defined.update(n for n in node.output if n)
+    used += [v.name for v in graph.output if v.name not in defined]
+    return list(dict.fromkeys(used))
+
+
+def import_control(graph: ImportedGraph, index: int, node: onnx.NodeProto, inputs: list[Value | None], opset: int):
+    """Import an If, Loop or Scan node of ``graph`` as a ``ControlUnit`` (appended to ``graph.units``)."""
+    label = node_label(node, index)
+    slots = [i for i, v in enumerate(inputs) if v is not None]
+    unit = ControlUnit(node, index, [inputs[i] for i in slots], [], slots=slots, opset=opset)
+    attrs = {a.name: a for a in node.attribute}
+    try:
+        if node.op_type == "If":
+            outputs = _import_if(graph, unit, label, attrs)
+        elif node.op_type == "Loop":
+            outputs = _import_loop(graph, unit, label, attrs, inputs)
+        else:
+            outputs = _import_scan(graph, unit, label, attrs, inputs)
+    except NNAdapterError as err:
+        if err.code != ResultCode.FEATURE_NOT_SUPPORTED or graph.options.host_fallback:
+            raise
+        # A body node no device runs: listed with the others (the bodies import their nodes
+        # under the same options, so under host fallback such a node runs on the host instead).
+        graph.needs_constant += getattr(err, "needs_constant_outer", [])
+        message = str(err.args[0])
+        graph._to_host(unit, message if message.startswith(label) else f"{label}: {message}")
+        return
+    unit.host = f"{node.op_type} (control flow) runs on the host around its compiled bodies"
+    unit.outputs = graph._bind(node, outputs)
+    graph._note_sources(unit)
+    graph.units.append(unit)
+
+
+# -- importing the bodies ------------------------------------------------------------------
+
+
+def _import_if(graph: ImportedGraph, unit: ControlUnit, label: str, attrs: dict) -> list[Value]:
+    for name in ("then_branch", "else_branch"):
+        if name not in attrs:
+            fail(f"{label}: attribute '{name}' is required")
+        unit.bodies[name] = _import_body(graph, unit, label, name, attrs[name].g, [])
+    then_out = unit.bodies["then_branch"].graph.outputs
+    else_out = unit.bodies["else_branch"].graph.outputs
+    if len(then_out) != len(else_out) or len(then_out) < len(unit.node.output):
+        fail(
+            f"{label}: then_branch gives {len(then_out)} outputs, else_branch {len(else_out)}, "
+            f"the node has {len(unit.node.output)}"
+        )
+    outputs = []
+    for k, name in enumerate(unit.node.output):
+        a, b = then_out[k], else_out[k]
+        for branch, v in (("then_branch", a), ("else_branch", b)):
+            if v.dtype is not None and np.dtype(v.dtype).kind == "O":
+                fail(
+                    f"{label}: output {k} of its {branch} is not a tensor (sequences and optionals are not supported)",
+                    ResultCode.FEATURE_NOT_SUPPORTED,
+                )
+        if a.dtype is not None and b.dtype is not None and np.dtype(a.dtype) != np.dtype(b.dtype):
+            fail(f"{label}: output {k} is {a.dtype} in then_branch and {b.dtype} in else_branch")
+        # Dims the branches disagree on are known only when the condition is.
+        shape = _merge(a.shape, b.shape)
+        outputs.append(_outer_value(graph, name, a.dtype or b.dtype, shape))
+    return outputs
+
+
+def _import_loop(
+    graph: ImportedGraph, unit: ControlUnit, label: str, attrs: dict, inputs: list[Value | None]
+) -> list[Value]:
+    if "body" not in attrs:
+        fail(f"{label}: attribute 'body' is required")
+    body = attrs["body"].g
+    carried = inputs[2:]
+    if any(v is None for v in carried):
+        fail(f"{label}: loop-carried initial values must all be given")
+    n = len(carried)
+    if len(body.input) != n + 2 or len(body.output) < n + 1:
+        fail(
+            f"{label}: the body has {len(body.input)} inputs and {len(body.output)} outputs; with {n} "
+            f"loop-carried values it needs {n + 2} inputs (iteration number, condition, values) "
+            f"and at least {n + 1} outputs"
+        )
+    for k in (0, 1):
+        if len(inputs) > k and inputs[k] is not None and inputs[k].shape not in (None, (), (1,)):
+            fail(f"{label}: input {k} {inputs[k].describe()} must hold one element")
+    fixed = [(np.dtype("int64"), ()), (np.dtype("bool"), ())]
+    shapes = [_known_rank(label, v) for v in carried]
+    for _ in range(_MAX_WIDENING_ROUNDS):
+        own = fixed + [(v.dtype, s) for v, s in zip(carried, shapes)]
+        result = _import_body(graph, unit, label, "body", body, own)
+        outs = result.graph.outputs
+        widened = [_merge(s, o.shape, rank_of=s) for s, o in zip(shapes, outs[1 : n + 1])]
+        if widened == shapes:
+            break
+        shapes = widened
+    else:  # pragma: no cover - each round opens a dim, so the rounds run out only on a bug
+        fail(f"{label}: the loop-carried shapes do not settle", ResultCode.DEVICE_INTERNAL_ERROR)
+    unit.bodies["body"] = result
+    values = []
+    for k, name in enumerate(unit.node.output):
+        out = outs[1 + k] if k + 1 < len(outs) else None
+        if out is None:
+            fail(f"{label}: output {k} '{name}' has no body output")
+        if k < n:
+            values.append(_outer_value(graph, name, carried[k].dtype, shapes[k]))
+        else:  # a scan output: one element per iteration, stacked on a new first axis
+            values.append(_outer_value(graph, name, out.dtype, _stacked(out.shape, 0, None)))
+    return values
+
+
+def _import_scan(
+    graph: ImportedGraph, unit: ControlUnit, label: str, attrs: dict, inputs: list[Value | None]
+) -> list[Value]:
+    if "body" not in attrs or "num_scan_inputs" not in attrs:
+        fail(f"{label}: attributes 'body' and 'num_scan_inputs' are required")
+    body = attrs["body"].g
+    m = attrs["num_scan_inputs"].i
+    batched = unit.opset < 9  # Scan-8: a batch axis 0 on every input and output, and sequence_lens first
+    given = inputs[1:] if batched else inputs
+    if any(v is None for v in given):
+        fail(f"{label}: every state and scan input must be given")
+    n = len(given) - m
+    if n < 0 or len(body.input) != n + m or len(body.output) < n:
+        fail(
+            f"{label}: the body has {len(body.input)} inputs and {len(body.output)} outputs "
+            f"for {n} states and {m} scans"
+        )
+    states, scans = given[:n], given[n:]
+    axes = _scan_axes(label, attrs, "scan_input_axes", scans, m, batched)
+    drop = 1 if batched else 0
+    slices = []
+    for v, axis in zip(scans, axes):
+        shape = _known_rank(label, v)
+        slices.append((v.dtype, shape[drop:axis] + shape[axis + 1 :]))
+    shapes = [_known_rank(label, v)[drop:] for v in states]
+    for _ in range(_MAX_WIDENING_ROUNDS):
+        own = [(v.dtype, s) for v, s in zip(states, shapes)] + slices
+        result = _import_body(graph, unit, label, "body", body, own)
+        outs = result.graph.outputs
+        widened = [_merge(s, o.shape, rank_of=s) for s, o in zip(shapes, outs[:n])]
+        if widened == shapes:
+            break
+        shapes = widened
+    else:  # pragma: no cover
+        fail(f"{label}: the state shapes do not settle", ResultCode.DEVICE_INTERNAL_ERROR)
+    unit.bodies["body"] = result
+    length = scans[0].shape[axes[0]] if scans else 0
+    batch = (states + scans)[0].shape[0] if batched and (states or scans) else None
+    out_axes = _out_axes(attrs, outs[n:], batched)
+    values = []
+    for k, name in enumerate(unit.node.output):
+        if k >= len(outs):
+            fail(f"{label}: output {k} '{name}' has no body output")
+        out = outs[k]
+        shape = shapes[k] if k < n else _stacked(out.shape, out_axes[k - n], length)
+        if batched and shape is not None:
+            shape = (batch, *shape)
+        values.append(_outer_value(graph, name, out.dtype, shape))
+    return values
+
+
+def _scan_axes(label: str, attrs: dict, key: str, scans: Sequence[Value], m: int, batched: bool) -> list[int]:
+    if batched:
+        return [1] * m
+    axes = list(attrs[key].ints) if key in attrs else [0] * m
+    if len(axes) != m:
+        fail(f"{label}: {key} {axes} must hold one axis per scan input ({m})")
+    result = []
+    for axis, v in zip(axes, scans):
+        rank = len(_known_rank(label, v))
+        if not -rank <= axis < rank:
+            fail(f"{label}: {key} {axis} is out of range for {v.describe()}")
+        result.append(axis % rank)
+    return result
+
+
+def _out_axes(attrs: dict, outs: Sequence[Value], batched: bool) -> list[int]:
+    if batched:
+        return [0] * len(outs)
+    axes = list(attrs["scan_output_axes"].ints) if "scan_output_axes" in attrs else [0] * len(outs)
+    result = []
+    for axis, out in zip(axes, outs):
+        rank = (out.rank or 0) + 1
+        result.append(axis % rank if out.rank is not None else axis)
+    return result
+
+
+def _import_body(
+    graph: ImportedGraph, unit: ControlUnit, label: str, attr: str, body: onnx.GraphProto, own: list
+) -> Body:
+    """``body`` as a nested ImportedGraph whose inputs are ``own`` (dtype, shape) for the body's own
+    inputs, then the enclosing graphs' values it reads; constant ones become initializers."""
+    from nnadapter_tvm.frontends.onnx.plan import make_plan
+
+    elem = onnx.helper.np_dtype_to_tensor_dtype
+    g = onnx.GraphProto()
+    g.name = body.name or attr
+    g.node.extend(body.node)
+    g.initializer.extend(body.initializer)
+    g.sparse_initializer.extend(body.sparse_initializer)
+    for info, (dtype, shape) in zip(body.input, own):
+        g.input.append(onnx.helper.make_tensor_value_info(info.name, elem(np.dtype(dtype)), _dims(shape)))
+    captured = []
+    for name in free_names(body):
+        value = graph.values.get(name)
+        if value is None:
+            fail(f"{label}: {attr} reads '{name}', which no enclosing graph defines before it")
+        if value.is_const:
+            g.initializer.append(onnx.numpy_helper.from_array(np.asarray(value.const), name))
+            continue
+        if value.dtype is None:
+            fail(
+                f"{label}: {attr} reads {value.describe()}, whose element type is unknown",
+                ResultCode.FEATURE_NOT_SUPPORTED,
+            )
+        g.input.append(onnx.helper.make_tensor_value_info(name, elem(np.dtype(value.dtype)), _dims(value.shape)))
+        if not any(value is v for v in unit.inputs):
+            unit.inputs.append(value)
+        captured.append(next(k for k, v in enumerate(unit.inputs) if v is value))
+    for out in body.output:  # the element type only: shapes come from the widened inputs
+        info = onnx.ValueInfoProto()
+        info.name = out.name
+        if out.type.HasField("tensor_type") and out.type.tensor_type.elem_type:
+            info.type.tensor_type.elem_type = out.type.tensor_type.elem_type
+        g.output.append(info)
+    model = onnx.helper.make_model(g, opset_imports=list(graph.model.opset_import))
+    model.ir_version = graph.model.ir_version or model.ir_version
+    with contextlib.suppress(Exception):  # best effort: the importer infers node by node where this fails
+        model = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    try:
+        nested = ImportedGraph(model, graph.options)
+    except NNAdapterError as err:
+        # Inputs of the nested graph that a converter needed as constants, traced to the top graph's inputs.
+        outer = []
+        for name in getattr(err, "needs_constant", []):
+            v = graph.values.get(name)
+            if v is not None and any(v is u for u in unit.inputs):
+                outer += graph.input_ancestors(v)
+        # The nested graph's listing ("N ONNX node(s) cannot run ...:" then one node a line) on one line.
+        message = str(err.args[0])
+        listed = message.split("\n  ")[1:] if "\n  " in message else [message]
+        wrapped = NNAdapterError(err.code, f"in its {attr}: " + "; ".join(listed))
+        wrapped.needs_constant_outer = outer
+        raise wrapped from None
+    return Body(attr, nested, make_plan(nested), len(own), captured)
+
+
+def _dims(shape: Shape | None) -> list | None:
+    return None if shape is None else [d if d is not None else None for d in shape]
+
+
+def _known_rank(label: str, v: Value) -> tuple:
+    if v.shape is None:
+        fail(f"{label}: the rank of {v.describe()} is unknown", ResultCode.FEATURE_NOT_SUPPORTED)
+    return tuple(v.shape)
+
+
+def _merge(a: Shape | None, b: Shape | None, rank_of: Shape | None = None) -> Shape | None:
+    """Dims both shapes agree on; the others unknown. ``rank_of`` is the rank to keep when ``b``'s is unknown."""
+    if a is None or b is None:
+        base = rank_of if rank_of is not None else None
+        return None if base is None else tuple(None for _ in base)
+    if len(a) != len(b):
+        if rank_of is not None:
+            fail(
+                f"a loop-carried value changes rank across iterations ({list(a)} -> {list(b)})",
+                ResultCode.FEATURE_NOT_SUPPORTED,
+            )
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def _stacked(shape: Shape | None, axis: int, length: int | None) -> Shape | None:
+    if shape is None:
+        return None
+    return (*shape[:axis], length, *shape[axis:])
+
+
+def _outer_value(graph: ImportedGraph, name: str, dtype, shape: Shape | None) -> Value:
+    """The control node's output ``name``: its computed shape, with dims ONNX's inference fixed where
+    this import left them open (the rank must agree)."""
+    inferred_dtype, inferred = graph.inferred.get(name, (None, None))
+    if shape is None:
+        shape = inferred
+    elif inferred is not None and len(inferred) == len(shape):
+        shape = tuple(a if a is not None else b for a, b in zip(shape, inferred))
+    return Value(name, np.dtype(dtype) if dtype is not None else inferred_dtype, shape)
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+class ControlNode:
+    """Runs a ``ControlUnit``: ``run(inputs)`` takes the unit's inputs and gives its outputs."""
+
+    def __init__(self, unit: ControlUnit):
+        self.unit = unit
+        self.node = unit.node
+        self.label = unit.label
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        given: list[np.ndarray | None] = [None] * len(self.unit.node.input)
+        for slot, array in zip(self.unit.slots, inputs):
+            given[slot] = np.asarray(array)
+        op = self.unit.node.op_type
+        if op == "If":
+            return self._if(given, inputs)
+        if op == "Loop":
+            return self._loop(given, inputs)
+        return self._scan(given, inputs)
+
+    def _body(self, body: Body, own: list[np.ndarray], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        from nnadapter_tvm.frontends.onnx.plan import run_steps
+
+        return run_steps(body.graph, body.steps, [*own, *(inputs[k] for k in body.captured)])
+
+    def _scalar(self, array: np.ndarray, what: str) -> np.generic:
+        if array.size != 1:
+            fail(f"{self.label}: {what} must hold one element, got shape {list(array.shape)}")
+        return array.reshape(-1)[0]
+
+    def _if(self, given: list, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        cond = bool(self._scalar(given[0], "the condition"))
+        body = self.unit.bodies["then_branch" if cond else "else_branch"]
+        return self._body(body, [], inputs)[: len(self.unit.outputs)]
+
+    def _loop(self, given: list, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        body = self.unit.bodies["body"]
+        trip = given[0] if len(given) > 0 else None
+        cond = given[1] if len(given) > 1 else None
+        limit = None if trip is None else int(self._scalar(trip, "the trip count M"))
+        keep = True if cond is None else bool(self._scalar(cond, "the condition"))
+        carried = [np.asarray(a) for a in given[2:]]
+        n = len(carried)
+        k_scans = len(body.graph.outputs) - 1 - n
+        scans: list[list[np.ndarray]] = [[] for _ in range(k_scans)]
+        i = 0
+        # As onnxruntime: an absent condition starts true and, like a given one, is updated by the body.
+        while keep and (limit is None or i < limit):
+            own = [np.array(i, np.int64), np.array(keep), *carried]
+            outs = self._body(body, own, inputs)
+            keep = bool(self._scalar(np.asarray(outs[0]), "the body's condition output"))
+            carried = [np.asarray(a) for a in outs[1 : n + 1]]
+            for k in range(k_scans):
+                scans[k].append(np.asarray(outs[1 + n + k]))
+            i += 1
+        results = carried + [self._stack(s, body.graph.outputs[1 + n + k], 0, False) for k, s in enumerate(scans)]
+        return results[: len(self.unit.outputs)]
+
+    def _scan(self, given: list, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        body = self.unit.bodies["body"]
+        attrs = {a.name: a for a in self.unit.node.attribute}
+        m = attrs["num_scan_inputs"].i
+        if self.unit.opset >= 9:
+            return self._scan9(body, attrs, given, inputs, m)
+        # Scan-8: every state and scan input has a batch axis 0; each batch entry scans on its own.
+        lengths = given[0]
+        values = given[1:]
+        batch = values[0].shape[0]
+        per_batch = []
+        for b in range(batch):
+            count = None if lengths is None else int(lengths.reshape(-1)[b])
+            per_batch.append(self._scan9(body, attrs, [v[b] for v in values], inputs, m, count))
+        results = []
+        for k in range(len(per_batch[0])):
+            parts = [p[k] for p in per_batch]
+            longest = max(p.shape[0] for p in parts) if k >= len(values) - m else None
+            if longest is not None:  # shorter sequences are padded with zeros past their length
+                parts = [np.concatenate([p, np.zeros((longest - p.shape[0], *p.shape[1:]), p.dtype)]) for p in parts]
+            results.append(np.stack(parts))
+        return results
+
+    def _scan9(
+        self, body: Body, attrs: dict, given: list, inputs: Sequence[np.ndarray], m: int, count: int | None = None
+    ) -> list[np.ndarray]:
+        n = len(given) - m
+        states, xs = [np.asarray(a) for a in given[:n]], [np.asarray(a) for a in given[n:]]
+        batched = self.unit.opset < 9
+        in_axes = [0] * m if batched else [a % x.ndim for a, x in zip(self._ints(attrs, "scan_input_axes", m), xs)]
+        key = "directions" if batched else "scan_input_directions"
+        in_dirs = self._ints(attrs, key, m)
+        lengths = {x.shape[a] for x, a in zip(xs, in_axes)}
+        if len(lengths) > 1:
+            fail(
+                f"{self.label}: the scan inputs have different sequence lengths {sorted(lengths)} along their scan axes"
+            )
+        length = lengths.pop() if lengths else 0
+        if count is not None:
+            length = min(length, count)
+        k_scans = len(body.graph.outputs) - n
+        scans: list[list[np.ndarray]] = [[] for _ in range(k_scans)]
+        for t in range(length):
+            slices = [np.take(x, length - 1 - t if d else t, axis=a) for x, a, d in zip(xs, in_axes, in_dirs)]
+            outs = self._body(body, [*states, *slices], inputs)
+            states = [np.asarray(a) for a in outs[:n]]
+            for k in range(k_scans):
+                scans[k].append(np.asarray(outs[n + k]))
+        out_axes = [0] * k_scans if batched else self._ints(attrs, "scan_output_axes", k_scans)
+        out_dirs = [0] * k_scans if batched else self._ints(attrs, "scan_output_directions", k_scans)
+        stacked = [
+            self._stack(s, body.graph.outputs[n + k], out_axes[k], bool(out_dirs[k])) for k, s in enumerate(scans)
+        ]
+        return states + stacked
+
+    @staticmethod
+    def _ints(attrs: dict, key: str, count: int) -> list[int]:
+        return list(attrs[key].ints) if key in attrs else [0] * count
+
+    def _stack(self, parts: list[np.ndarray], value: Value, axis: int, reverse: bool) -> np.ndarray:
+        """Per-iteration scan outputs stacked on a new ``axis`` (the last iteration first when ``reverse``)."""
+        if not parts:  # no iteration: an empty tensor of the element's shape where it is known
+            shape = [0 if d is None else d for d in (value.shape or ())]
+            rank = len(shape) + 1
+            shape.insert(axis % rank, 0)
+            return np.zeros(shape, value.dtype)
+        if reverse:
+            parts = parts[::-1]
+        rank = parts[0].ndim + 1
+        return np.stack(parts, axis=axis % rank)
