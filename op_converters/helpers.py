@@ -43,6 +43,26 @@ def clamp(expr: relax.Expr, low: float, high: float | None = None) -> relax.Expr
     return out if high is None else relax.op.minimum(relax.const(high, dtype), out)
 
 
+def is_nan(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """Whether ``x`` is NaN, from its bits: the exponent all ones and a non-zero fraction (|bits| above
+    the bits of infinity).  False for integer types.
+
+    Neither obvious spelling serves inside a vectorized reduction: TVM's simplifier folds ``x != x`` to
+    false, and ``tirx.isnan`` there came out as scalar compares and branches (a 112x112x64 NHWC max pool
+    took 4x TOPI's time); the integer compare vectorizes (one AND and one compare per vector).
+    """
+    dtype = str(x.ty) if hasattr(x, "ty") else str(x.dtype)
+    bits = {"float16": (16, 0x7C00), "float32": (32, 0x7F800000), "float64": (64, 0x7FF0000000000000)}.get(dtype)
+    if bits is None:
+        if "float" in dtype:  # bfloat16 and other rare floats: TVM's own test
+            return tirx.isnan(x)
+        return tirx.const(False, "bool")
+    width, infinity = bits
+    int_type = f"int{width}"
+    magnitude = tirx.reinterpret(int_type, x) & tirx.const((1 << (width - 1)) - 1, int_type)
+    return magnitude > tirx.const(infinity, int_type)
+
+
 def nan_max(identity: Callable[[str], tirx.PrimExpr], name: str = "nan_max") -> Callable:
     """A TE max reducer that gives NaN when any element is NaN, as numpy's max does, starting from
     ``identity(dtype)``. TVM's max(acc, x) is ``acc > x ? acc : x``, so with te.max a later element
@@ -50,7 +70,7 @@ def nan_max(identity: Callable[[str], tirx.PrimExpr], name: str = "nan_max") -> 
 
     def combine(acc: tirx.PrimExpr, x: tirx.PrimExpr) -> tirx.PrimExpr:
         # max(x, acc) keeps a NaN acc (the comparison fails); the test keeps a NaN x.
-        return tirx.Select(tirx.isnan(x), x, tirx.max(x, acc))
+        return tirx.Select(is_nan(x), x, tirx.max(x, acc))
 
     return te.comm_reducer(combine, identity, name=name)
 
@@ -83,9 +103,20 @@ def spatial_pads(
     if mode == AutoPad.SAME:
         result = []
         for size, k, s, d in zip(in_hw, kernel, strides, dilations):
-            if not isinstance(size, int):
-                args.fail("auto_pad SAME needs static spatial dimensions", auto_pad_i, ResultCode.FEATURE_NOT_SUPPORTED)
             effective = (k - 1) * d + 1
+            if not isinstance(size, int):
+                # With stride 1 the total is effective - 1 whatever the size; with a larger stride it
+                # depends on size % stride, and the operations take static pads.
+                if s != 1:
+                    args.fail(
+                        f"auto_pad SAME with stride {s} needs static spatial dimensions (its pads depend on the "
+                        "size modulo the stride)",
+                        auto_pad_i,
+                        ResultCode.FEATURE_NOT_SUPPORTED,
+                    )
+                total = effective - 1
+                result += [total // 2, total - total // 2]
+                continue
             total = max((math.ceil(size / s) - 1) * s + effective - size, 0)
             result += [total // 2, total - total // 2]
         return result

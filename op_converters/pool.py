@@ -27,9 +27,11 @@ rule (tests/ops/test_pool.py checks both paths).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 
+import tvm
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import (
     check_window,
@@ -41,10 +43,10 @@ from nnadapter_tvm.op_converters.helpers import (
     spatial_pads,
 )
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, sym, te, tirx, topi
+from tvm import relax, sym, te, tirx
 
 from nnadapter_tvm.types import OperationType as O
-from nnadapter_tvm.types import Precision, ResultCode
+from nnadapter_tvm.types import Precision
 
 
 def _window(args: OpArgs, x: relax.Expr) -> tuple[list[int], list[int], list[int]]:
@@ -93,7 +95,87 @@ def _pool(
     )
 
 
-_MAX = nan_max(te.min_value, name="max_pool")
+# The reductions start from -inf, so that a window whose real elements are all -inf gives -inf (numpy);
+# taps in the padding count as the lowest finite value, -FLT_MAX, as Paddle's kernels (MaxPool::initial)
+# and onnxruntime's start from it: a window wholly in the padding gives -FLT_MAX.
+_MAX = nan_max(lambda dtype: tirx.const(float("-inf"), dtype), name="max_pool")
+
+
+def _neg_inf(dtype: str) -> tirx.PrimExpr:
+    return tirx.const(float("-inf"), dtype)
+
+
+def nan_max_pool2d_te(
+    x: te.Tensor,
+    kernel: list,
+    strides: list,
+    dilation: list,
+    padding: list,
+    layout: str,
+    out_hw: list,
+) -> te.Tensor:
+    """Relax's ``max_pool2d`` (``padding`` in Relax's order [top, left, bottom, right]) in ``layout``
+    NCHW or NHWC at ``out_hw``, with a NaN-aware maximum: a window holding a NaN gives NaN wherever the
+    NaN lies, as numpy's max (and the spec's reference) does.
+
+    TOPI's pool reduces with ``max(acc, x) = acc > x ? acc : x``, which a later element overwrites when
+    ``acc`` is NaN, so only a NaN in a window's last place survived.  The window is read in place, each
+    tap outside the input taken as the lowest value (as TOPI's padding with ``min_value``), so there is no
+    separate padding stage and the CPU schedule sees one reduction block (targets/cpu_schedule.py
+    vectorizes an NHWC pool over its channels; a 112x112x64 pool runs as fast as TOPI's).  The read is an
+    ``if_then_else``, not a ``Select``: TVM simplifies a Select's value under its condition, which drops
+    the index clamps, and a Select evaluates both sides, so it would read before the buffer.
+    """
+    h_axis, w_axis = layout.index("H"), layout.index("W")
+    h, w = x.shape[h_axis], x.shape[w_axis]
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
+    top, left = padding[0], padding[1]
+    shape = list(x.shape)
+    shape[h_axis], shape[w_axis] = out_hw
+    lowest = te.min_value(x.dtype)
+
+    def maximum(*index):
+        rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
+        hh, ww = index[h_axis] * sh - top + rh * dh, index[w_axis] * sw - left + rw * dw
+        real = tirx.all(hh >= 0, hh < h, ww >= 0, ww < w)
+        at = list(index)
+        at[h_axis], at[w_axis] = tirx.max(tirx.min(hh, h - 1), 0), tirx.max(tirx.min(ww, w - 1), 0)
+        return _MAX(tirx.if_then_else(real, x[tuple(at)], lowest), axis=[rh, rw])
+
+    return te.compute(shape, maximum, name="max_pool2d")
+
+
+_TOPI_MAX_POOL2D = tvm.ir.Op.get("relax.nn.max_pool2d").get_attr("FLegalize")
+
+
+def legalize_max_pool2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    """``LegalizeOps`` rule for ``relax.nn.max_pool2d``: ``nan_max_pool2d_te`` for float NCHW / NHWC pools
+    (every layout ``ConvertLayout`` gives them here), TVM's own rule otherwise."""
+    attrs = call.attrs
+    x = call.args[0]
+    layout = str(attrs.layout)
+    if layout not in ("NCHW", "NHWC") or str(attrs.out_layout) != layout or "float" not in str(x.ty.dtype):
+        return _TOPI_MAX_POOL2D(bb, call)
+    out = list(call.ty.shape.values)
+    out_hw = [out[layout.index("H")], out[layout.index("W")]]
+    return bb.call_te(
+        nan_max_pool2d_te,
+        x,
+        [int(v) for v in attrs.pool_size],
+        [int(v) for v in attrs.strides],
+        [int(v) for v in attrs.dilation],
+        [int(v) for v in attrs.padding],
+        layout,
+        out_hw,
+        primfunc_name_hint="max_pool2d",
+    )
+
+
+# Every LegalizeOps of the process (the CPU and GPU pipelines, tuning) lowers Relax's max pool NaN-aware.
+# Level 11 overrides TVM's own rule (level 10).  A reloaded module finds its first registration in place
+# (TVM refuses a second one at the same level), and that one already is this rule.
+with contextlib.suppress(tvm.error.InternalError):
+    tvm.ir.register_op_attr("relax.nn.max_pool2d", "FLegalize", legalize_max_pool2d, level=11)
 
 
 def _spec_size(size, before: int, after: int, k: int, s: int, ceil_mode: bool):
@@ -120,26 +202,28 @@ def _pool_te(
     dtype = x.dtype
     shape = [n, c, *out_hw]
 
-    def real_and_value(b, ch, i, j, rh, rw):
+    def real_and_value(b, ch, i, j, rh, rw, outside):
+        """Whether tap (rh, rw) of window (i, j) is real, and its value (``outside`` where it is not: a
+        guarded read, see ``nan_max_pool2d_te``)."""
         hh, ww = i * sh - top + rh, j * sw - left + rw
         real = tirx.all(hh >= 0, hh < h, ww >= 0, ww < w)
         value = x[b, ch, tirx.max(tirx.min(hh, h - 1), 0), tirx.max(tirx.min(ww, w - 1), 0)]
-        return real, value
+        return real, tirx.if_then_else(real, value, outside)
 
     if kind == "max":
 
         def maximum(b, ch, i, j):
             rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
-            real, value = real_and_value(b, ch, i, j, rh, rw)
             # From the lowest finite value, -FLT_MAX (an empty window keeps it); a NaN in the window gives NaN.
-            return _MAX(tirx.Select(real, value, te.min_value(dtype)), axis=[rh, rw])
+            _, value = real_and_value(b, ch, i, j, rh, rw, te.min_value(dtype))
+            return _MAX(value, axis=[rh, rw])
 
         return te.compute(shape, maximum, name="max_pool")
 
     def total(b, ch, i, j):
         rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
-        real, value = real_and_value(b, ch, i, j, rh, rw)
-        return te.sum(tirx.Select(real, value, tirx.const(0, dtype)), axis=[rh, rw])
+        _, value = real_and_value(b, ch, i, j, rh, rw, tirx.const(0, dtype))
+        return te.sum(value, axis=[rh, rw])
 
     sums = te.compute(shape, total, name="pool_sum")
 
@@ -229,29 +313,57 @@ def adaptive_max_pool_2d(args: OpArgs) -> relax.Expr | list[relax.Expr]:
     Reference: the spec; Paddle's adaptive max_pool2d_with_index (adaptive=True).
     """
     x = args.tensor(0)
-    _, _, h, w = rank4(args, x, 0)
+    rank4(args, x, 0)
     out_hw = pair(args, 1)
-    if not (isinstance(h, int) and isinstance(w, int)):
-        args.fail("needs static spatial input dimensions", 0, ResultCode.FEATURE_NOT_SUPPORTED)
-    y = args.emit_te(topi.nn.adaptive_pool, x, out_hw, "max", "NCHW", primfunc_name_hint="adaptive_max_pool2d")
+
+    y = args.emit_te(
+        lambda t: _adaptive_max_te(t, out_hw, *_adaptive_bins(t, out_hw)), x, primfunc_name_hint="adaptive_max_pool2d"
+    )
     dtype = _indices_dtype(args, 2, 3)
     if dtype is None:
         return y
-
-    def bounds(i, size, out):
-        return (i * size) // out, ((i + 1) * size + out - 1) // out
-
-    # The widest bin: ceil(n / out) + 1 covers every bin; the reduction skips what lies past a bin's end.
-    window = [-(-size // out) + 1 for size, out in zip((h, w), out_hw)]
-    h_bounds = functools.partial(bounds, size=h, out=out_hw[0])
-    w_bounds = functools.partial(bounds, size=w, out=out_hw[1])
     indices = args.emit_te(
-        lambda x, y: _argmax_te(x, y, h_bounds, w_bounds, window, dtype),
+        lambda x, y: _argmax_te(x, y, *_adaptive_bins(x, out_hw), dtype),
         x,
         y,
         primfunc_name_hint="adaptive_max_pool2d_index",
     )
     return [y, indices]
+
+
+def _adaptive_bins(x: te.Tensor, out_hw: list[int]) -> tuple[Callable, Callable, list]:
+    """Row and column bounds [floor(i * n / out), ceil((i + 1) * n / out)) of bin i, and the widest bin,
+    ceil(n / out) + 1 (the reductions skip what lies past a bin's end), from ``x``'s own shape: inside a
+    TE function a symbolic size must be the tensor's, not the Relax variable it came from."""
+    _, _, h, w = x.shape
+
+    def bounds(i, size, out):
+        return (i * size) // out, ((i + 1) * size + out - 1) // out
+
+    window = [(size + out - 1) // out + 1 for size, out in zip((h, w), out_hw)]
+    return (
+        functools.partial(bounds, size=h, out=out_hw[0]),
+        functools.partial(bounds, size=w, out=out_hw[1]),
+        window,
+    )
+
+
+def _adaptive_max_te(
+    x: te.Tensor, out_hw: list[int], h_bounds: Callable, w_bounds: Callable, window: list
+) -> te.Tensor:
+    """y[n, c, i, j] = the NaN-aware maximum of x[n, c] over rows ``h_bounds(i)`` and columns ``w_bounds(j)``
+    (each at most ``window`` long); a NaN anywhere in the bin gives NaN, as numpy's max does."""
+    n, c, h, w = x.shape
+
+    def maximum(b, ch, i, j):
+        (h0, h1), (w0, w1) = h_bounds(i), w_bounds(j)
+        rh, rw = te.reduce_axis((0, window[0]), name="rh"), te.reduce_axis((0, window[1]), name="rw")
+        hh, ww = h0 + rh, w0 + rw
+        real = tirx.all(hh < h1, ww < w1)
+        value = tirx.if_then_else(real, x[b, ch, tirx.min(hh, h - 1), tirx.min(ww, w - 1)], _neg_inf(x.dtype))
+        return _MAX(value, axis=[rh, rw])
+
+    return te.compute([n, c, *out_hw], maximum, name="adaptive_max_pool")
 
 
 def _indices_dtype(args: OpArgs, flag_i: int, dtype_i: int) -> str | None:
@@ -279,6 +391,7 @@ def _argmax_te(
 
     ``h_bounds(i)`` gives the window's rows [start, end) (possibly reaching into the padding), at most
     ``window[0]`` of them; the smallest flat position among equal maxima is the first in row-major order.
+    A NaN maximum is found at the window's first NaN (numpy's argmax).
     """
     _, _, h, w = x.shape
     none = h * w  # larger than every position: "no element equals the maximum"
@@ -289,8 +402,11 @@ def _argmax_te(
         rw = te.reduce_axis((0, window[1]), name="rw")
         hh, ww = h0 + rh, w0 + rw
         real = tirx.all(hh >= 0, hh < h, hh < h1, ww >= 0, ww < w, ww < w1)
-        value = x[n, c, tirx.max(tirx.min(hh, h - 1), 0), tirx.max(tirx.min(ww, w - 1), 0)]
-        hit = tirx.all(real, value == y[n, c, i, j])
+        value = tirx.if_then_else(
+            real, x[n, c, tirx.max(tirx.min(hh, h - 1), 0), tirx.max(tirx.min(ww, w - 1), 0)], tirx.const(0, x.dtype)
+        )
+        found = y[n, c, i, j]
+        hit = tirx.all(real, tirx.Or(value == found, tirx.all(tirx.isnan(found), tirx.isnan(value))))
         return te.min(tirx.Select(hit, tirx.Cast("int64", hh * w + ww), tirx.Cast("int64", none)), axis=[rh, rw])
 
     position = te.compute(y.shape, first, name="first_max")

@@ -52,7 +52,7 @@ def _resize_size(args: OpArgs, in_hw: list) -> tuple[list, list[float] | None]:
     As in Paddle's interpolate_v2: ``shape`` wins for the size, but positive ``scales`` still set the
     ratio (1 / scale); non-positive scales count as absent; a scaled size is int(float32(in) * scale).
     """
-    shape = args.ints(1) if args.has(1) else None
+    shape = _shape_operand(args, 1) if args.has(1) else None
     scales = _floats(args, 2) if args.has(2) else None
     if shape is None and scales is None:
         args.fail("one of 'shape' and 'scales' must be given (both are empty)", 1)
@@ -64,7 +64,7 @@ def _resize_size(args: OpArgs, in_hw: list) -> tuple[list, list[float] | None]:
                 args.fail(f"values must be positive when 'shape' is empty, got {scales}", 2)
             scales = None
     if shape is not None:
-        if len(shape) != 2 or any(d <= 0 for d in shape):
+        if len(shape) != 2 or any(isinstance(d, int) and d <= 0 for d in shape):
             args.fail(f"must hold 2 positive values (height, width), got {shape}", 1)
         return shape, scales
     out = []
@@ -76,9 +76,28 @@ def _resize_size(args: OpArgs, in_hw: list) -> tuple[list, list[float] | None]:
         elif float(scale).is_integer():
             out_size = size * int(scale)
         else:
-            args.fail(f"a non-integer scale {scale} needs a static input {axis}", 2, ResultCode.FEATURE_NOT_SUPPORTED)
+            # The same float32 product, truncated, evaluated where the size is known; a size the scale maps to
+            # 0 would be an empty output (the scale is positive, so only small sizes can).
+            product = tirx.Cast(F32, size) * tirx.const(float(np.float32(scale)), F32)
+            out_size = tirx.Cast(_dtype(size), product)
         out.append(out_size)
     return out, scales
+
+
+def _shape_operand(args: OpArgs, i: int) -> list:
+    """RESIZE_*'s ``shape`` operand: its values where constant, else the TIR expressions compile time
+    knows for it (a size computed from the input's own dimensions, through ``OpArgs.shape_values``)."""
+    if args.operand(i).is_constant:
+        return args.ints(i)
+    shape_values = getattr(args, "shape_values", None)
+    values = shape_values(i) if shape_values is not None else None
+    if values is None:
+        args.fail(
+            "must be a constant operand or computed from shapes (its values set the output size)",
+            i,
+            ResultCode.FEATURE_NOT_SUPPORTED,
+        )
+    return values
 
 
 def _resize_ratio(in_size, out_size, scale: float | None, align_corners: bool) -> tirx.PrimExpr:
@@ -105,10 +124,15 @@ def _resize(args: OpArgs, linear: bool) -> relax.Expr:
     align_mode = args.int(4, 1) if linear else 1
     if align_mode not in (0, 1):
         args.fail(f"must be 0 (half-pixel) or 1 (asymmetric), got {align_mode}", 4)
-    (out_h, out_w), scales = _resize_size(args, [in_h, in_w])
-    scales = scales or [None, None]
-    ratio_h = _resize_ratio(in_h, out_h, scales[0], align_corners)
-    ratio_w = _resize_ratio(in_w, out_w, scales[1], align_corners)
+
+    def geometry(h, w) -> tuple:
+        """Output height and width and the two ratios for an input of h x w."""
+        (out_h, out_w), scales = _resize_size(args, [h, w])
+        scales = scales or [None, None]
+        ratio_h = _resize_ratio(h, out_h, scales[0], align_corners)
+        return out_h, out_w, ratio_h, _resize_ratio(w, out_w, scales[1], align_corners)
+
+    geometry(in_h, in_w)  # checks the operands now
     half_pixel = linear and align_mode == 0 and not align_corners
 
     def nearest_index(k, ratio, size):
@@ -127,7 +151,9 @@ def _resize(args: OpArgs, linear: bool) -> relax.Expr:
         return low, high, frac
 
     def compute(data: te.Tensor) -> te.Tensor:
+        # Sizes and ratios from the tensor's own shape: a symbolic size inside a TE function must be its.
         n, c, h, w = data.shape
+        out_h, out_w, ratio_h, ratio_w = geometry(*(int(d) if isinstance(d, tirx.IntImm) else d for d in (h, w)))
 
         def nearest(b, ch, i, j):
             return data[b, ch, nearest_index(i, ratio_h, h), nearest_index(j, ratio_w, w)]

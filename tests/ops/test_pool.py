@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from dynutil import check_sizes, compile_op
 from oputil import (
     UNKNOWN,
     Const,
@@ -26,6 +27,7 @@ from oputil import (
     q8_input,
     quantize,
     rand,
+    run_model,
     run_op,
 )
 
@@ -461,3 +463,190 @@ def test_spec_size_max_pool2d_keeps_nan(config):
         expected = fuse_ref(pool2d_ref(x, "max", kernel, strides, pads or [0, 0, 0, 0], ceil_mode), nna.FuseCode.RELU)
     assert np.isnan(expected).any() and not np.isnan(expected).all()
     check_op(OP.MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
+
+
+# -- dimensions UNKNOWN until execution: one compilation, several sizes -----------------------------------
+
+# (batch, H, W) fed to one compilation: odd and even sizes, so that floor and ceil sizes differ.
+DYNAMIC_SIZES = [(1, 7, 8), (2, 9, 5), (3, 12, 13)]
+
+
+def _dynamic_pool(op, kernel, strides, pads, ceil_mode, count_include_pad=False, auto_pad=PAD.NONE, c=3):
+    """A pool over [?, c, ?, ?] compiled once and checked at DYNAMIC_SIZES against pool2d_ref."""
+    kind = "max" if op == OP.MAX_POOL_2D else "avg"
+    dims = [UNKNOWN, c, UNKNOWN, UNKNOWN]
+    head = [In(rand(1, c, 7, 8), dims=dims), i32([int(auto_pad)])]
+    head += [i32(pads) if pads is not None else Const(None, nna.Precision.INT32), i32(kernel), i32(strides)]
+    head += [b8([ceil_mode])]
+    if op == OP.MAX_POOL_2D:
+        inputs = [*head, b8([False]), i32([int(nna.Precision.INT32)]), fuse(nna.FuseCode.NONE)]
+    else:
+        inputs = [*head, b8([count_include_pad]), fuse(nna.FuseCode.NONE)]
+    compilation = compile_op(op, inputs, [Out(dims=dims)])
+    cases = []
+    for k, (n, h, w) in enumerate(DYNAMIC_SIZES):
+        x = rand(n, c, h, w, seed=20 + k)
+        ref_pads = same_pads([h, w], kernel, strides) if auto_pad == PAD.SAME else pads or [0, 0, 0, 0]
+        cases.append(([x], [pool2d_ref(x, kind, kernel, strides, ref_pads, ceil_mode, count_include_pad)]))
+    check_sizes(compilation, cases, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
+@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
+@pytest.mark.parametrize(
+    "kernel, strides, pads",
+    [([3, 3], [2, 2], [1, 0, 2, 1]), ([2, 2], [2, 2], [0, 0, 0, 0]), ([3, 2], [1, 2], [1, 1, 0, 1])],
+    ids=["k3s2_pad_asym", "k2s2", "k3x2_s1x2"],
+)
+def test_pool2d_unknown_batch_and_spatial_sizes(op, ceil_mode, kernel, strides, pads):
+    """Output sizes are the spec's floor / ceil formulas as TIR expressions of the symbolic H and W:
+    one compilation serves every size."""
+    _dynamic_pool(op, kernel, strides, pads, ceil_mode, count_include_pad=ceil_mode)
+
+
+@pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
+def test_pool2d_same_stride1_unknown_spatial(op):
+    """SAME with stride 1 pads kernel - 1 in total whatever the size: symbolic H and W are fine."""
+    _dynamic_pool(op, [3, 2], [1, 1], None, False, auto_pad=PAD.SAME)
+
+
+def test_pool2d_same_stride2_unknown_spatial_is_unsupported():
+    # SAME's pads then depend on H % stride, and the pool takes static pads: refused, naming the reason.
+    inputs, _ = pool_case(OP.MAX_POOL_2D, CONFIGS["k3s2_same"], False, nna.FuseCode.NONE)
+    inputs[0] = In(inputs[0].value, dims=[2, 3, UNKNOWN, UNKNOWN])
+    expect_error(
+        lambda: compile_op(OP.MAX_POOL_2D, inputs, [Out(dims=[2, 3, UNKNOWN, UNKNOWN])]),
+        "MAX_POOL_2D",
+        "'auto_pad'",
+        "stride 2",
+        code=nna.ResultCode.FEATURE_NOT_SUPPORTED,
+    )
+
+
+@pytest.mark.parametrize("op", [OP.ADAPTIVE_AVERAGE_POOL_2D, OP.ADAPTIVE_MAX_POOL_2D], ids=lambda o: o.name)
+@pytest.mark.parametrize("out_hw", [(3, 2), (1, 1)], ids=["3x2", "global"])
+def test_adaptive_pool2d_unknown_sizes(op, out_hw):
+    """The bins [floor(i * n / out), ceil((i + 1) * n / out)) computed from the symbolic sizes; the
+    max pool also returns its indices (h * W_in + w, the first maximum in row-major order)."""
+    dims = [UNKNOWN, 3, UNKNOWN, UNKNOWN]
+    out_dims = [UNKNOWN, 3, *out_hw]
+    if op == OP.ADAPTIVE_MAX_POOL_2D:
+        inputs = [In(rand(1, 3, 7, 8), dims=dims), i32(out_hw), b8([True]), i32([int(P.INT64)])]
+        outs = [Out(dims=out_dims), Out(P.INT64, dims=out_dims)]
+    else:
+        inputs, outs = [In(rand(1, 3, 7, 8), dims=dims), i32(out_hw)], [Out(dims=out_dims)]
+    compilation = compile_op(op, inputs, outs)
+    cases = []
+    for k, (n, h, w) in enumerate(DYNAMIC_SIZES):
+        x = rand(n, 3, h, w, seed=30 + k)
+        if op == OP.ADAPTIVE_MAX_POOL_2D:
+            values, indices = max_with_index(x, adaptive_windows(h, out_hw[0]), adaptive_windows(w, out_hw[1]))
+            cases.append(([x], [values, indices]))
+        else:
+            cases.append(([x], [adaptive_avg_pool2d_ref(x, out_hw)]))
+    check_sizes(compilation, cases, rtol=RTOL, atol=ATOL)
+
+
+# -- NaN through the max pools: numpy's max, whatever the NaN's place in the window -----------------------
+
+NAN_X = np.array(
+    [
+        [
+            [np.nan, 1.0, 2.0, 3.0, 0.0, 0.0],  # window (0, 0): NaN first in row-major order
+            [4.0, 5.0, 6.0, np.nan, 0.0, 0.0],  # window (0, 1): NaN in the middle
+            [7.0, 8.0, -np.inf, -np.inf, 9.0, 9.0],
+            [9.0, np.nan, -np.inf, -np.inf, 9.0, 9.0],  # window (1, 0): NaN last; window (1, 1): all -inf
+        ]
+    ],
+    "float32",
+)[None]  # [1, 1, 4, 6]: 2x2 windows of stride 2
+
+
+def _nan_pool_ref(x):
+    with np.errstate(invalid="ignore"):
+        return pool2d_ref(x, "max", [2, 2], [2, 2], [0, 0, 0, 0], False)
+
+
+@pytest.mark.parametrize("dims", [None, [UNKNOWN, 1, UNKNOWN, UNKNOWN]], ids=["static", "unknown"])
+def test_max_pool2d_nan_anywhere_in_window(dims):
+    """MAX_POOL_2D through Relax's pool, lowered by pool.legalize_max_pool2d: a NaN first, in the middle or
+    last in its window gives NaN; a window of -inf gives -inf (not the lowest float32)."""
+    x = NAN_X
+    expected = _nan_pool_ref(x)
+    assert np.isnan(expected[0, 0, 0, :2]).all() and np.isnan(expected[0, 0, 1, 0]) and expected[0, 0, 1, 1] == -np.inf
+    inputs = [In(x, dims=dims), i32([int(PAD.NONE)]), i32([0, 0, 0, 0]), i32([2, 2]), i32([2, 2]), b8([False])]
+    inputs += [b8([True]), i32([int(P.INT64)]), fuse(nna.FuseCode.NONE)]
+    # The indices point at the first NaN of a NaN window (numpy's argmax), at the first -inf of the -inf one.
+    flat = x.reshape(1, 1, 2, 2, 3, 2).transpose(0, 1, 2, 4, 3, 5).reshape(1, 1, 2, 3, 4)
+    first = np.argmax(flat, axis=-1)
+    rows, cols = np.indices((2, 3))
+    indices = ((2 * rows + first[0, 0] // 2) * 6 + 2 * cols + first[0, 0] % 2)[None, None].astype("int64")
+    if dims is None:
+        check_op(OP.MAX_POOL_2D, inputs, [expected, indices], rtol=0, atol=0)
+    else:
+        out = [Out(dims=[UNKNOWN, 1, UNKNOWN, UNKNOWN]), Out(P.INT64, dims=[UNKNOWN, 1, UNKNOWN, UNKNOWN])]
+        check_sizes(compile_op(OP.MAX_POOL_2D, inputs, out), [([x], [expected, indices])], rtol=0, atol=0)
+
+
+def test_max_pool2d_nan_with_a_convolution_before():
+    """In a model with a convolution the pool runs in NHWC (ConvertLayout) and is vectorized over
+    channels: the NaN-aware lowering holds there too."""
+    rng = np.random.default_rng(40)
+    x = rng.uniform(-1, 1, (1, 8, 6, 6)).astype("float32")
+    x[0, 2, 0, 1] = x[0, 5, 1, 0] = np.nan  # a 1x1 convolution spreads each to every channel of its pixel
+    w = rng.uniform(-1, 1, (16, 8, 1, 1)).astype("float32")
+    model = nna.Model()
+    t = nna.OperandType
+    xin = model.add_operand(t(P.FLOAT32, [1, 8, 6, 6]))
+    operands = [xin]
+    for value in (w, np.zeros(16, "float32")):
+        operand = model.add_operand(t(P.FLOAT32, list(value.shape)))
+        model.set_operand_value(operand, value)
+        operands.append(operand)
+    for value, precision in (([int(PAD.NONE)], P.INT32), ([0, 0, 0, 0], P.INT32), ([1, 1], P.INT32), ([1], P.INT32)):
+        operand = model.add_operand(t(precision, [len(value)]))
+        model.set_operand_value(operand, np.asarray(value, "int32"))
+        operands.append(operand)
+    for value in ([1, 1], [0]):
+        operand = model.add_operand(t(P.INT32, [len(value)]))
+        model.set_operand_value(operand, np.asarray(value, "int32"))
+        operands.append(operand)
+    y = model.add_operand(t(P.FLOAT32, [1, 16, 6, 6]))
+    model.add_operation(OP.CONV_2D, operands, [y])
+    pool_in = [y]
+    for value, dtype, precision in (
+        ([int(PAD.NONE)], "int32", P.INT32),
+        ([1, 1, 1, 1], "int32", P.INT32),
+        ([3, 3], "int32", P.INT32),
+        ([2, 2], "int32", P.INT32),
+        ([False], "bool", P.BOOL8),
+        ([False], "bool", P.BOOL8),
+        ([int(P.INT32)], "int32", P.INT32),
+        ([0], "int32", P.INT32),
+    ):
+        operand = model.add_operand(t(precision, [1 if len(value) == 1 else len(value)]))
+        model.set_operand_value(operand, np.asarray(value, dtype))
+        pool_in.append(operand)
+    z = model.add_operand(t(P.FLOAT32, [1, 16, 3, 3]))
+    model.add_operation(OP.MAX_POOL_2D, pool_in, [z])
+    model.identify_inputs_and_outputs([xin], [z])
+    model.finish()
+    (got,) = run_model(model, [x])
+    conv = np.einsum("nchw,oc->nohw", x.astype("float64"), w[:, :, 0, 0].astype("float64")).astype("float32")
+    with np.errstate(invalid="ignore"):
+        expected = pool2d_ref(conv, "max", [3, 3], [2, 2], [1, 1, 1, 1], False)
+    assert np.isnan(expected).any() and not np.isnan(expected).all()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dims", [None, [UNKNOWN, 1, UNKNOWN, UNKNOWN]], ids=["static", "unknown"])
+def test_adaptive_max_pool2d_nan_anywhere_in_bin(dims):
+    """ADAPTIVE_MAX_POOL_2D reduces NaN-aware too: the [1, 1, 4, 6] input in 2x3 bins of 2x2."""
+    x = NAN_X
+    expected = _nan_pool_ref(x)
+    inputs = [In(x, dims=dims), i32([2, 3]), b8([False]), Const(None, P.INT32)]
+    if dims is None:
+        check_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
+    else:
+        compilation = compile_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, [Out(dims=[UNKNOWN, 1, 2, 3])])
+        check_sizes(compilation, [([x], [expected])], rtol=0, atol=0)

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from dynutil import check_sizes, compile_op
 from oputil import (
     UNKNOWN,
     Const,
@@ -192,15 +193,38 @@ def test_resize_symbolic_spatial_dims_integer_scale(linear):
     check_op(op, inputs, expected, outputs=[Out(dims=[1, 2, UNKNOWN, UNKNOWN])], **BLEND)
 
 
-def test_resize_symbolic_dims_fractional_scale_unsupported():
-    x = rand(1, 2, 3, 4, seed=5)
-    inputs = resize_inputs(In(x, dims=[1, 2, UNKNOWN, 4]), None, [1.5, 2.0], False)
-    expect_error(
-        lambda: run_op(OP.RESIZE_NEAREST, inputs, [Out(dims=[1, 2, UNKNOWN, 8])], [(1, 2, 4, 8)]),
-        "RESIZE_NEAREST",
-        "'scales'",
-        code=nna.ResultCode.FEATURE_NOT_SUPPORTED,
-    )
+# (shape, scales, align_corners, align_mode) of resizes compiled once for [?, 3, ?, ?] and run at
+# RESIZE_SIZES: sizes from scales (integer and fractional, whose float32 product is truncated at run time)
+# or from a static shape (the ratio in / out then follows the input's size).
+DYNAMIC_RESIZES = {
+    "scales_x2": (None, [2.0, 2.0], False, 1),
+    "scales_fraction": (None, [1.5, 0.7], False, 0),
+    "scales_fraction_corners": (None, [1.5, 0.7], True, 1),
+    "static_shape": ([6, 9], None, False, 0),
+    "static_shape_corners": ([6, 9], None, True, 1),
+}
+RESIZE_SIZES = [(1, 3, 4), (2, 5, 6), (1, 8, 1)]
+
+
+@pytest.mark.parametrize("case", list(DYNAMIC_RESIZES.values()), ids=list(DYNAMIC_RESIZES))
+@pytest.mark.parametrize("linear", [False, True], ids=["nearest", "linear"])
+def test_resize_unknown_batch_and_spatial_sizes(case, linear):
+    shape, scales, align_corners, align_mode = case
+    dims = [UNKNOWN, 3, UNKNOWN, UNKNOWN]
+    x0 = rand(1, 3, 3, 4)
+    op = OP.RESIZE_LINEAR if linear else OP.RESIZE_NEAREST
+    inputs = resize_inputs(In(x0, dims=dims), shape, scales, align_corners, align_mode if linear else None)
+    out_dims = [UNKNOWN, 3, *(shape if shape is not None else [UNKNOWN, UNKNOWN])]
+    compilation = compile_op(op, inputs, [Out(dims=out_dims)])
+    cases = []
+    for k, (n, h, w) in enumerate(RESIZE_SIZES):
+        x = rand(n, 3, h, w, seed=40 + k)
+        if linear:
+            expected = resize_linear_ref(x, shape, scales, align_corners, align_mode)
+        else:
+            expected = resize_nearest_ref(x, shape, scales, align_corners)
+        cases.append(([x], [expected]))
+    check_sizes(compilation, cases, **(BLEND if linear else EXACT))
 
 
 @pytest.mark.parametrize("linear", [False, True], ids=["nearest", "linear"])

@@ -1,0 +1,59 @@
+"""One-operation models with dimensions UNKNOWN until execution: compiled once, run at several sizes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from oputil import Out, build_model
+
+import nnadapter_tvm as nna
+
+
+def compile_op(op_type, inputs: Sequence, outputs: Sequence[Out], device: str = "llvm") -> nna.Compilation:
+    """Build and compile ``op_type`` once; every ``Out`` must declare its ``dims`` (UNKNOWN where they vary)."""
+    model = build_model(op_type, inputs, outputs, [None] * len(outputs))
+    compilation = nna.Compilation(model, nna.Context([nna.Device.acquire(device)]))
+    compilation.finish()
+    return compilation
+
+
+def execute(compilation: nna.Compilation, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One execution of ``compilation`` on ``feeds``; outputs take the sizes the execution reports."""
+    _, output_types = compilation.query_inputs_and_outputs()
+    execution = nna.Execution(compilation)
+    for i, feed in enumerate(feeds):
+        execution.set_input(i, np.ascontiguousarray(feed))
+    results: list[np.ndarray | None] = [None] * len(output_types)
+
+    def make_access(i: int):
+        def access(memory, operand_type: nna.OperandType):
+            results[i] = np.empty(operand_type.dimensions, operand_type.dtype)
+            return results[i]
+
+        return access
+
+    for i in range(len(output_types)):
+        execution.set_output(i, None, make_access(i))
+    execution.compute()
+    return results
+
+
+def check_sizes(
+    compilation: nna.Compilation,
+    cases: Sequence[tuple[Sequence[np.ndarray], Sequence[np.ndarray]]],
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+) -> None:
+    """Run one compilation on each (feeds, expected outputs) case and compare shapes, dtypes and values
+    (NaN where the reference has NaN)."""
+    for feeds, expected in cases:
+        got = execute(compilation, feeds)
+        sizes = [f.shape for f in feeds]
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            assert g.shape == e.shape, f"inputs {sizes}, output {i}: shape {g.shape} != reference {e.shape}"
+            assert g.dtype == e.dtype, f"inputs {sizes}, output {i}: dtype {g.dtype} != reference {e.dtype}"
+            if e.dtype.kind == "f":
+                np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"inputs {sizes}, output {i}")
+            else:
+                np.testing.assert_array_equal(g, e, err_msg=f"inputs {sizes}, output {i}")
