@@ -40,7 +40,9 @@ from nnadapter_tvm.types import RecurrentDirection, ResultCode
 F32 = "float32"
 SCHEDULED = "tirx.is_scheduled"  # targets.base.SCHEDULED (not imported: converters do not import targets)
 LANES = 16  # vector width of the inner loops (LLVM splits it into the target's registers)
-GATE_BLOCK = 64  # gate outputs kept in registers across the recurrent product (4 AVX-512 / 8 AVX2 vectors)
+# Gate outputs kept in registers across the recurrent product: 8 AVX-512 vectors (16 AVX2), enough
+# independent FMA chains to hide their latency.
+GATE_BLOCKS = (128, 64, 32, 16)
 
 # Per operation: gate count, default activations, and operand positions after ``initial_h``.
 _GATES = {O.LSTM: 4, O.GRU: 3, O.RNN: 1}
@@ -119,9 +121,10 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
     """The recurrence of one layer (see the module docstring).
 
     ``ins``: xw [T, B, D*G*H] (layout 0) or [B, T, D*G*H] (the input projection with the foldable
-    biases), rt [D, H, G*H] (R transposed), then the optional inputs that are
-    present, in ``flags`` order: seq [B], h0, c0 (layout's state shape), p [D, 3H], rbh [D, H] (GRU's
-    recurrent h-gate bias, kept apart under linear_before_reset).  ``outs``: Y, Y_h (, Y_c); Y_h and
+    biases), R packed per part of ``flags["parts"]`` ([D, blocks, H, block], see ``_pack``), then
+    the optional inputs that are present, in ``flags`` order: seq [B], h0, c0 (layout's state
+    shape), p [D, 3H], rbh [D, H] (GRU's recurrent h-gate bias, kept apart under
+    linear_before_reset).  ``outs``: Y, Y_h (, Y_c); Y_h and
     Y_c hold the running state.
     """
     from tvm.script.ir_builder import IRBuilder
@@ -129,7 +132,8 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
 
     gh = _GATES[op] * hidden
     h = hidden
-    rest = iter(ins[2:])
+    parts = flags["parts"]
+    rest = iter(ins[1 + len(parts) :])
     seq, h0, c0, peep, rbh = (next(rest) if flags[k] else None for k in ("seq", "h0", "c0", "peephole", "rbh"))
     lbr, input_forget = flags["linear_before_reset"], flags["input_forget"]
     y, yh = outs[0], outs[1]
@@ -142,13 +146,15 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
         return None if buf is None else T.buffer_proxy(buf)
 
     with IRBuilder() as ib, T.serial(0, 1):
-        xw, rt, y, yh, yc = proxy(ins[0]), proxy(ins[1]), proxy(y), proxy(yh), proxy(yc)
+        xw, y, yh, yc = proxy(ins[0]), proxy(y), proxy(yh), proxy(yc)
+        packed = [proxy(b) for b in ins[1 : 1 + len(parts)]]
         seq, h0, c0, peep, rbh = proxy(seq), proxy(h0), proxy(c0), proxy(peep), proxy(rbh)
         # Directions and batch rows are independent recurrences: one parallel task each.
         with T.parallel(0, num_dirs * batch) as db:
             d = db // batch
             b = db % batch
-            acc = T.buffer_proxy(T.alloc_buffer((gh,), F32))  # the step's gate pre-activations
+            # The step's gate pre-activations; the slack lets a last, partial block load whole vectors.
+            acc = T.buffer_proxy(T.alloc_buffer((gh + GATE_BLOCKS[0],), F32))
             tmp = T.buffer_proxy(T.alloc_buffer((h,), F32))  # GRU: r * h_prev
             length = T.buffer_proxy(T.alloc_buffer((1,), i32, scope="local"))
 
@@ -169,23 +175,33 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
                 code, alpha, beta = acts[per + k]
                 return tirx.Select(d == 0, first, activation(code, x, alpha, beta))
 
-            def matvec(start: int, count: int, vector) -> None:
-                """acc[start:start+count] += sum over k < H of vector(k) * rt[d, k, start:start+count].
+            def matvec(index: int, vector) -> None:
+                """acc[start:start+count] += sum over k < H of vector(k) * R[start:start+count, k], for
+                part ``index`` of R (see ``_pack``).
 
-                Blocks of GATE_BLOCK outputs stay in registers (a local buffer LLVM promotes) while k
-                runs: one FMA per weight, R read contiguously."""
-                for c_start, c_count, width in _chunks(count, GATE_BLOCK):
-                    with T.serial(0, c_count) as c:
-                        base = start + c_start + c * width
-                        part = T.buffer_proxy(T.alloc_buffer((width,), F32, scope="local"))
-                        with T.vectorized(0, width) as v:
-                            part[v] = acc[base + v]
-                        with T.serial(0, h) as k:
-                            hk = vector(k)
-                            with T.vectorized(0, width) as v:
-                                part[v] = part[v] + hk * rt[d, k, base + v]
-                        with T.vectorized(0, width) as v:
-                            acc[base + v] = part[v]
+                A block of gate outputs stays in registers (a local buffer LLVM promotes) while k runs:
+                one FMA per weight, the packed weights read in one contiguous stream."""
+                start, count, block = parts[index]
+                weights = packed[index]
+                full, tail = divmod(count, block)
+
+                def one(i, valid: int) -> None:
+                    base = start + i * block
+                    part = T.buffer_proxy(T.alloc_buffer((block,), F32, scope="local"))
+                    with T.vectorized(0, block) as v:
+                        part[v] = acc[base + v]
+                    with T.serial(0, h) as k:
+                        hk = vector(k)
+                        with T.vectorized(0, block) as v:
+                            part[v] = part[v] + hk * weights[d, i, k, v]
+                    with T.vectorized(0, valid) as v:
+                        acc[base + v] = part[v]
+
+                if full:
+                    with T.serial(0, full) as i:
+                        one(i, block)
+                if tail:
+                    one(full, tail)
 
             if seq is not None:
                 length[0] = tirx.max(tirx.min(seq[b], steps.astype(i32)), tirx.const(0, i32))
@@ -228,14 +244,14 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
                         return yh[state(k)]
 
                     if op == O.RNN:
-                        matvec(0, gh, h_prev)
+                        matvec(0, h_prev)
 
                         def rnn(j):
                             yh[state(j)] = act(0, acc[j])
 
                         _vloop(T, h, rnn)
                     elif op == O.LSTM:
-                        matvec(0, gh, h_prev)
+                        matvec(0, h_prev)
 
                         def lstm(j):
                             # acc holds the gates i, o, f, c; the peepholes p: i, o, f.
@@ -253,7 +269,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
 
                         _vloop(T, h, lstm)
                     elif lbr:
-                        matvec(0, gh, h_prev)
+                        matvec(0, h_prev)
 
                         def gru_lbr(j, r=r):
                             z = act(0, acc[j])
@@ -263,13 +279,13 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
 
                         _vloop(T, h, gru_lbr)
                     else:
-                        matvec(0, 2 * h, h_prev)  # z and r first: the h gate reads r * h_prev
+                        matvec(0, h_prev)  # z and r first: the h gate reads r * h_prev
 
                         def reset(j):
                             tmp[j] = act(0, acc[h + j]) * yh[state(j)]
 
                         _vloop(T, h, reset)
-                        matvec(2 * h, h, lambda k: tmp[k])
+                        matvec(1, lambda k: tmp[k])
 
                         def gru(j):
                             z = act(0, acc[j])
@@ -292,6 +308,27 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
 
 
 # -- the converters -------------------------------------------------------------------
+
+
+def _block(count: int) -> int:
+    """The register block for ``count`` gate rows: the largest of GATE_BLOCKS that divides ``count``
+    rounded up to 16 (a last, partial block is padded with zero weights)."""
+    padded = -(-count // 16) * 16
+    return next(b for b in GATE_BLOCKS if padded % b == 0)
+
+
+def _pack(r: relax.Expr, start: int, count: int, num_dirs: int, hidden: int) -> relax.Expr:
+    """Rows [start, start + count) of R [D, G*H, H] as [D, blocks, H, block]: each block of gate rows
+    transposed so that the kernel streams it contiguously; rows padded with zeros to whole blocks.
+    Constant R folds to a constant at compile time."""
+    block = _block(count)
+    blocks = -(-count // block)
+    rows = relax.op.strided_slice(r, axes=[1], begin=[start], end=[start + count])
+    if blocks * block != count:
+        zeros = relax.const(np.zeros([num_dirs, blocks * block - count, hidden], F32))
+        rows = relax.op.concat([rows, zeros], axis=1)
+    rows = relax.op.reshape(rows, [num_dirs, blocks, block, hidden])
+    return relax.op.permute_dims(rows, [0, 1, 3, 2])
 
 
 def _static(args: OpArgs, i: int, rank: int, what: str) -> list[int]:
@@ -396,7 +433,10 @@ def _recurrent(args: OpArgs, op: O) -> list[relax.Expr]:
     if x_bias is not None:
         xw = relax.op.add(xw, relax.op.reshape(x_bias, [num_dirs * gh]))
     xw = args.emit(relax.op.reshape(xw, [x_shape[0], x_shape[1], num_dirs * gh]))
-    rt = args.emit(relax.op.permute_dims(r, [0, 2, 1]))  # [D, H, G*H]: the gates contiguous
+    # GRU (without linear_before_reset) multiplies R's h rows by r * h_prev: a part of its own.
+    split = op == O.GRU and not lbr
+    parts = [(0, 2 * hidden), (2 * hidden, hidden)] if split else [(0, gh)]
+    packed = [args.emit(_pack(r, start, count, num_dirs, hidden)) for start, count in parts]
 
     flags = {"seq": False, "h0": False, "c0": False, "peephole": False, "rbh": False}
     extra = []
@@ -421,6 +461,7 @@ def _recurrent(args: OpArgs, op: O) -> list[relax.Expr]:
         flags["rbh"] = True
         extra.append(args.emit(relax.op.strided_slice(bias, axes=[1], begin=[gh + 2 * hidden], end=[2 * gh])))
     flags["linear_before_reset"] = lbr
+    flags["parts"] = [(start, count, _block(count)) for start, count in parts]
     flags["input_forget"] = input_forget
 
     outputs = 3 if op == O.LSTM else 2
@@ -445,7 +486,9 @@ def _recurrent(args: OpArgs, op: O) -> list[relax.Expr]:
             [ys] + [ss] * (outputs - 1), list(tensors), kernel, dtype=[F32] * outputs, name=op.name.lower()
         )
 
-    result = args.emit_te(compute, xw, rt, *extra, primfunc_name_hint=op.name.lower(), primfunc_attrs={SCHEDULED: True})
+    result = args.emit_te(
+        compute, xw, *packed, *extra, primfunc_name_hint=op.name.lower(), primfunc_attrs={SCHEDULED: True}
+    )
     return [args.emit(relax.TupleGetItem(result, i)) for i in range(args.output_count)]
 
 
