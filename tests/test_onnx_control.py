@@ -19,10 +19,10 @@ from nnadapter_tvm.frontends.onnx.control import ControlUnit, free_names
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 
-def make_model(nodes, inputs, outputs, initializers=(), opset=17) -> onnx.ModelProto:
+def make_model(nodes, inputs, outputs, initializers=(), opset=17, full_check=True) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    onnx.checker.check_model(model, full_check=True)
+    onnx.checker.check_model(model, full_check=full_check)
     return model
 
 
@@ -362,3 +362,57 @@ def test_a_cached_load_compiles_nothing(tmp_path, monkeypatch) -> None:
     x0 = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], "float32")
     feeds = {"M": np.array(6, "int64"), "cond": np.array(True), "x0": x0, "acc0": np.ones(3, "float32")}
     check(model, feeds, second)
+
+
+def batch_squeeze_model() -> onnx.ModelProto:
+    """As PyTorch exports ``if x.shape[0] == 1: x = x.squeeze(0)`` (silero-vad's decoder): the first If's
+    output is [3] in one branch and [batch, 3] in the other, so the rest of the graph runs inside each
+    branch. The second If, on the same condition, unsqueezes back; then a Transpose that takes rank 2
+    only. Two of the four branch combinations are never reached (rank 1 or 3 at the Transpose): they
+    fail to import and are kept as branches that fail if taken, not as import errors."""
+
+    def batch_if(src: str, dst: str, then_op: str) -> list:
+        then_g = helper.make_graph(
+            [helper.make_node(then_op, [src, "axis0"], [f"{dst}_t"])], f"{dst}_then", [], [tensor(f"{dst}_t", F, None)]
+        )
+        else_g = helper.make_graph(
+            [helper.make_node("Identity", [src], [f"{dst}_e"])], f"{dst}_else", [], [tensor(f"{dst}_e", F, None)]
+        )
+        return [helper.make_node("If", ["is_one"], [dst], then_branch=then_g, else_branch=else_g)]
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], axis=0),
+        helper.make_node("Equal", ["n", "one"], ["is_one"]),
+        helper.make_node("Relu", ["x"], ["r"]),
+        *batch_if("r", "a", "Squeeze"),
+        helper.make_node("Mul", ["a", "w"], ["b"]),
+        *batch_if("b", "c", "Unsqueeze"),
+        helper.make_node("Transpose", ["c"], ["y"], perm=[1, 0]),
+    ]
+    inits = [
+        const("axis0", np.array([0], "int64")),
+        const("zero", np.array(0, "int64")),
+        const("one", np.array(1, "int64")),
+        const("w", np.array([2.0, -1.0, 0.5], "float32")),
+    ]
+    # Not full_check: the branches' outputs have no static shape (their ranks differ).
+    return make_model(nodes, [tensor("x", F, ["batch", 3])], [tensor("y", F, [3, "batch"])], inits, full_check=False)
+
+
+def test_if_outputs_whose_rank_depends_on_the_branch() -> None:
+    model = batch_squeeze_model()
+    predictor = nna.Predictor(model)
+    (unit,) = [u for u in predictor.graph.units if isinstance(u, ControlUnit)]
+    # The rest of the graph went into the first If's branches: its outputs are the graph's.
+    assert [v.name for v in unit.outputs] == ["y"] and predictor.graph.units[-1] is unit
+    # After the squeeze, the second If's else branch leaves rank 1 for the Transpose; without it, its
+    # then branch makes rank 3: each is kept as a branch that fails if taken.
+    for first, never in (("then_branch", "else_branch"), ("else_branch", "then_branch")):
+        (inner,) = [u for u in unit.bodies[first].graph.units if isinstance(u, ControlUnit)]
+        assert inner.bodies[never].graph is None and "Transpose" in inner.bodies[never].error
+        assert inner.bodies[first].graph is not None
+    rng = np.random.default_rng(3)
+    for batch in (1, 2, 3):
+        out = check(model, {"x": rng.normal(size=(batch, 3)).astype("float32")}, predictor)
+        assert out[0].shape == (3, batch)

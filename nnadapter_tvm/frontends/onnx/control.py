@@ -19,7 +19,9 @@ body is imported again with those dims open, so one compiled body serves every i
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,6 +33,8 @@ from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Shape, Unit, Value
 from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 CONTROL_OPS = ("If", "Loop", "Scan")
+# Set while the branches of an If that carry a duplicated tail are imported (see _import_if).
+_SPECULATIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("speculative", default=False)
 # Widening a loop-carried shape opens at least one more dim each round, so rank + 1 rounds suffice.
 _MAX_WIDENING_ROUNDS = 8
 
@@ -40,10 +44,11 @@ class Body:
     """One branch or body graph: the nested imported graph, its plan and where its inputs come from."""
 
     attr: str  # then_branch, else_branch or body
-    graph: ImportedGraph
+    graph: ImportedGraph | None  # None: the branch did not import (``error``), see _import_if
     steps: list  # of plan.Subgraph | plan.HostStep
     own: int  # how many of graph.inputs are the body's own inputs (iteration number, states, scan slices)
     captured: list[int]  # per further input of graph.inputs: its index in the control unit's inputs
+    error: str | None = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -85,9 +90,23 @@ def import_control(graph: ImportedGraph, index: int, node: onnx.NodeProto, input
     slots = [i for i, v in enumerate(inputs) if v is not None]
     unit = ControlUnit(node, index, [inputs[i] for i in slots], [], slots=slots, opset=opset)
     attrs = {a.name: a for a in node.attribute}
+    names = list(node.output)
     try:
         if node.op_type == "If":
-            outputs = _import_if(graph, unit, label, attrs)
+            outputs = _import_if(graph, unit, label, attrs, names)
+            rest = _continuation(graph, index, node) if _ranks_diverge(unit) else None
+            if rest is not None:
+                # Values whose rank depends on the branch taken: the rest of the graph runs inside each
+                # branch, where every rank is known (the tail is duplicated, once per branch).
+                unit = ControlUnit(node, index, [inputs[i] for i in slots], [], slots=slots, opset=opset)
+                names = [o.name for o in graph.model.graph.output]
+                graph.continued_from = index  # graph.py skips the nodes after this one
+                branches = {k: _continued(attrs[k].g, node, rest, graph.model.graph) for k in _BRANCHES}
+                token = _SPECULATIVE.set(True)
+                try:
+                    outputs = _import_if(graph, unit, label, branches, names)
+                finally:
+                    _SPECULATIVE.reset(token)
         elif node.op_type == "Loop":
             outputs = _import_loop(graph, unit, label, attrs, inputs)
         else:
@@ -102,7 +121,12 @@ def import_control(graph: ImportedGraph, index: int, node: onnx.NodeProto, input
         graph._to_host(unit, message if message.startswith(label) else f"{label}: {message}")
         return
     unit.host = f"{node.op_type} (control flow) runs on the host around its compiled bodies"
-    unit.outputs = graph._bind(node, outputs)
+    if names == list(node.output):
+        unit.outputs = graph._bind(node, outputs)
+    else:
+        for value in outputs:
+            graph.values[value.name] = value
+        unit.outputs = outputs
     graph._note_sources(unit)
     graph.units.append(unit)
 
@@ -110,20 +134,37 @@ def import_control(graph: ImportedGraph, index: int, node: onnx.NodeProto, input
 # -- importing the bodies ------------------------------------------------------------------
 
 
-def _import_if(graph: ImportedGraph, unit: ControlUnit, label: str, attrs: dict) -> list[Value]:
-    for name in ("then_branch", "else_branch"):
+_BRANCHES = ("then_branch", "else_branch")
+
+
+def _import_if(graph: ImportedGraph, unit: ControlUnit, label: str, attrs: dict, names: list[str]) -> list[Value]:
+    """The branches (``attrs``: attribute protos, or GraphProtos) imported; the values ``names`` get."""
+    failures: dict[str, NNAdapterError] = {}
+    for name in _BRANCHES:
         if name not in attrs:
             fail(f"{label}: attribute '{name}' is required")
-        unit.bodies[name] = _import_body(graph, unit, label, name, attrs[name].g, [])
-    then_out = unit.bodies["then_branch"].graph.outputs
-    else_out = unit.bodies["else_branch"].graph.outputs
-    if len(then_out) != len(else_out) or len(then_out) < len(unit.node.output):
+        body = attrs[name] if isinstance(attrs[name], onnx.GraphProto) else attrs[name].g
+        try:
+            unit.bodies[name] = _import_body(graph, unit, label, name, body, [])
+        except NNAdapterError as err:
+            if not _SPECULATIVE.get():
+                raise
+            failures[name] = err
+    if len(failures) == len(_BRANCHES):
+        raise failures["then_branch"]
+    for name, err in failures.items():
+        # Inside a duplicated tail, a branch may combine with an earlier branch in a way no input
+        # reaches (a value squeezed twice): it fails only if it is ever taken.
+        unit.bodies[name] = Body(name, None, [], 0, [], error=str(err.args[0]))
+    good = [unit.bodies[n] for n in _BRANCHES if unit.bodies[n].graph is not None]
+    then_out, else_out = good[0].graph.outputs, good[-1].graph.outputs
+    if len(then_out) != len(else_out) or len(then_out) < len(names):
         fail(
             f"{label}: then_branch gives {len(then_out)} outputs, else_branch {len(else_out)}, "
-            f"the node has {len(unit.node.output)}"
+            f"the node has {len(names)}"
         )
     outputs = []
-    for k, name in enumerate(unit.node.output):
+    for k, name in enumerate(names):
         a, b = then_out[k], else_out[k]
         for branch, v in (("then_branch", a), ("else_branch", b)):
             if v.dtype is not None and np.dtype(v.dtype).kind == "O":
@@ -137,6 +178,61 @@ def _import_if(graph: ImportedGraph, unit: ControlUnit, label: str, attrs: dict)
         shape = _merge(a.shape, b.shape)
         outputs.append(_outer_value(graph, name, a.dtype or b.dtype, shape))
     return outputs
+
+
+def _ranks_diverge(unit: ControlUnit) -> bool:
+    """Whether an output of the If has one rank in one branch and another (or none) in the other."""
+    then_body, else_body = unit.bodies["then_branch"], unit.bodies["else_branch"]
+    if then_body.graph is None or else_body.graph is None:
+        return False
+    return any(a.rank != b.rank for a, b in zip(then_body.graph.outputs, else_body.graph.outputs))
+
+
+def _continuation(graph: ImportedGraph, index: int, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    """The nodes imported after ``node``: the rest of its graph from node ``index`` on, through the
+    branches of Ifs inlined on a constant condition (their results renamed to the If's outputs).
+    None where ``node`` is not found that way (a node of an expanded function) or nothing follows."""
+    nodes = graph.model.graph.node
+    if index >= len(nodes):
+        return None
+    rest = _rest_after(graph, list(nodes[index:]), node)
+    return rest or None
+
+
+def _rest_after(graph: ImportedGraph, nodes: list[onnx.NodeProto], target: onnx.NodeProto) -> list | None:
+    for i, node in enumerate(nodes):
+        if node == target:
+            return nodes[i + 1 :]
+        cond = graph.values.get(node.input[0]) if node.op_type == "If" and node.input else None
+        if cond is None or not cond.is_const:
+            continue
+        taken = "then_branch" if bool(np.reshape(cond.const, -1)[0]) else "else_branch"
+        branch = next(a.g for a in node.attribute if a.name == taken)
+        inner = _rest_after(graph, list(branch.node), target)
+        if inner is not None:
+            renames = [
+                onnx.helper.make_node("Identity", [out.name], [name], name=f"{name}/branch")
+                for out, name in zip(branch.output, node.output)
+                if name
+            ]
+            return inner + renames + nodes[i + 1 :]
+    return None
+
+
+def _continued(branch: onnx.GraphProto, node: onnx.NodeProto, rest: list, enclosing: onnx.GraphProto):
+    """``branch`` followed by the ``rest`` of the enclosing graph: its results renamed to the If's
+    outputs (Identity), then the rest's nodes; its outputs are the enclosing graph's."""
+    g = onnx.GraphProto()
+    g.name = branch.name
+    g.node.extend(branch.node)
+    g.initializer.extend(branch.initializer)
+    g.sparse_initializer.extend(branch.sparse_initializer)
+    for out, name in zip(branch.output, node.output):
+        if name:
+            g.node.append(onnx.helper.make_node("Identity", [out.name], [name], name=f"{name}/branch"))
+    g.node.extend(rest)
+    g.output.extend(enclosing.output)
+    return g
 
 
 def _import_loop(
@@ -288,7 +384,8 @@ def _import_body(
                 f"{label}: {attr} reads {value.describe()}, whose element type is unknown",
                 ResultCode.FEATURE_NOT_SUPPORTED,
             )
-        g.input.append(onnx.helper.make_tensor_value_info(name, elem(np.dtype(value.dtype)), _dims(value.shape)))
+        dims = _dims(value.shape, getattr(value, "dim_names", None) or _dim_params(graph, name))
+        g.input.append(onnx.helper.make_tensor_value_info(name, elem(np.dtype(value.dtype)), dims))
         if not any(value is v for v in unit.inputs):
             unit.inputs.append(value)
         captured.append(next(k for k, v in enumerate(unit.inputs) if v is value))
@@ -320,8 +417,29 @@ def _import_body(
     return Body(attr, nested, make_plan(nested), len(own), captured)
 
 
-def _dims(shape: Shape | None) -> list | None:
-    return None if shape is None else [d if d is not None else None for d in shape]
+def _dim_params(graph: ImportedGraph, name: str) -> list[str | None] | None:
+    """The dim_params ONNX's inference gave value ``name`` of ``graph`` (``batch`` carried through a Relu)."""
+    infos = graph.__dict__.get("_control_value_infos")
+    if infos is None:
+        g = graph.model.graph
+        infos = {v.name: v for v in itertools.chain(g.input, g.value_info, g.output)}
+        graph._control_value_infos = infos
+    info = infos.get(name)
+    if info is None or not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
+        return None
+    return [
+        d.dim_param if d.HasField("dim_param") and d.dim_param not in ("", "?") else None
+        for d in info.type.tensor_type.shape.dim
+    ]
+
+
+def _dims(shape: Shape | None, names: Sequence[str | None] | None = None) -> list | None:
+    """ONNX dims of ``shape``: an unknown dim keeps the dim_param the outer graph's input gave it, so
+    that the nested graph shares that symbolic dimension (``batch`` in both scopes is one size)."""
+    if shape is None:
+        return None
+    names = list(names) if names is not None and len(names) == len(shape) else [None] * len(shape)
+    return [d if d is not None else names[k] for k, d in enumerate(shape)]
 
 
 def _known_rank(label: str, v: Value) -> tuple:
@@ -397,6 +515,8 @@ class ControlNode:
     def _if(self, given: list, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         cond = bool(self._scalar(given[0], "the condition"))
         body = self.unit.bodies["then_branch" if cond else "else_branch"]
+        if body.graph is None:
+            fail(f"{self.label}: its {body.attr} cannot run: {body.error}", ResultCode.FEATURE_NOT_SUPPORTED)
         return self._body(body, [], inputs)[: len(self.unit.outputs)]
 
     def _loop(self, given: list, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -329,6 +329,8 @@ class ImportedGraph:
             self.outputs.append(self.values[info.name])
 
     def _import_node(self, index: int, node: onnx.NodeProto, opset: int | None = None) -> None:
+        if getattr(self, "continued_from", None) is not None:
+            return  # the rest is imported inside the branches of an If whose outputs' ranks differ (control.py)
         opset = opset or self.opset
         label = node_label(node, index)
         inputs: list[Value | None] = []
@@ -440,6 +442,8 @@ class ImportedGraph:
             self.inferred.setdefault(info.name, type_of(info))
         for sub in branch.node:
             self._import_node(index, sub, opset)
+        if getattr(self, "continued_from", None) is not None:
+            return  # the branch's rest (and the graph's) went into a control node's branches (control.py)
         for name, out in zip(node.output, branch.output):
             if name:
                 if out.name not in self.values:
