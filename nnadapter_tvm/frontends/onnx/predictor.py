@@ -97,17 +97,21 @@ class Predictor:
         graph, steps = self.graph, self.steps
         # The bodies of control nodes (If/Loop/Scan) are compiled here too: running never compiles.
         subgraphs = all_subgraphs(steps)
+        # Equal subgraphs (a tail an If duplicates into both branches) are one compilation.
+        by_token: dict[str, Compilation] = {}
         for k, subgraph in enumerate(subgraphs):
             if progress:
                 progress(k, len(subgraphs), subgraph)
             nn_model = subgraph.build_model()
             token = model_token(nn_model, self.context)
-            compilation = Compilation(
-                nn_model, self.context, cache_token=token if self.cache_dir else None, cache_dir=self.cache_dir
-            )
-            compilation.finish()
-            subgraph.compilation, subgraph.token = compilation, token
-            self.compilations.append(compilation)
+            if token not in by_token:
+                compilation = Compilation(
+                    nn_model, self.context, cache_token=token if self.cache_dir else None, cache_dir=self.cache_dir
+                )
+                compilation.finish()
+                by_token[token] = compilation
+                self.compilations.append(compilation)
+            subgraph.compilation, subgraph.token = by_token[token], token
             self.tokens.append(token)
         if progress and subgraphs:
             progress(len(subgraphs), len(subgraphs), subgraphs[-1])
