@@ -1,0 +1,106 @@
+"""A differential fuzzing campaign: random ONNX graphs through nnadapter_tvm's Predictor and onnxruntime.
+
+    nice -n 19 python scripts/fuzz_onnx.py --graphs 2000 --seed 1            # ~8 graphs per compilation
+    python scripts/fuzz_onnx.py --graphs 200 --batch 10 --nodes 20 --out /tmp/found
+
+Graphs are drawn by tests/fuzz_onnx.py (hypothesis), several merged into one model per compilation
+(compiling dominates on small machines).  Every output that differs from the reference (or fails with
+anything but NNAdapterError) is minimized to the first node that differs and written to ``--out``
+(default tests/fuzz_corpus_onnx/new/), one file per distinct signature (operator + outcome).  The last
+line is a summary for docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import fuzz_onnx
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graphs", type=int, default=200, help="graphs to run")
+    parser.add_argument("--batch", type=int, default=8, help="graphs per compilation")
+    parser.add_argument("--nodes", type=int, default=16, help="most nodes per graph")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=fuzz_onnx.CORPUS / "new", help="where minimized cases go")
+    parser.add_argument("--ops", default="", help="comma-separated operators to draw from (default: all)")
+    parser.add_argument("--minutes", type=float, default=0, help="stop drawing batches after this long (0: no limit)")
+    args = parser.parse_args(argv)
+
+    from hypothesis import HealthCheck, given, seed, settings
+    from hypothesis import strategies as st
+
+    vocabulary = [o for o in args.ops.split(",") if o] or None
+    tally: Counter = Counter()
+    findings: dict[str, dict] = {}
+    start = time.time()
+    batches = -(-args.graphs // args.batch)
+
+    @settings(max_examples=batches, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @seed(args.seed)
+    @given(st.data())
+    def batch(data) -> None:
+        if args.minutes and time.time() - start > args.minutes * 60:
+            return  # out of time: the remaining examples are skipped (raising would make hypothesis shrink)
+        draw = fuzz_onnx.Draw(data)
+        cases = [fuzz_onnx.draw_graph(draw, f"g{k}_", args.nodes, vocabulary) for k in range(args.batch)]
+        for case, outcomes in fuzz_onnx.run_graphs(cases):
+            statuses = {o.status for o in outcomes.values()}
+            worst = next((s for s in ("error", "differs", "ambiguous", "refused", "invalid") if s in statuses), "ok")
+            tally[worst] += 1
+            tally["nodes"] += len(case.model.graph.node)
+            for name, outcome in outcomes.items():
+                if outcome.status not in ("differs", "error"):
+                    continue
+                small = fuzz_onnx.minimize(case, name, outcome.status)
+                small_outcome = next(iter(fuzz_onnx.run_case(small).values()))
+                detail = small_outcome.detail if small_outcome.status == outcome.status else outcome.detail
+                key = fuzz_onnx.signature(small, outcome.status, detail)
+                found = findings.setdefault(
+                    key, {"count": 0, "detail": detail, "nodes": fuzz_onnx.describe(small.model)}
+                )
+                found["count"] += 1
+                if found["count"] == 1:
+                    fuzz_onnx.save(small, args.out / f"{key}.json", detail, status=outcome.status)
+                break  # one finding per graph: its other outputs mostly share the cause
+        done = sum(tally[s] for s in ("ok", "differs", "ambiguous", "refused", "invalid", "error"))
+        rate = done / max(time.time() - start, 1e-9)
+        counts = " ".join(f"{s}={tally[s]}" for s in ("ok", "differs", "error", "ambiguous", "refused", "invalid"))
+        print(
+            f"\r[{done}/{args.graphs}] {counts} distinct={len(findings)} {rate:.2f} graphs/s", end="", file=sys.stderr
+        )
+        _write_summary(args.out / "summary.json", tally, findings, start)
+
+    batch()
+    print(file=sys.stderr)
+    for key, found in sorted(findings.items()):
+        print(f"{found['count']:5d}  {key}: {found['detail'][:200]}")
+    print(json.dumps(_write_summary(args.out / "summary.json", tally, findings, start)))
+    return 0
+
+
+def _write_summary(path: Path, tally: Counter, findings: dict, start: float) -> dict:
+    """The campaign's figures so far (rewritten after every batch, so that an interrupted campaign
+    still has them)."""
+    summary = {
+        "graphs": sum(tally[s] for s in ("ok", "differs", "ambiguous", "refused", "invalid", "error")),
+        "nodes": tally["nodes"],
+        **{s: tally[s] for s in ("ok", "differs", "error", "ambiguous", "refused", "invalid")},
+        "distinct": {k: f["count"] for k, f in sorted(findings.items())},
+        "seconds": round(time.time() - start),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1003 @@
+"""The differential ONNX fuzzer's generator, runner, comparison and minimizer (tests/test_fuzz_onnx.py runs
+it in CI, scripts/fuzz_onnx.py runs long campaigns).
+
+A graph is drawn node by node with hypothesis: ``VOCABULARY`` maps each ONNX operator we claim to a
+builder that picks inputs from the float tensors made so far (their concrete shapes tracked through
+onnx's shape inference), draws attributes within their domains and adds the node (and any constant
+inputs).  Graph inputs may declare symbolic dimensions (dim_params); feeds are numpy arrays from a drawn
+seed, some sprinkled with NaN, infinities, signed zeros, extremes and denormals.  Several independent
+graphs are merged into one multi-output model, compiled once by nnadapter_tvm's Predictor and run by
+onnxruntime (onnx's ReferenceEvaluator where onnxruntime has no kernel); each output must agree within a
+tolerance derived from its dtype and its depth in the graph.  A difference is minimized to the first node
+whose output differs while its inputs agree, run alone on the values that reached it.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+CORPUS = Path(__file__).resolve().parent / "fuzz_corpus_onnx"
+F32 = TensorProto.FLOAT
+
+
+# =================================================================================================
+# Drawing: the generator asks ``Draw`` for choices; hypothesis answers them
+# =================================================================================================
+class Draw:
+    """Choices from hypothesis' ``data`` (shrinkable, replayable)."""
+
+    def __init__(self, data: Any):
+        from hypothesis import strategies as st
+
+        self._data, self._st = data, st
+
+    def int(self, low: int, high: int) -> int:
+        return self._data.draw(self._st.integers(low, high))
+
+    def bool(self, p: float = 0.5) -> bool:
+        return self.int(0, 999) < int(p * 1000)
+
+    def choice(self, items: list) -> Any:
+        return items[self.int(0, len(items) - 1)]
+
+    def float(self, low: float, high: float) -> float:
+        return self._data.draw(self._st.floats(low, high, allow_nan=False, allow_infinity=False))
+
+
+# =================================================================================================
+# The graph being built
+# =================================================================================================
+@dataclasses.dataclass
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    depth: int  # nodes on the longest path from a graph input
+
+
+class Graph:
+    """One random graph: nodes, constant initializers, float inputs (with feeds) and the pool of float
+    tensors later nodes may read."""
+
+    def __init__(self, prefix: str, draw: Draw):
+        self.prefix, self.draw = prefix, draw
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.feeds: dict[str, np.ndarray] = {}
+        self.pool: list[Tensor] = []
+        self.used: set[str] = set()
+        self._n = 0
+
+    def name(self, what: str) -> str:
+        self._n += 1
+        return f"{self.prefix}{what}{self._n}"
+
+    # -- values ---------------------------------------------------------------------------------
+    def add_input(self, shape: tuple[int, ...]) -> Tensor:
+        name = self.name("x")
+        # Not a size of 1: two unknown dims broadcast against each other are refused (not silent).
+        symbolic = self.draw.bool(0.3) and len(shape) > 0 and shape[0] > 1
+        dims: list = list(shape)
+        if symbolic:  # a dim_param for the leading dimension (the batch), fed with the concrete size
+            dims[0] = f"{self.prefix}N{shape[0]}"  # inputs of one size share it, as a model's batch would
+        self.inputs.append(helper.make_tensor_value_info(name, F32, dims))
+        self.feeds[name] = random_floats(shape, self.draw.int(0, 2**31 - 1), self.draw.int(0, 3))
+        t = Tensor(name, shape, 0)
+        self.pool.append(t)
+        return t
+
+    def const(self, array: np.ndarray, what: str = "c") -> str:
+        name = self.name(what)
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def weight(self, shape: tuple[int, ...], scale: float = 0.5) -> str:
+        rng = np.random.default_rng(self.draw.int(0, 2**31 - 1))
+        return self.const((rng.standard_normal(shape) * scale).astype("float32"), "w")
+
+    def pick(self, rank_min: int = 0, rank_max: int = 6, pred: Callable[[Tensor], bool] | None = None) -> Tensor | None:
+        fits = [t for t in self.pool if rank_min <= len(t.shape) <= rank_max and (pred is None or pred(t))]
+        if not fits:
+            return None
+        # Prefer recent tensors: deeper graphs, fewer dead ends.
+        return fits[-1 - min(self.draw.int(0, 3), len(fits) - 1)] if self.draw.bool(0.7) else self.draw.choice(fits)
+
+    def node(self, op: str, inputs: list[str], n_out: int = 1, keep: int | None = 1, **attrs: Any) -> list[str]:
+        """Add a node; its float outputs (the first ``keep``) join the pool once their shapes are known."""
+        outs = [self.name(op.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op, inputs, outs, **attrs))
+        self.used.update(inputs)
+        depth = 1 + max((t.depth for t in self.pool if t.name in inputs), default=0)
+        self._pending = [(o, depth) for o in outs[: n_out if keep is None else keep]]
+        return outs
+
+    def settle(self, before: int) -> bool:
+        """Shapes of the last node's outputs by onnx's shape inference (strict); False drops the nodes
+        the builder added (those after the first ``before``)."""
+        pending, self._pending = getattr(self, "_pending", []), []
+        try:
+            inferred = onnx.shape_inference.infer_shapes(self.concrete_model(), strict_mode=True, data_prop=True)
+        except Exception:
+            self._drop(before)
+            return False
+        types = {v.name: v.type.tensor_type for v in inferred.graph.value_info}
+        added = []
+        for name, depth in pending:
+            tt = types.get(name)
+            if tt is None or tt.elem_type != F32 or not all(d.HasField("dim_value") for d in tt.shape.dim):
+                continue
+            shape = tuple(d.dim_value for d in tt.shape.dim)
+            if math.prod(shape) > 1 << 16:  # keep it small: compile time, not size, is the budget
+                self._drop(before)
+                return False
+            added.append(Tensor(name, shape, depth))
+        if not added:
+            self._drop(before)
+            return False
+        self.pool.extend(added)
+        return True
+
+    def _drop(self, before: int) -> None:
+        del self.nodes[before:]
+        self.used = {i for n in self.nodes for i in n.input}
+        self.inits = [i for i in self.inits if any(i.name in n.input for n in self.nodes)]
+
+    def concrete_model(self) -> onnx.ModelProto:
+        """The graph with every input at its fed shape (for shape inference while building)."""
+        inputs = [helper.make_tensor_value_info(n, F32, list(a.shape)) for n, a in self.feeds.items()]
+        graph = helper.make_graph(self.nodes, "g", inputs, [], initializer=self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+    def outputs(self) -> list[Tensor]:
+        """Every pooled tensor no node reads (the graph's leaves), the deepest first."""
+        leaves = [t for t in self.pool if t.name not in self.used and t.depth > 0]
+        return sorted(leaves, key=lambda t: -t.depth)
+
+
+def random_floats(shape: tuple[int, ...], seed: int, mode: int) -> np.ndarray:
+    """Mode 0-1: uniform in [-3, 3]; 2: one in eight elements NaN, +-inf, +-0, +-3e38, +-1e30, 1e-40 or
+    1e-3; 3: wide magnitudes (sign * 10^U(-8, 8)) with a few specials."""
+    rng = np.random.default_rng(seed)
+    with np.errstate(all="ignore"):
+        x = rng.uniform(-3, 3, shape).astype("float32")
+        if mode == 3:
+            x = (np.sign(x) * 10.0 ** rng.uniform(-8, 8, shape)).astype("float32")
+        if mode >= 2 and x.size:
+            flat = x.reshape(-1)
+            specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 3e38, -3e38, 1e30, -1e30, 1e-40, 1e-3], "float32")
+            picks = rng.integers(0, flat.size, max(1, flat.size // 8))
+            flat[picks] = rng.choice(specials, picks.size)
+    return x
+
+
+# =================================================================================================
+# The vocabulary: ONNX operator -> builder (extend it here; control flow, recurrent layers and the
+# extension operations join as they land)
+# =================================================================================================
+Builder = Callable[[Graph], bool]
+VOCABULARY: dict[str, Builder] = {}
+
+
+def op(*names: str) -> Callable[[Callable], Callable]:
+    """Register ``builder(g, name)`` for each ONNX operator in ``names``."""
+
+    def register(fn: Callable[[Graph, str], bool]) -> Callable:
+        for n in names:
+            VOCABULARY[n] = lambda g, n=n: fn(g, n)
+        return fn
+
+    return register
+
+
+def _axis(g: Graph, rank: int) -> int:
+    a = g.draw.int(0, rank - 1)
+    return a - rank if g.draw.bool() else a  # negative axes count from the end
+
+
+UNARY = [
+    "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Floor", "Ceil", "Round", "Sign",
+    "Reciprocal", "Sin", "Cos", "Softplus", "Softsign", "HardSwish", "Identity",
+]  # fmt: skip
+
+
+@op(*UNARY)
+def _unary(g: Graph, name: str) -> bool:
+    x = g.pick()
+    if x is None:
+        return False
+    g.node(name, [x.name])
+    return True
+
+
+@op("LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "ThresholdedRelu")
+def _activation(g: Graph, name: str) -> bool:
+    x = g.pick()
+    if x is None:
+        return False
+    attrs = {
+        "LeakyRelu": {"alpha": g.draw.float(0.0, 1.0)},
+        "Elu": {"alpha": g.draw.float(0.1, 2.0)},
+        "Selu": {},
+        "Celu": {"alpha": g.draw.float(0.1, 2.0)},
+        "HardSigmoid": {"alpha": g.draw.float(0.05, 1.0), "beta": g.draw.float(0.0, 1.0)},
+        "ThresholdedRelu": {"alpha": g.draw.float(-1.0, 2.0)},
+    }[name]
+    g.node(name, [x.name], **attrs)
+    return True
+
+
+@op("Clip")
+def _clip(g: Graph, name: str) -> bool:
+    x = g.pick()
+    if x is None:
+        return False
+    lo = g.draw.float(-3, 1)
+    bounds = [g.const(np.float32(lo)), g.const(np.float32(lo + g.draw.float(0, 4)))]
+    g.node(name, [x.name, *bounds[: g.draw.int(0, 2)]])
+    return True
+
+
+def _broadcast_partner(g: Graph, x: Tensor) -> str:
+    """Another tensor of x's shape or one that broadcasts to it (a pooled one, or a new input or constant)."""
+    same = [t for t in g.pool if t.shape == x.shape and t.name != x.name]
+    if same and g.draw.bool(0.5):
+        return g.draw.choice(same).name
+    shape = list(x.shape)
+    for a in range(len(shape)):
+        if g.draw.bool(0.3):
+            shape[a] = 1
+    shape = shape[g.draw.int(0, len(shape)) :] if g.draw.bool(0.3) else shape
+    if g.draw.bool(0.5):
+        return g.add_input(tuple(shape)).name
+    return g.weight(tuple(shape), 1.0)
+
+
+@op("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mean", "Sum")
+def _binary(g: Graph, name: str) -> bool:
+    x = g.pick()
+    if x is None:
+        return False
+    other = _broadcast_partner(g, x)
+    ins = [other, x.name] if g.draw.bool(0.2) else [x.name, other]
+    if name in ("Max", "Min", "Mean", "Sum") and g.draw.bool(0.2):
+        ins = ins[:1] if g.draw.bool() else [*ins, _broadcast_partner(g, x)]
+    g.node(name, ins)
+    return True
+
+
+@op("PRelu")
+def _prelu(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    slope = [1] * len(x.shape)
+    slope[-1] = x.shape[-1]
+    if len(x.shape) >= 2 and g.draw.bool():
+        slope = [x.shape[1], *([1] * (len(x.shape) - 2))]
+    g.node(name, [x.name, g.weight(tuple(slope))])
+    return True
+
+
+@op("Where")
+def _where(g: Graph, name: str) -> bool:
+    """Where(Greater/Less/Equal(a, b), a, b): the condition comes from a comparison in the graph."""
+    x = g.pick()
+    if x is None:
+        return False
+    other = _broadcast_partner(g, x)
+    cmp = g.draw.choice(["Greater", "Less", "Equal", "GreaterOrEqual", "LessOrEqual"])
+    (cond,) = g.node(cmp, [x.name, other], keep=0)
+    g.node("Where", [cond, x.name, other] if g.draw.bool() else [cond, other, x.name])
+    return True
+
+
+@op("IsNaN", "IsInf")
+def _is_special(g: Graph, name: str) -> bool:
+    """IsNaN/IsInf -> Where(mask, 1, x): the mask steers a float result."""
+    x = g.pick()
+    if x is None:
+        return False
+    (mask,) = g.node(name, [x.name], keep=0)
+    g.node("Where", [mask, g.const(np.float32(g.draw.float(-2, 2))), x.name])
+    return True
+
+
+@op("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum")  # fmt: skip
+def _reduce(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    rank = len(x.shape)
+    axes = sorted({_axis(g, rank) % rank for _ in range(g.draw.int(1, rank))})
+    keep = int(g.draw.bool())
+    if name == "ReduceSum":  # axes is an input from opset 13
+        g.node(name, [x.name, g.const(np.array(axes, "int64"))], keepdims=keep)
+    else:
+        g.node(name, [x.name], axes=axes, keepdims=keep)
+    return True
+
+
+@op("ArgMax", "ArgMin")
+def _arg(g: Graph, name: str) -> bool:
+    """ArgMax/ArgMin -> Cast to float (the pool holds float tensors)."""
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    attrs = {"axis": _axis(g, len(x.shape)), "keepdims": int(g.draw.bool())}
+    if g.draw.bool(0.3):
+        attrs["select_last_index"] = 1
+    (idx,) = g.node(name, [x.name], keep=0, **attrs)
+    g.node("Cast", [idx], to=F32)
+    return True
+
+
+@op("Softmax", "LogSoftmax", "Hardmax")
+def _softmax(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    g.node(name, [x.name], axis=_axis(g, len(x.shape)))
+    return True
+
+
+@op("CumSum")
+def _cumsum(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    axis = g.const(np.array(_axis(g, len(x.shape)), "int64"))
+    g.node(name, [x.name, axis], exclusive=int(g.draw.bool(0.3)), reverse=int(g.draw.bool(0.3)))
+    return True
+
+
+@op("TopK")
+def _topk(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    axis = _axis(g, len(x.shape))
+    k = g.draw.int(1, x.shape[axis]) if x.shape[axis] else 0
+    if not k:
+        return False
+    values, idx = g.node(name, [x.name, g.const(np.array([k], "int64"))], n_out=2, keep=1, axis=axis,
+                         largest=int(g.draw.bool(0.7)), sorted=1)  # fmt: skip
+    del values, idx
+    return True
+
+
+@op("Transpose")
+def _transpose(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=2)
+    if x is None:
+        return False
+    perm = list(range(len(x.shape)))
+    for i in range(len(perm) - 1, 0, -1):
+        j = g.draw.int(0, i)
+        perm[i], perm[j] = perm[j], perm[i]
+    g.node(name, [x.name], perm=perm)
+    return True
+
+
+@op("Reshape")
+def _reshape(g: Graph, name: str) -> bool:
+    x = g.pick()
+    if x is None:
+        return False
+    n = math.prod(x.shape)
+    dims, rest = [], n
+    for _ in range(g.draw.int(0, 3)):
+        divisors = [d for d in range(1, min(rest, 16) + 1) if rest % d == 0]
+        d = g.draw.choice(divisors)
+        dims.append(d)
+        rest //= d
+    dims.append(rest)
+    if g.draw.bool(0.4):
+        dims[g.draw.int(0, len(dims) - 1)] = -1
+    g.node(name, [x.name, g.const(np.array(dims, "int64"))])
+    return True
+
+
+@op("Flatten")
+def _flatten(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    g.node(name, [x.name], axis=g.draw.int(0, len(x.shape)))
+    return True
+
+
+@op("Unsqueeze", "Squeeze")
+def _squeeze(g: Graph, name: str) -> bool:
+    if name == "Unsqueeze":
+        x = g.pick(rank_max=4)
+        if x is None:
+            return False
+        axis = g.draw.int(-len(x.shape) - 1, len(x.shape))
+    else:
+        x = g.pick(rank_min=1, pred=lambda t: 1 in t.shape)
+        if x is None:
+            return False
+        axis = g.draw.choice([a for a, d in enumerate(x.shape) if d == 1])
+    g.node(name, [x.name, g.const(np.array([axis], "int64"))])
+    return True
+
+
+@op("Concat")
+def _concat(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    axis = _axis(g, len(x.shape))
+    others = [t for t in g.pool if len(t.shape) == len(x.shape) and t.name != x.name and
+              all(d == e for a, (d, e) in enumerate(zip(t.shape, x.shape)) if a != axis % len(x.shape))]  # fmt: skip
+    ins = [x.name] + [g.draw.choice(others).name for _ in range(g.draw.int(0, 2))] if others else [x.name]
+    if len(ins) == 1:
+        shape = list(x.shape)
+        shape[axis] = g.draw.int(1, 4)
+        ins.append(g.add_input(tuple(shape)).name)
+    g.node(name, ins, axis=axis)
+    return True
+
+
+@op("Split")
+def _split(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1, pred=lambda t: max(t.shape, default=0) >= 2)
+    if x is None:
+        return False
+    axis = g.draw.choice([a for a, d in enumerate(x.shape) if d >= 2])
+    first = g.draw.int(1, x.shape[axis] - 1)
+    sizes = g.const(np.array([first, x.shape[axis] - first], "int64"))
+    g.node(name, [x.name, sizes], n_out=2, keep=2, axis=axis)
+    return True
+
+
+@op("Slice")
+def _slice(g: Graph, name: str) -> bool:
+    """Slice with starts/ends anywhere in [-2n, 2n] (ONNX clamps them) and steps of either sign."""
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    axes = sorted({g.draw.int(0, len(x.shape) - 1) for _ in range(g.draw.int(1, len(x.shape)))})
+    starts, ends, steps = [], [], []
+    for a in axes:
+        n = x.shape[a]
+        step = g.draw.choice([1, 1, 2, 3, -1, -2])
+        starts.append(g.draw.int(-2 * n - 1, 2 * n + 1))
+        ends.append(g.draw.choice([g.draw.int(-2 * n - 1, 2 * n + 1), 2**62, -(2**62)]))
+        steps.append(step)
+    ins = [x.name] + [g.const(np.array(v, "int64")) for v in (starts, ends, axes, steps)]
+    g.node(name, ins)
+    return True
+
+
+@op("Gather", "GatherElements")
+def _gather(g: Graph, name: str) -> bool:
+    """Constant indices in [-n, n) (run-time ones are checked by the GATHER tests)."""
+    x = g.pick(rank_min=1, pred=lambda t: min(t.shape) > 0)
+    if x is None:
+        return False
+    axis = _axis(g, len(x.shape))
+    n = x.shape[axis]
+    rng = np.random.default_rng(g.draw.int(0, 2**31 - 1))
+    if name == "Gather":
+        shape = tuple(rng.integers(1, 4, g.draw.int(0, 2)))
+    else:
+        shape = tuple(
+            rng.integers(1, d + 1) if a != axis % len(x.shape) else rng.integers(1, 5) for a, d in enumerate(x.shape)
+        )
+    g.node(name, [x.name, g.const(rng.integers(-n, n, shape).astype("int64"))], axis=axis)
+    return True
+
+
+@op("Expand", "Tile")
+def _expand(g: Graph, name: str) -> bool:
+    x = g.pick(rank_max=4, pred=lambda t: math.prod(t.shape) <= 256)
+    if x is None:
+        return False
+    if name == "Tile":
+        reps = [g.draw.int(1, 3) for _ in x.shape]
+        g.node(name, [x.name, g.const(np.array(reps, "int64"))])
+        return True
+    shape = [d if d != 1 or g.draw.bool(0.5) else g.draw.int(1, 4) for d in x.shape]
+    if g.draw.bool(0.3):
+        shape = [g.draw.int(1, 3), *shape]
+    g.node(name, [x.name, g.const(np.array(shape, "int64"))])
+    return True
+
+
+@op("Pad")
+def _pad(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1, rank_max=4)
+    if x is None:
+        return False
+    mode = g.draw.choice(["constant", "constant", "reflect", "edge"])
+    pads = []
+    for _ in range(2):
+        for d in x.shape:
+            limit = d - 1 if mode == "reflect" else 3
+            pads.append(g.draw.int(0, max(limit, 0)))
+    ins = [x.name, g.const(np.array(pads, "int64"))]
+    if mode == "constant" and g.draw.bool():
+        ins.append(g.const(np.float32(g.draw.float(-2, 2))))
+    g.node(name, ins, mode=mode)
+    return True
+
+
+@op("MatMul", "Gemm")
+def _matmul(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=2 if name == "Gemm" else 1, rank_max=2 if name == "Gemm" else 4)
+    if x is None:
+        return False
+    k = x.shape[-1]
+    n = g.draw.int(1, 8)
+    if name == "Gemm":
+        trans_b = int(g.draw.bool())
+        w = g.weight((n, k) if trans_b else (k, n))
+        ins = [x.name, w] + ([g.weight((n,))] if g.draw.bool() else [])
+        g.node(name, ins, transB=trans_b, alpha=g.draw.float(0.5, 2), beta=g.draw.float(0.5, 2))
+        return True
+    w = g.weight((k, n) if len(x.shape) > 1 else (k,)) if g.draw.bool(0.7) else g.add_input((k, n)).name
+    g.node(name, [x.name, w])
+    return True
+
+
+def _nchw(g: Graph) -> Tensor | None:
+    x = g.pick(rank_min=4, rank_max=4, pred=lambda t: t.shape[2] >= 2 and t.shape[3] >= 2)
+    if x is None and g.draw.bool(0.5):
+        shape = (g.draw.int(1, 2), g.draw.int(1, 4), g.draw.int(3, 9), g.draw.int(3, 9))
+        x = g.add_input(shape)
+    return x
+
+
+@op("Conv", "ConvTranspose")
+def _conv(g: Graph, name: str) -> bool:
+    x = _nchw(g)
+    if x is None:
+        return False
+    c = x.shape[1]
+    group = g.draw.choice([d for d in (1, 2, c) if c % d == 0])
+    oc = g.draw.int(1, 3) * group
+    kh, kw = g.draw.int(1, min(3, x.shape[2])), g.draw.int(1, min(3, x.shape[3]))
+    w_shape = (oc, c // group, kh, kw) if name == "Conv" else (c, oc // group, kh, kw)
+    ins = [x.name, g.weight(w_shape)] + ([g.weight((oc,))] if g.draw.bool() else [])
+    attrs: dict = {"group": group, "strides": [g.draw.int(1, 2), g.draw.int(1, 2)]}
+    if g.draw.bool(0.5):
+        attrs["pads"] = [g.draw.int(0, kh - 1), g.draw.int(0, kw - 1), g.draw.int(0, kh - 1), g.draw.int(0, kw - 1)]
+    if name == "Conv" and g.draw.bool(0.2):
+        attrs["dilations"] = [2, 2]
+    g.node(name, ins, **attrs)
+    return True
+
+
+@op("MaxPool", "AveragePool", "LpPool")
+def _pool(g: Graph, name: str) -> bool:
+    x = _nchw(g)
+    if x is None:
+        return False
+    k = [g.draw.int(1, min(3, x.shape[2])), g.draw.int(1, min(3, x.shape[3]))]
+    attrs: dict = {"kernel_shape": k, "strides": [g.draw.int(1, 2), g.draw.int(1, 2)]}
+    if g.draw.bool(0.5):
+        attrs["pads"] = [
+            g.draw.int(0, k[0] - 1),
+            g.draw.int(0, k[1] - 1),
+            g.draw.int(0, k[0] - 1),
+            g.draw.int(0, k[1] - 1),
+        ]
+    if name == "AveragePool":
+        attrs["count_include_pad"] = int(g.draw.bool())
+    if name != "LpPool" and g.draw.bool(0.2):
+        attrs["ceil_mode"] = 1
+    g.node(name, [x.name], **attrs)
+    return True
+
+
+@op("GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization", "BatchNormalization", "LRN", "DepthToSpace")
+def _nchw_op(g: Graph, name: str) -> bool:
+    x = _nchw(g)
+    if x is None:
+        return False
+    c = x.shape[1]
+    if name == "InstanceNormalization":
+        g.node(name, [x.name, g.weight((c,)), g.weight((c,))], epsilon=g.draw.float(1e-6, 1e-2))
+    elif name == "BatchNormalization":
+        rng = np.random.default_rng(g.draw.int(0, 2**31 - 1))
+        var = g.const(rng.uniform(0.1, 2, c).astype("float32"))
+        g.node(name, [x.name, g.weight((c,)), g.weight((c,)), g.weight((c,)), var], epsilon=1e-5)
+    elif name == "LRN":
+        g.node(name, [x.name], size=g.draw.choice([1, 3, 5]), alpha=1e-3, beta=0.75, bias=1.0)
+    elif name == "DepthToSpace":
+        if c % 4:
+            return False
+        g.node(name, [x.name], blocksize=2, mode=g.draw.choice(["DCR", "CRD"]))
+    else:
+        g.node(name, [x.name])
+    return True
+
+
+@op("LayerNormalization")
+def _layer_norm(g: Graph, name: str) -> bool:
+    x = g.pick(rank_min=1)
+    if x is None:
+        return False
+    axis = _axis(g, len(x.shape))
+    tail = x.shape[axis % len(x.shape) :]
+    g.node(name, [x.name, g.weight(tail), g.weight(tail)], axis=axis, epsilon=g.draw.float(1e-6, 1e-2))
+    return True
+
+
+@op("Cast")
+def _cast(g: Graph, name: str) -> bool:
+    """Float -> int32/int64/bool/float16 -> float: a round trip through another type."""
+    x = g.pick()
+    if x is None:
+        return False
+    to = g.draw.choice([TensorProto.INT32, TensorProto.BOOL, TensorProto.FLOAT16, TensorProto.INT64])
+    (mid,) = g.node(name, [x.name], keep=0, to=to)
+    g.node("Cast", [mid], to=F32)
+    return True
+
+
+# =================================================================================================
+# Whole graphs and batches
+# =================================================================================================
+@dataclasses.dataclass
+class Case:
+    """One graph: a model whose outputs are its leaves, the feeds, and each output's depth."""
+
+    model: onnx.ModelProto
+    feeds: dict[str, np.ndarray]
+    depths: dict[str, int]
+
+
+def draw_graph(draw: Draw, prefix: str, max_nodes: int, vocabulary: list[str] | None = None) -> Case:
+    g = Graph(prefix, draw)
+    rank = draw.int(0, 4)
+    g.add_input(tuple(draw.int(1, 5) for _ in range(rank)))
+    if draw.bool(0.4):
+        g.add_input(tuple(draw.int(1, 5) for _ in range(draw.int(1, 4))))
+    names = sorted(vocabulary or VOCABULARY)
+    target = draw.int(2, max_nodes)
+    for _ in range(target * 3):
+        if len(g.nodes) >= target:
+            break
+        before = len(g.nodes)
+        if VOCABULARY[draw.choice(names)](g) and len(g.nodes) > before:
+            g.settle(before)
+    outs = g.outputs() or [t for t in g.pool if t.depth > 0][-1:]
+    if not outs:  # nothing applied: one Identity keeps the case well-formed
+        g.node("Identity", [g.pool[0].name])
+        g.settle(len(g.nodes) - 1)
+        outs = g.outputs()
+    return _case(g, outs)
+
+
+def _case(g: Graph, outs: list[Tensor]) -> Case:
+    outputs = [helper.make_tensor_value_info(t.name, F32, list(t.shape)) for t in outs]
+    used = {i for n in g.nodes for i in n.input}
+    inputs = [v for v in g.inputs if v.name in used]
+    feeds = {v.name: g.feeds[v.name] for v in inputs}
+    graph = helper.make_graph(g.nodes, "fuzz", inputs, outputs, initializer=g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    return Case(model, feeds, {t.name: t.depth for t in outs})
+
+
+def merge(cases: list[Case]) -> Case:
+    """Independent graphs (disjoint names) as one multi-output model: one compilation for all."""
+    nodes, inits, inputs, outputs, feeds, depths = [], [], [], [], {}, {}
+    for c in cases:
+        g = c.model.graph
+        nodes += g.node
+        inits += g.initializer
+        inputs += g.input
+        outputs += g.output
+        feeds.update(c.feeds)
+        depths.update(c.depths)
+    graph = helper.make_graph(nodes, "fuzz_batch", inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    return Case(model, feeds, depths)
+
+
+# =================================================================================================
+# Running both sides and comparing
+# =================================================================================================
+def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
+    """onnxruntime's outputs (``"onnxruntime"``), or onnx's ReferenceEvaluator's where onnxruntime has
+    no kernel for an operator (``"reference"``)."""
+    import onnxruntime as ort
+
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as err:
+        if "NOT_IMPLEMENTED" not in str(err) and "not implemented" not in str(err).lower():
+            raise
+        from onnx.reference import ReferenceEvaluator
+
+        return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)], "reference"
+    return session.run(None, feeds), "onnxruntime"
+
+
+def tolerance(dtype: np.dtype, depth: int) -> tuple[float, float]:
+    """(rtol, atol) for an output ``depth`` nodes from the inputs: float32 results may drift by a few
+    ulps per node (other summation orders, other transcendental approximations), so the bound grows
+    with the depth; integers and booleans must be exact."""
+    if np.dtype(dtype).kind not in "fc":
+        return 0.0, 0.0
+    eps = float(np.finfo(dtype).eps)
+    scale = 64 * eps * (1 + depth)  # 7.6e-6 per node for float32
+    return scale * 4, scale
+
+
+def mismatch(ref: np.ndarray, got: np.ndarray, depth: int) -> np.ndarray | str:
+    """Where ``got`` differs from ``ref`` (a boolean mask: NaN or infinity placement, values beyond
+    the tolerance), or why they cannot be compared element by element (shape, dtype)."""
+    ref, got = np.asarray(ref), np.asarray(got)
+    if ref.shape != got.shape:
+        return f"shape {got.shape} != reference {ref.shape}"
+    if ref.dtype != got.dtype:
+        return f"dtype {got.dtype} != reference {ref.dtype}"
+    if ref.dtype.kind not in "fc":
+        return ref != got
+    rtol, atol = tolerance(ref.dtype, depth)
+    r, x = ref.astype("float64"), got.astype("float64")
+    nan = np.isnan(r) != np.isnan(x)
+    inf = (np.isinf(r) | np.isinf(x)) & ~(np.isnan(r) | np.isnan(x)) & (r != x)
+    finite = np.isfinite(r) & np.isfinite(x)
+    # Values are compared against the output's own scale too: a sum that cancels keeps the rounding
+    # error of its largest terms.
+    magnitude = max(1.0, float(np.max(np.abs(r[np.isfinite(r)]), initial=0.0)))
+    with np.errstate(all="ignore"):
+        far = finite & (np.abs(r - x) > atol * magnitude + rtol * np.abs(r))
+    return nan | inf | far
+
+
+def differs(ref: np.ndarray, got: np.ndarray, depth: int, also: np.ndarray | None = None) -> str | None:
+    """Why ``got`` is not ``ref`` (counting only elements that differ from ``also`` too, where given),
+    or None."""
+    bad = mismatch(ref, got, depth)
+    if isinstance(bad, str):
+        return bad
+    if also is not None:
+        other = mismatch(also, got, depth)
+        if not isinstance(other, str):
+            bad = bad & other
+    if not bad.any():
+        return None
+    at = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (
+        f"{int(bad.sum())} of {bad.size} elements differ, first at {list(at)}: got {got[at]!r}, reference {ref[at]!r}"
+    )
+
+
+@dataclasses.dataclass
+class Outcome:
+    """``ok``; ``differs`` (a silent wrong answer: the failure this fuzzer hunts); ``ambiguous`` (we
+    differ from onnxruntime but agree with onnx's reference evaluator, which differs from it too: the
+    spec leaves the case open); ``refused`` (we
+    raised NNAdapterError where the reference ran: unsupported or invalid, not silent); ``invalid``
+    (the reference refused the model: a generator slip, not counted); ``error`` (any other exception
+    of ours: a failure)."""
+
+    status: str
+    detail: str = ""
+    output: str | None = None
+
+
+def run_case(case: Case) -> dict[str, Outcome]:
+    """Every output of ``case`` -> its outcome (one compilation, one run on each side)."""
+    import nnadapter_tvm as nna
+
+    names = [o.name for o in case.model.graph.output]
+    try:
+        want, _ = reference(case.model, case.feeds)
+    except Exception as err:
+        return {n: Outcome("invalid", _line(err)) for n in names}
+    try:
+        got = nna.Predictor(case.model).run(case.feeds)
+    except nna.NNAdapterError as err:
+        return {n: Outcome("refused", _line(err)) for n in names}
+    except Exception as err:
+        import traceback
+
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        at = f" at {Path(where.filename).name}:{where.lineno}"
+        return {n: Outcome("error", f"{type(err).__name__}: {_line(err)}{at}") for n in names}
+    result = {}
+    second: list | None = None
+    for i, (name, r, x) in enumerate(zip(names, want, got)):
+        why = differs(r, x, case.depths.get(name, 1))
+        if why and second is None:
+            second = _second_opinion(case)
+        if why and second and differs(r, x, case.depths.get(name, 1), also=second[i]) is None:
+            # Wherever we differ from onnxruntime, onnx's reference evaluator sides with us: the two
+            # oracles disagree, the spec leaves it open (NaN in a max pool, Clip's missing bound).
+            result[name] = Outcome(
+                "ambiguous", f"onnxruntime: {why}; onnx's reference evaluator agrees with us there", name
+            )
+        else:
+            result[name] = Outcome("differs", why, name) if why else Outcome("ok")
+    return result
+
+
+def _second_opinion(case: Case) -> list:
+    """onnx's ReferenceEvaluator's outputs, or [] where it cannot run the model."""
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        with np.errstate(all="ignore"):
+            return [np.asarray(v) for v in ReferenceEvaluator(case.model).run(None, case.feeds)]
+    except Exception:
+        return []
+
+
+def run_graphs(cases: list[Case]) -> list[tuple[Case, dict[str, Outcome]]]:
+    """Each case's outcomes, from one compilation of all of them merged; where the merged model as a
+    whole is refused, invalid or fails (one graph's operator can do that to all), case by case."""
+    outcomes = run_case(merge(cases)) if len(cases) > 1 else {}
+    whole = {o.status for o in outcomes.values()} & {"refused", "invalid", "error"}
+    results = []
+    for case in cases:
+        names = [o.name for o in case.model.graph.output]
+        if not outcomes or whole:
+            results.append((case, run_case(case)))
+        else:
+            results.append((case, {n: outcomes[n] for n in names}))
+    return results
+
+
+def _line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    return (" ".join(lines[:3]) if lines else type(err).__name__)[:400]
+
+
+# =================================================================================================
+# Minimizing: the first node whose output differs while its inputs agree, alone
+# =================================================================================================
+def _ancestors(model: onnx.ModelProto, output: str) -> onnx.ModelProto:
+    """``model`` cut down to what ``output`` depends on, ``output`` its only output."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    keep, stack = set(), [output]
+    while stack:
+        name = stack.pop()
+        node = producer.get(name)
+        if node is not None and id(node) not in keep:
+            keep.add(id(node))
+            stack.extend(i for i in node.input if i)
+    nodes = [n for n in model.graph.node if id(n) in keep]
+    used = {i for n in nodes for i in n.input}
+    out = [o for o in model.graph.output if o.name == output] or [helper.make_empty_tensor_value_info(output)]
+    graph = helper.make_graph(
+        nodes,
+        model.graph.name,
+        [i for i in model.graph.input if i.name in used],
+        out,
+        initializer=[i for i in model.graph.initializer if i.name in used],
+    )
+    m = helper.make_model(graph, opset_imports=model.opset_import)
+    m.ir_version = model.ir_version
+    return m
+
+
+def _value_info(name: str, array: np.ndarray, symbolic: bool = False) -> onnx.ValueInfoProto:
+    dims: list = list(array.shape)
+    if symbolic and dims:
+        dims[0] = f"N{dims[0]}"
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), dims)
+
+
+def minimize(case: Case, output: str, status: str = "differs") -> Case:
+    """The smallest case that still fails (``status``: differs, or error): the first node (in order)
+    that fails alone on the reference's values of its inputs; else the ancestors of ``output``."""
+    import nnadapter_tvm as nna
+
+    model = _ancestors(case.model, output)
+    feeds = {i.name: case.feeds[i.name] for i in model.graph.input}
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    # Every intermediate as an output, on the reference side only: its values feed the single-node cases.
+    everything = onnx.ModelProto()
+    everything.CopyFrom(model)
+    del everything.graph.output[:]
+    names = [o for n in model.graph.node for o in n.output if o]
+    everything.graph.output.extend(helper.make_empty_tensor_value_info(o) for o in names)
+    try:
+        values = dict(zip(names, reference(everything, feeds)[0]))
+    except Exception:
+        values = {}
+    values.update(feeds)
+    for node in model.graph.node:
+        if not values or not all(i in values or i in inits or not i for i in node.input):
+            continue
+        ins = [i for i in node.input if i and i not in inits]
+        single_inits = [numpy_helper.from_array(inits[i], i) for i in node.input if i in inits]
+        outs = [o for o in node.output if o and o in values]
+        for symbolic in (False, True):  # static inputs first; then leading dims as dim_params
+            graph = helper.make_graph(
+                [node],
+                "minimized",
+                [_value_info(i, np.asarray(values[i]), symbolic) for i in ins],
+                [_value_info(o, np.asarray(values[o])) for o in outs],
+                initializer=single_inits,
+            )
+            m = helper.make_model(graph, opset_imports=model.opset_import)
+            m.ir_version = model.ir_version
+            single = Case(m, {i: np.asarray(values[i]) for i in ins}, dict.fromkeys(outs, 1))
+            try:
+                outcome = run_case(single)
+            except nna.NNAdapterError:
+                continue
+            if any(o.status == status for o in outcome.values()):
+                return single
+    return Case(model, feeds, {output: case.depths.get(output, 1)})
+
+
+# =================================================================================================
+# The corpus: one JSON file per minimized case
+# =================================================================================================
+def _encode(array: np.ndarray) -> str:
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _decode(text: str) -> np.ndarray:
+    return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
+
+
+def describe(model: onnx.ModelProto) -> list[str]:
+    """The nodes, one line each (op, inputs -> outputs, attributes): what a reader of the corpus sees."""
+    lines = []
+    for n in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()}
+        lines.append(f"{n.op_type}({', '.join(n.input)}) -> {', '.join(n.output)} {attrs if attrs else ''}".strip())
+    return lines
+
+
+def signature(case: Case, status: str, detail: str) -> str:
+    """What makes two findings one bug: the (minimized) case's operators and the outcome's kind."""
+    import re
+
+    ops = "+".join(sorted({n.op_type for n in case.model.graph.node}))
+    kind = re.sub(r"[^A-Za-z]+", "-", detail.split(":")[0])[:40] if status == "error" else status
+    return f"{ops}-{kind}".strip("-")
+
+
+def save(case: Case, path: Path, why: str, bug: str | None = None, status: str = "differs") -> None:
+    """Write ``case`` as JSON: ``bug`` set marks it an expected failure (the difference is known and
+    open, reported to the file's owner; batches that hit its ``signature`` report it as known);
+    without it the case must pass."""
+    data = {
+        "why": why,
+        "bug": bug,
+        "signature": signature(case, status, why),
+        "nodes": describe(case.model),
+        "model": base64.b64encode(case.model.SerializeToString()).decode(),
+        "feeds": {k: _encode(v) for k, v in case.feeds.items()},
+        "depths": case.depths,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def load(path: Path) -> tuple[Case, dict]:
+    data = json.loads(path.read_text())
+    model = onnx.load_from_string(base64.b64decode(data["model"]))
+    case = Case(model, {k: _decode(v) for k, v in data["feeds"].items()}, data.get("depths", {}))
+    return case, data
