@@ -54,9 +54,14 @@ DEPTHWISE = "nna_depthwise_conv2d_nhwc"
 DENSE = "nna_dense_packed"
 PACK = "nna_pack_"
 PAD = "nna_pad"
+CROP = "nna_crop"
 
 #: Below this many output elements a kernel stays on one thread (a parallel launch costs microseconds).
 PARALLEL_MIN_ELEMENTS = 4096
+
+#: At most this many symbolic loops are fused into one parallel loop (the ones after stay serial inside
+#: it): fusing three (batch, height, width) made TVM's region analysis fail on padded copies.
+MAX_SYMBOLIC_FUSED = 2
 
 
 # -- the target ---------------------------------------------------------------------------
@@ -124,6 +129,7 @@ class Lowering:
 
     def __init__(self, target: tvm.target.Target):
         self.lanes = vector_lanes(target)
+        self.registers = vector_registers(target)
         self._default = {
             name: tvm.ir.Op.get(name).get_attr("FLegalize") for name in ("relax.nn.conv2d", "relax.matmul")
         }
@@ -172,7 +178,8 @@ class Lowering:
                 w,
                 primfunc_name_hint=PACK + "depthwise_weight",
             )
-            y = bb.call_te(_depthwise_nhwc, x, wp, strides, pads, dilation, ocg, primfunc_name_hint=DEPTHWISE)
+            tile = symbolic_tile(self.registers, max(_block(oc, _channel_blocks(self.lanes)) // self.lanes, 1))
+            y = bb.call_te(_depthwise_nhwc, x, wp, strides, pads, dilation, ocg, tile, primfunc_name_hint=DEPTHWISE)
         else:
             # Output channels pad to whole vectors (zero weights) when that is all a block lacks; the
             # extra channels are sliced off (a channel count like 1000 would otherwise get 8-wide blocks).
@@ -187,7 +194,8 @@ class Lowering:
                 w,
                 primfunc_name_hint=PACK + "conv_weight",
             )
-            y = bb.call_te(_conv_nhwc, x, wp, ocp, strides, pads, dilation, groups, primfunc_name_hint=CONV)
+            tile = symbolic_tile(self.registers, max(ob // self.lanes, 1))
+            y = bb.call_te(_conv_nhwc, x, wp, ocp, strides, pads, dilation, groups, tile, primfunc_name_hint=CONV)
             if ocp != oc:
                 y = relax.op.strided_slice(bb.emit(y), axes=[3], begin=[0], end=[oc])
         if nchw:
@@ -211,7 +219,9 @@ class Lowering:
         if a.ty.dtype != "float32" or b.ty.dtype != "float32":
             return None
         b_shape, a_shape = _static_shape(b), _shape(a)
-        if b_shape is None or len(b_shape) != 2 or a_shape is None or len(a_shape) < 2:
+        if b_shape is None or len(b_shape) != 2:
+            return self._batch_matmul(bb, a, b)
+        if a_shape is None or len(a_shape) < 2:
             return None
         k, n = b_shape
         if not isinstance(a_shape[-1], int) or a_shape[-1] != k:
@@ -227,10 +237,46 @@ class Lowering:
             b,
             primfunc_name_hint=PACK + "dense_weight",
         )
-        y = bb.call_te(_dense_packed, a, bp, npad, primfunc_name_hint=DENSE)
+        tile = symbolic_tile(self.registers, max(nb // self.lanes, 1))
+        y = bb.call_te(_dense_packed, a, bp, npad, tile, primfunc_name_hint=DENSE)
         if npad != n:
             y = relax.op.strided_slice(bb.emit(y), axes=[len(a_shape) - 1], begin=[0], end=[n])
         return y
+
+    def _batch_matmul(self, bb: relax.BlockBuilder, a: relax.Expr, b: relax.Expr) -> relax.Expr | None:
+        """A product of two run-time tensors with the same batch dims (attention's Q K^T and P V): the
+        right operand is packed at run time into ``[..., N / nb, K, nb]`` blocks (zero past N), and the
+        product runs under the dense rule; rows and a symbolic N are padded to whole tiles and cropped."""
+        a_shape, b_shape = _shape(a), _shape(b)
+        if a_shape is None or b_shape is None or len(a_shape) != len(b_shape) or len(a_shape) < 3:
+            return None
+        analyzer = tvm.sym.Analyzer()
+        same = [
+            (x == y) if isinstance(x, int) and isinstance(y, int) else analyzer.can_prove_equal(x, y)
+            for x, y in zip([*a_shape[:-2], a_shape[-1]], [*b_shape[:-2], b_shape[-2]])
+        ]
+        if not all(same):  # broadcast batch dims, or K not provably equal: TVM's lowering
+            return None
+        n = b_shape[-1]
+        if isinstance(n, int):
+            npad = _round_up(n, self.lanes) if n > self.lanes and n % self.lanes else n
+            nb = _block(npad, _channel_blocks(self.lanes))
+        else:
+            nb = 2 * self.lanes if self.registers >= 32 else self.lanes
+            npad = (n + nb - 1) // nb * nb
+        batch = b_shape[:-2]
+
+        def pack(t: te.Tensor) -> te.Tensor:
+            def body(*idx):
+                *lead, o, r, v = idx
+                j = o * nb + v
+                return tirx.if_then_else(j < n, t[(*lead, r, tirx.min(j, n - 1))], tirx.const(0, t.dtype))
+
+            return te.compute((*batch, npad // nb, b_shape[-2], nb), body, name=PACK + "batch_matmul")
+
+        bp = bb.emit_te(pack, b, primfunc_name_hint=PACK + "batch_matmul")
+        tile = symbolic_tile(self.registers, max(nb // self.lanes, 1))
+        return bb.call_te(_batch_matmul_packed, a, bp, n, tile, primfunc_name_hint=DENSE)
 
 
 def _out_dtype(attrs, default: str) -> str:
@@ -261,7 +307,41 @@ def _out_size(size, before: int, after: int, k: int, stride: int, dilation: int)
     return (size + before + after - ((k - 1) * dilation + 1)) // stride + 1
 
 
-def _conv_nhwc(x: te.Tensor, wp: te.Tensor, oc: int, strides, pads, dilation, groups: int) -> te.Tensor:
+def symbolic_tile(registers: int, vectors: int) -> int:
+    """Register-tile rows (output pixels of a row, matrix rows) for an extent known only at run time.
+
+    A static extent gets the largest divisor within the register budget (``_row_tile``); a symbolic
+    one is rounded up to a multiple of this tile instead (see ``_padded``), so the tile is kept short:
+    at most ``SYMBOLIC_TILE`` rows wasted per row of output.  7 divides the feature-map widths of
+    224-pixel CNN inputs (112, 56, 28, 14, 7); measured on AVX-512, 4 rows lost up to 1.4x on a grouped
+    conv, 8 rows wasted 14% on 28-wide maps, 7 was within noise of the static tiles."""
+    return max(min((registers - 4) // vectors, SYMBOLIC_TILE), 1)
+
+
+def _is_static(expr) -> bool:
+    return isinstance(expr, int) or isinstance(tvm.sym.Analyzer().simplify(expr), tirx.IntImm)
+
+
+def _padded(extent, tile: int):
+    """``extent`` rounded up to a multiple of ``tile`` when it is symbolic (else unchanged).
+
+    A symbolic loop split by a tile that may not divide it gets a predicate inside the tile, and TVM then
+    keeps the whole accumulator row in memory instead of the tile in registers (the predicate defeats
+    buffer compaction).  The computes therefore run whole tiles past the end, reading a clamped index
+    (the last valid row or column, so every load stays in bounds and costs no branch), and a crop stage
+    (``CROP``) keeps the valid part."""
+    if tile <= 1 or _is_static(extent):
+        return extent
+    return (extent + tile - 1) // tile * tile
+
+
+def _crop(full: te.Tensor, shape: list, name: str) -> te.Tensor:
+    if all(_is_static(a - b) and int(tvm.sym.Analyzer().simplify(a - b)) == 0 for a, b in zip(full.shape, shape)):
+        return full
+    return te.compute(shape, lambda *i: full[i], name=name)
+
+
+def _conv_nhwc(x: te.Tensor, wp: te.Tensor, oc: int, strides, pads, dilation, groups: int, tile: int = 1) -> te.Tensor:
     """out[n, y, x, o] = sum over (kh, kw, ic of o's group) of pad(x)[...] * wp[o // ob, kh, kw, ic, o % ob]."""
     n, h, w, _ = x.shape
     _, kh, kw, icg, ob = (int(d) for d in wp.shape)
@@ -271,19 +351,21 @@ def _conv_nhwc(x: te.Tensor, wp: te.Tensor, oc: int, strides, pads, dilation, gr
     xp = _pad_nhwc(x, pads)
     rh, rw, ri = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, icg), "ri")
     ocg = oc // groups
+    owp = _padded(ow, tile)
 
     def body(b, y, xx, o):
         # The group of channel o, written through o's block (ob divides ocg) so that it does not vary
         # inside the vectorized block.
         channel = ri if groups == 1 else ((o // ob) * ob // ocg) * icg + ri
+        col = xx if owp is ow else tirx.min(xx, ow - 1)
         return te.sum(
-            xp[b, y * sh + rh * dh, xx * sw + rw * dw, channel] * wp[o // ob, rh, rw, ri, o % ob], axis=[rh, rw, ri]
+            xp[b, y * sh + rh * dh, col * sw + rw * dw, channel] * wp[o // ob, rh, rw, ri, o % ob], axis=[rh, rw, ri]
         )
 
-    return te.compute((n, oh, ow, oc), body, name=CONV)
+    return _crop(te.compute((n, oh, owp, oc), body, name=CONV), [n, oh, ow, oc], CROP)
 
 
-def _depthwise_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, multiplier: int) -> te.Tensor:
+def _depthwise_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, multiplier: int, tile: int = 1) -> te.Tensor:
     """out[n, y, x, o] = sum over (kh, kw) of pad(x)[..., o // multiplier] * wp[kh, kw, o]."""
     n, h, w, _ = x.shape
     kh, kw, oc = (int(d) for d in wp.shape)
@@ -293,24 +375,53 @@ def _depthwise_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, multip
     xp = _pad_nhwc(x, pads)
     rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
 
+    owp = _padded(ow, tile)
+
     def body(b, y, xx, o):
         channel = o if multiplier == 1 else o // multiplier
-        return te.sum(xp[b, y * sh + rh * dh, xx * sw + rw * dw, channel] * wp[rh, rw, o], axis=[rh, rw])
+        col = xx if owp is ow else tirx.min(xx, ow - 1)
+        return te.sum(xp[b, y * sh + rh * dh, col * sw + rw * dw, channel] * wp[rh, rw, o], axis=[rh, rw])
 
-    return te.compute((n, oh, ow, oc), body, name=DEPTHWISE)
+    return _crop(te.compute((n, oh, owp, oc), body, name=DEPTHWISE), [n, oh, ow, oc], CROP)
 
 
-def _dense_packed(a: te.Tensor, bp: te.Tensor, n: int) -> te.Tensor:
-    """out[..., m, j] = sum_k a[..., m, k] * bp[j // nb, k, j % nb]."""
+def _dense_packed(a: te.Tensor, bp: te.Tensor, n: int, tile: int = 1) -> te.Tensor:
+    """out[..., m, j] = sum_k a[..., m, k] * bp[j // nb, k, j % nb].
+
+    A symbolic row count ``m`` (batch, sequence) runs whole tiles of rows (see ``_padded``)."""
     _, k, nb = (int(d) for d in bp.shape)
     r = te.reduce_axis((0, k), "k")
     batch = list(a.shape[:-1])
+    rows = batch[-1] if batch else None
+    padded = _padded(rows, tile) if rows is not None else None
 
     def body(*idx):
-        *rows, j = idx
-        return te.sum(a[(*rows, r)] * bp[j // nb, r, j % nb], axis=[r])
+        *index, j = idx
+        if padded is not rows:
+            index[-1] = tirx.min(index[-1], rows - 1)
+        return te.sum(a[(*index, r)] * bp[j // nb, r, j % nb], axis=[r])
 
-    return te.compute((*batch, n), body, name=DENSE)
+    if padded is rows:
+        return te.compute((*batch, n), body, name=DENSE)
+    return _crop(te.compute((*batch[:-1], padded, n), body, name=DENSE), [*batch, n], CROP)
+
+
+def _batch_matmul_packed(a: te.Tensor, bp: te.Tensor, n, tile: int = 1) -> te.Tensor:
+    """out[..., m, j] = sum_k a[..., m, k] * bp[..., j // nb, k, j % nb] (``bp`` packed per batch)."""
+    *batch, rows, _ = a.shape
+    k, nb = bp.shape[-2], int(bp.shape[-1])
+    r = te.reduce_axis((0, k), "k")
+    rows_p = _padded(rows, tile)
+    cols_p = bp.shape[-3] * nb
+
+    def body(*idx):
+        *lead, m, j = idx
+        if rows_p is not rows:
+            m = tirx.min(m, rows - 1)
+        return te.sum(a[(*lead, m, r)] * bp[(*lead, j // nb, r, j % nb)], axis=[r])
+
+    full = te.compute((*batch, rows_p, cols_p), body, name=DENSE)
+    return _crop(full, [*batch, rows, n], CROP)
 
 
 # -- scheduling ---------------------------------------------------------------------------
@@ -350,6 +461,14 @@ def _iter_kinds(sch: s_tir.Schedule, block) -> list[str] | None:
 def _vectorize_inner(sch: s_tir.Schedule, loop, lanes: int) -> bool:
     """Vectorize ``loop`` (split by a vector-sized divisor when longer); False when it cannot pay."""
     extent = _extent(sch, loop)
+    if extent is None and lanes >= 2:
+        # A symbolic extent: whole vectors, then a scalar tail.  The partition hint makes TVM's
+        # LoopPartition emit the two as separate loops; without it the vectorized loop carries the
+        # split's guard and is scalarized element by element (20-50x slower than the static loop).
+        outer, inner = sch.split(loop, [None, lanes])
+        sch.vectorize(inner)
+        sch.annotate(outer, "pragma_loop_partition_hint", 1)
+        return True
     if extent is None or extent < 2 or lanes < 2:
         return False
     if extent <= 2 * lanes:
@@ -363,16 +482,64 @@ def _vectorize_inner(sch: s_tir.Schedule, loop, lanes: int) -> bool:
     return True
 
 
+#: What a symbolic extent is taken to be when deciding whether a loop nest is worth the threads: an
+#: outermost one (a batch) 1, since inference usually runs one sample; others (rows, columns, sequence
+#: length) this many.
+SYMBOLIC_GUESS = 64
+
+#: The register tile's rows along a symbolic axis (see ``symbolic_tile``).
+SYMBOLIC_TILE = 7
+
+
+def _guess_extent(sch: s_tir.Schedule, loop) -> int:
+    extent = _extent(sch, loop)
+    if extent is not None:
+        return extent
+    parent = sch.get_sref(loop).parent
+    outermost = parent is None or not isinstance(parent.stmt, tirx.For)
+    return 1 if outermost else SYMBOLIC_GUESS
+
+
+def _guess_work(sch: s_tir.Schedule, loops: list) -> int:
+    """The iterations of ``loops`` and of the loops nested singly inside the last one, symbolic extents
+    guessed (``_guess_extent``)."""
+    return math.prod(_guess_extent(sch, lp) for lp in loops) * _inner_work(sch, loops[-1])
+
+
+#: The least work (elements, symbolic extents guessed) each iteration of a fused symbolic loop must do.
+MIN_FUSED_WORK = 64
+
+
+def _inner_work(sch: s_tir.Schedule, loop) -> int:
+    """Iterations of the loops nested singly inside ``loop`` (1 when its body is not a loop)."""
+    work, body = 1, sch.get(loop).body
+    while isinstance(body, tirx.For):
+        extent = body.extent
+        work *= int(extent.value) if isinstance(extent, tirx.IntImm) else SYMBOLIC_GUESS
+        body = body.body
+    return work
+
+
 def _parallel(sch: s_tir.Schedule, loops: list, min_elements: int = PARALLEL_MIN_ELEMENTS, work: int | None = None):
     """Fuse ``loops`` and run them in parallel when the work is worth the threads."""
     if not loops:
         return None
     extents = [_extent(sch, lp) for lp in loops]
+    symbolic = [i for i, e in enumerate(extents) if e is None]
+    if len(symbolic) > 1:
+        # Fusing symbolic loops makes each iteration divide by a symbolic extent to recover its
+        # indices: worth it over a loop of work (batch x rows), not over single elements.
+        second = symbolic[1]
+        keep = second + 1 if _inner_work(sch, loops[second]) >= MIN_FUSED_WORK else second
+        keep = min(keep, symbolic[MAX_SYMBOLIC_FUSED - 1] + 1 if len(symbolic) > MAX_SYMBOLIC_FUSED else keep)
+        loops, extents = loops[:keep], extents[:keep]
     total = work if work is not None else _product(extents)
+    if total is None and min_elements > 1:
+        total = _guess_work(sch, loops)
     if total is not None and total < min_elements:
         return None
-    outer = _product(extents)
-    if outer is not None and outer < 2:
+    outer = _product([_guess_extent(sch, lp) for lp in loops])
+    if outer < 2:
         return None
     fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     sch.parallel(fused)
@@ -389,8 +556,15 @@ def _schedule_spatial(sch: s_tir.Schedule, block, lanes: int):
     total = _product([_extent(sch, lp) for lp in loops])
     if _transpose_tile(sch, block, lanes, total):
         return None
+    symbolic_inner = _extent(sch, loops[-1]) is None
     vectorized = _vectorize_inner(sch, loops[-1], lanes)
     loops = sch.get_loops(block)
+    if vectorized and symbolic_inner:
+        # The vector loop's outer part (whole vectors + tail, partitioned) stays out of the parallel
+        # loop.  No producer is computed in it: its buffer would be a whole row of symbolic size (a
+        # heap allocation per row), so producers run as their own loop nests.
+        _parallel(sch, list(loops[:-2]), work=total)
+        return None
     outer = list(loops[:-1] if vectorized else loops)
     fused = _parallel(sch, outer, work=total)
     if not vectorized:
@@ -428,9 +602,14 @@ def _transpose_tile(sch: s_tir.Schedule, block, lanes: int, total: int | None) -
         return False
     a, b = loops[position], loops[-1]
     ea, eb = _extent(sch, a), _extent(sch, b)
-    if ea is None or eb is None or ea < lanes or eb < lanes:
+    if ea is None and eb is None:
         return False
-    ta, tb = _block(ea, [lanes, lanes // 2]), _block(eb, [lanes, lanes // 2])
+    if (ea is not None and ea < lanes) or (eb is not None and eb < lanes):
+        return False
+    # A symbolic axis is split by a whole vector; its outer loop stays serial, with a partition hint
+    # (whole tiles, then the guarded tail: see ``_vectorize_inner``).
+    ta = lanes if ea is None else _block(ea, [lanes, lanes // 2])
+    tb = lanes if eb is None else _block(eb, [lanes, lanes // 2])
     if ta < 4 or tb < 4:
         return False
     others = [lp for i, lp in enumerate(loops) if i not in (position, len(loops) - 1)]
@@ -439,7 +618,12 @@ def _transpose_tile(sch: s_tir.Schedule, block, lanes: int, total: int | None) -
     sch.reorder(*others, ao, bo, ai, bi)
     sch.unroll(ai)
     sch.vectorize(bi)
-    _parallel(sch, [*others, ao, bo], work=total)
+    if ea is None or eb is None:
+        symbolic_outer = ao if ea is None else bo
+        sch.annotate(symbolic_outer, "pragma_loop_partition_hint", 1)
+        _parallel(sch, [*others, ao] if eb is None else others, work=total)
+    else:
+        _parallel(sch, [*others, ao, bo], work=total)
     return True
 
 
@@ -498,15 +682,40 @@ def _tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: 
     """Compute the epilogue on the tile right after its reduction, while the tile is in registers.
 
     Each epilogue block keeps its own stage (not inlined: see ``_schedule_generic``), on the tile."""
+    crops = [b for b in epilogue[:-1] if sch.get(b).name_hint.startswith(CROP)]
+    for crop in crops:
+        # A crop followed by more epilogue reads the tile directly instead: a crop stage of its own
+        # left the next stage's buffer a whole row of symbolic size.
+        with contextlib.suppress(Exception):
+            sch.compute_inline(crop)
+            epilogue = [b for b in epilogue if not b.same_as(crop)]
     if not epilogue:
         epilogue = [sch.cache_write(main, 0, "local")]
     else:
         sch.set_scope(main, 0, "local")
     for consumer in epilogue:
         sch.reverse_compute_at(consumer, tile_loop, preserve_unit_loops=True)
-        _vectorize_inner(sch, sch.get_loops(consumer)[-1], lanes)
+        inner = sch.get_loops(consumer)[-1]
+        extent = _extent(sch, inner)
+        if _guarded(sch, inner) and extent is not None and extent > lanes and extent % lanes == 0:
+            # The last tile of a padded symbolic extent is guarded (the crop): whole vectors and the
+            # partial one are partitioned apart, or the guard would scalarize every vector.
+            outer, inner = sch.split(inner, [None, lanes])
+            sch.vectorize(inner)
+            sch.annotate(outer, "pragma_loop_partition_hint", 1)
+        else:
+            _vectorize_inner(sch, inner, lanes)
     for consumer in epilogue[:-1]:
         sch.set_scope(consumer, 0, "local")
+
+
+def _guarded(sch: s_tir.Schedule, loop) -> bool:
+    """Whether the block directly under ``loop`` has a predicate (a guarded tail)."""
+    realize = sch.get(loop).body
+    if not isinstance(realize, s_tir.SBlockRealize):
+        return False
+    predicate = realize.predicate
+    return not (isinstance(predicate, tirx.IntImm) and int(predicate.value) == 1)
 
 
 def _row_tile(extent: int | None, budget: int, lo: int = 4) -> int:
@@ -520,11 +729,31 @@ def _row_tile(extent: int | None, budget: int, lo: int = 4) -> int:
     return best if best >= lo else 1
 
 
-def _packed_block(sch: s_tir.Schedule, block, ndim: int) -> int:
+def _tile_rows(sch: s_tir.Schedule, loop, registers: int, vectors: int, lo: int = 4) -> int:
+    """The register tile's rows along ``loop``: a divisor of a static extent, ``symbolic_tile`` (which the
+    compute padded the loop to, see ``_padded``) for a symbolic one."""
+    extent = _extent(sch, loop)
+    budget = max((registers - 4) // vectors, 1)
+    if extent is not None:
+        return _row_tile(extent, budget, lo)
+    # The tile the compute padded to (whatever vector count it assumed): the largest one that provably
+    # divides the extent.  Otherwise the split gets a guarded tail (correct, slower).
+    value, analyzer = sch.get(loop).extent, tvm.sym.Analyzer()
+    for tile in range(budget, 1, -1):
+        if analyzer.can_prove_equal(tirx.floormod(value, tile), 0):
+            return tile
+    return symbolic_tile(registers, vectors)
+
+
+def _packed_block(sch: s_tir.Schedule, block, ndim: int | tuple[int, ...]) -> int:
     """The innermost extent of the packed weight (the ``ndim``-D buffer ``block`` reads)."""
-    for region in sch.get(block).reads:
+    # The packed operand is read last (a 3-D input of a dense product is read first); a weight is wholly
+    # static, a run-time operand packed per batch (4-D) has a static block.
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    for region in reversed(list(sch.get(block).reads)):
         shape = region.source.shape
-        if len(shape) == ndim and isinstance(shape[-1], tirx.IntImm):
+        static = all(isinstance(d, tirx.IntImm) for d in shape) or len(shape) == 4
+        if len(shape) in ndims and static and isinstance(shape[-1], tirx.IntImm):
             return int(shape[-1])
     raise _NotThisRule
 
@@ -538,7 +767,7 @@ def _schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     ob = _packed_block(sch, block, 5)
     oo, oi = sch.split(o, [None, ob])
     vectors = max(ob // lanes, 1)
-    wt = _row_tile(_extent(sch, x), max((regs - 4) // vectors, 1))
+    wt = _tile_rows(sch, x, regs, vectors)
     xo, xi = sch.split(x, [None, wt])
     sch.reorder(b, oo, y, xo, rh, rw, ri, xi, oi)
     sch.unroll(xi)
@@ -558,7 +787,7 @@ def _schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) -
     ob = _block(oc, _channel_blocks(lanes)) if oc else 1
     oo, oi = sch.split(o, [None, ob])
     vectors = max(ob // lanes, 1)
-    wt = _row_tile(_extent(sch, x), max((regs - 4) // vectors, 1))
+    wt = _tile_rows(sch, x, regs, vectors)
     xo, xi = sch.split(x, [None, wt])
     sch.reorder(b, y, xo, oo, rh, rw, xi, oi)
     sch.unroll(xi)
@@ -573,17 +802,26 @@ def _schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> No
     epilogue = _epilogue_blocks(sch, block)
     loops = sch.get_loops(block)
     *rows, j, k = loops
-    m = sch.fuse(*rows) if len(rows) > 1 else rows[0]
-    nb = _packed_block(sch, block, 3)
-    jo, ji = sch.split(j, [None, nb])
+    nb = _packed_block(sch, block, (3, 4))
     vectors = max(nb // lanes, 1)
-    mt = _row_tile(_extent(sch, m), max((regs - 4) // vectors, 1), lo=2)
+    extents = [_extent(sch, lp) for lp in rows]
+    fused_tile = _row_tile(_product(extents), max((regs - 4) // vectors, 1), lo=2) if None not in extents else 0
+    if len(rows) == 1 or (fused_tile and (fused_tile % extents[-1] == 0 or extents[-1] % fused_tile == 0)):
+        outer, m = [], sch.fuse(*rows) if len(rows) > 1 else rows[0]
+    else:
+        # Rows are fused only when no tile straddles two batches ([2, 77] rows in tiles of 14 computed
+        # wrong results: TVM compacts such a tile's buffer wrongly), nor when an extent is symbolic (the
+        # fused index would divide by it): then the last row axis is tiled (a symbolic one was padded to
+        # whole tiles by the compute) and the others stay outside.
+        outer, m = rows[:-1], rows[-1]
+    jo, ji = sch.split(j, [None, nb])
+    mt = _tile_rows(sch, m, regs, vectors, lo=2)
     mo, mi = sch.split(m, [None, mt])
-    sch.reorder(jo, mo, k, mi, ji)
+    sch.reorder(jo, *outer, mo, k, mi, ji)
     sch.unroll(mi)
     sch.vectorize(ji)
     _tile_epilogue(sch, block, epilogue, mo, lanes)
-    _parallel(sch, [jo, mo], min_elements=1, work=None)
+    _parallel(sch, [jo, *outer, mo], min_elements=1, work=None)
     sch.decompose_reduction(block, k)
 
 
