@@ -951,6 +951,9 @@ def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.I
         report[gvar.name_hint] = rule
         if rule != "none":
             updates[gvar] = scheduled
+        elif _single_root(func):
+            # Visible without debug logging: such a kernel runs as TVM's naive single-threaded loops.
+            log.info("cpu_schedule: no default schedule applied to %s (naive loops)", gvar.name_hint)
     for gvar, func in updates.items():
         mod[gvar] = func
     return mod, report

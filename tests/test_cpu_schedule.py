@@ -251,3 +251,200 @@ def test_llvm_target_uses_the_host_cpu():
     if llvm_target.host_cpu():
         assert str(target.attrs["mcpu"]) == llvm_target.host_cpu()
     assert str(LlvmDriver().tvm_target({"LLVM_MCPU": "haswell"}).attrs["mcpu"]) == "haswell"
+
+
+# -- symbolic shapes: one compilation, several fed sizes --------------------------------------------
+
+
+def _symbolic_module(shapes: list[tuple], symbolic: list[tuple[int, ...]], body) -> tvm.IRModule:
+    """``_module`` with the listed axes of each input symbolic; an axis index names one variable shared by
+    every input that lists it (two inputs with a symbolic axis 0 share one batch)."""
+    names: dict[int, tvm.tirx.Var] = {}
+    dims = [
+        [names.setdefault(i, tvm.tirx.Var(f"n{i}", "int64")) if i in axes else d for i, d in enumerate(shape)]
+        for shape, axes in zip(shapes, symbolic)
+    ]
+    return _module(dims, body)
+
+
+def _check_symbolic(body, shapes: list[tuple], symbolic: list[tuple[int, ...]], sizes: list[list[tuple]], rule: str):
+    """The module compiled once with symbolic axes gives, at each fed size, what TVM's unscheduled build of
+    the static module gives; every kernel is scheduled (none left to the naive fallback), ``rule`` among them."""
+    executable, report = cpu_schedule.build(_symbolic_module(shapes, symbolic, body), TARGET)
+    assert "none" not in report.values(), report
+    assert rule in report.values(), report
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    for fed in sizes:
+        inputs = [RNG.standard_normal(s).astype("float32") for s in fed]
+        with TARGET, tvm.transform.PassContext(opt_level=3):
+            want = _run(tvm.compile(_module(fed, body), TARGET), inputs)
+        got = vm["main"](*[tvm.runtime.tensor(x) for x in inputs]).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(fed))
+    return report
+
+
+def _fixed_conv(oc, k, stride=1, pad=1, groups=1):
+    """A convolution + bias + ReLU whose weights do not change between builds (one seed per layer)."""
+
+    def body(bb, x):
+        c = int(x.ty.shape.values[1].value)
+        rng = np.random.default_rng(oc * 100 + k * 10 + groups)
+        w = relax.const(rng.standard_normal((oc, c // groups, k, k)).astype("float32"))
+        y = bb.emit(
+            relax.op.nn.conv2d(x, w, strides=stride, padding=[pad] * 4 if isinstance(pad, int) else pad, groups=groups)
+        )
+        y = bb.emit(relax.op.add(y, relax.const(rng.standard_normal((1, oc, 1, 1)).astype("float32"))))
+        return bb.emit(relax.op.nn.relu(y))
+
+    return body
+
+
+SYMBOLIC_CONV_CASES = {
+    # name: (input channels, conv arguments, the rule); fed at widths that are and are not multiples of
+    # the symbolic tile, and at width 1 (every column a clamped read past the end of its tile)
+    "3x3": (16, dict(oc=32, k=3), cpu_schedule.CONV),
+    "1x1": (8, dict(oc=24, k=1, pad=0), cpu_schedule.CONV),
+    "stride2-asymmetric-pad": (8, dict(oc=16, k=3, stride=2, pad=(0, 1, 1, 2)), cpu_schedule.CONV),
+    "grouped": (12, dict(oc=24, k=3, groups=3), cpu_schedule.CONV),
+    "depthwise": (16, dict(oc=16, k=3, groups=16), cpu_schedule.DEPTHWISE),
+    "depthwise-stride2": (16, dict(oc=16, k=3, stride=2, groups=16), cpu_schedule.DEPTHWISE),
+}
+
+
+@pytest.mark.parametrize("name", list(SYMBOLIC_CONV_CASES))
+def test_symbolic_batch_height_width_conv(name):
+    c, kwargs, rule = SYMBOLIC_CONV_CASES[name]
+    sizes = [[(1, c, 9, 9)], [(2, c, 5, 16)], [(1, c, 3, 1)]]
+    _check_symbolic(_fixed_conv(**kwargs), [sizes[0][0]], [(0, 2, 3)], sizes, rule)
+
+
+def _fixed(*shape: int) -> relax.Constant:
+    return relax.const(np.random.default_rng(sum(shape)).standard_normal(shape).astype("float32"))
+
+
+@pytest.mark.parametrize(
+    "shape, symbolic, sizes",
+    [
+        ((3, 32), (0,), [(1, 32), (5, 32)]),
+        ((2, 9, 32), (0, 1), [(2, 9, 32), (1, 1, 32), (3, 16, 32)]),
+        ((2, 9, 32), (1,), [(2, 1, 32), (2, 20, 32)]),
+    ],
+    ids=["batch", "batch-and-sequence", "sequence"],
+)
+def test_symbolic_rows_dense(shape, symbolic, sizes):
+    """[B, T, K] x [K, N] with B and/or T unknown: the packed dense rule, rows padded to whole tiles."""
+
+    def body(bb, a):
+        y = bb.emit(relax.op.matmul(a, _fixed(32, 40)))
+        return bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(y, _fixed(40)))))
+
+    _check_symbolic(body, [shape], [symbolic], [[s] for s in sizes], cpu_schedule.DENSE)
+
+
+def test_symbolic_attention_products_and_softmax():
+    """Q K^T and P V of two run-time tensors with an unknown batch and sequence length."""
+
+    def body(bb, q, k):
+        scores = bb.emit(relax.op.matmul(q, bb.emit(relax.op.permute_dims(k, [0, 2, 1]))))
+        weights = bb.emit(relax.op.nn.softmax(bb.emit(relax.op.multiply(scores, relax.const(0.25, "float32")))))
+        return bb.emit(relax.op.matmul(weights, k))
+
+    sizes = [[(1, 7, 16), (1, 7, 16)], [(2, 19, 16), (2, 19, 16)], [(1, 1, 16), (1, 1, 16)]]
+    report = _check_symbolic(body, list(sizes[0]), [(0, 1), (0, 1)], sizes, cpu_schedule.DENSE)
+    assert sum(rule == cpu_schedule.DENSE for rule in report.values()) >= 2, report
+
+
+@pytest.mark.parametrize(
+    "op",
+    ["max_pool", "avg_pool", "global_mean", "softmax", "transpose", "concat", "pad", "broadcast_add"],
+)
+def test_symbolic_generic_ops(op):
+    """Pools, reductions, softmax and injective kernels on NCHW inputs with N, H, W unknown."""
+    shape = (1, 19, 9, 11)
+
+    def body(bb, x):
+        if op == "max_pool":
+            return bb.emit(relax.op.nn.max_pool2d(x, [3, 3], [2, 2], padding=[1, 1, 1, 1]))
+        if op == "avg_pool":
+            return bb.emit(relax.op.nn.avg_pool2d(x, [2, 2], [2, 2]))
+        if op == "global_mean":
+            return bb.emit(relax.op.mean(x, axis=[2, 3], keepdims=True))
+        if op == "softmax":
+            return bb.emit(relax.op.nn.softmax(x, axis=-1))
+        if op == "transpose":
+            return bb.emit(relax.op.permute_dims(x, [0, 2, 3, 1]))
+        if op == "concat":
+            return bb.emit(relax.op.concat([x, bb.emit(relax.op.nn.relu(x))], axis=1))
+        if op == "pad":
+            return bb.emit(relax.op.nn.pad(x, [0, 0, 0, 0, 1, 2, 3, 0]))
+        return bb.emit(relax.op.add(x, _fixed(1, 19, 1, 1)))
+
+    sizes = [[shape], [(2, 19, 4, 33)], [(1, 19, 1, 1)]]
+    _check_symbolic(body, [shape], [(0, 2, 3)], sizes, "generic")
+
+
+def test_symbolic_conv_network_stays_nhwc_and_scheduled():
+    """A conv -> pool -> conv -> global pool -> dense chain with N, H, W unknown: every kernel scheduled by
+    its rule (convolutions by the conv rule, the classifier by the dense rule), results as the static build."""
+
+    def body(bb, x):
+        y = _fixed_conv(16, 3, stride=2)(bb, x)
+        y = bb.emit(relax.op.nn.max_pool2d(y, [3, 3], [2, 2], padding=[1, 1, 1, 1]))
+        y = _fixed_conv(24, 3)(bb, y)
+        y = bb.emit(relax.op.mean(y, axis=[2, 3]))
+        return bb.emit(relax.op.nn.softmax(bb.emit(relax.op.matmul(y, _fixed(24, 10)))))
+
+    sizes = [[(1, 3, 20, 20)], [(3, 3, 33, 17)]]
+    report = _check_symbolic(body, [sizes[0][0]], [(0, 2, 3)], sizes, cpu_schedule.CONV)
+    assert cpu_schedule.DENSE in report.values(), report
+    assert sum(rule == cpu_schedule.CONV for rule in report.values()) == 2, report
+
+
+def _conv_model(hw: int) -> nna.Model:
+    from nnadapter_tvm.types import AutoPad, FuseCode, OperandType
+    from nnadapter_tvm.types import OperationType as O
+    from nnadapter_tvm.types import Precision as P
+
+    rng = np.random.default_rng(5)
+    model = nna.Model()
+
+    def const(value, precision=P.FLOAT32):
+        operand = model.add_operand(OperandType(precision, list(value.shape)))
+        model.set_operand_value(operand, value)
+        return operand
+
+    def i32(*values):
+        return const(np.asarray(values, "int32"), P.INT32)
+
+    x = model.add_operand(OperandType(P.FLOAT32, [nna.UNKNOWN, 8, hw, hw]))
+    y = model.add_operand(OperandType(P.FLOAT32, [nna.UNKNOWN, 16, hw, hw]))
+    w = const(rng.standard_normal((16, 8, 3, 3)).astype("float32"))
+    b = const(rng.standard_normal(16).astype("float32"))
+    args = [x, w, b, i32(AutoPad.NONE), i32(1, 1, 1, 1), i32(1, 1), i32(1), i32(1, 1), i32(FuseCode.RELU)]
+    model.add_operation(O.CONV_2D, args, [y])
+    model.identify_inputs_and_outputs([x], [y])
+    model.finish()
+    return model
+
+
+def test_unknown_dims_through_the_model_api(caplog):
+    """CONV_2D with N, H, W = UNKNOWN: compiled once, run at two sizes, same as numpy; the driver logs the
+    rule of each kernel and none is the naive fallback."""
+    import logging
+
+    from oputil import conv2d_ref
+
+    caplog.set_level(logging.DEBUG, logger="nnadapter_tvm")
+    model = _conv_model(nna.UNKNOWN)
+    compilation = nna.Compilation(model, nna.Context([nna.Device.acquire("llvm")]))
+    compilation.finish()
+    logged = [r.getMessage() for r in caplog.records if "schedules:" in r.getMessage()]
+    assert logged and "'none'" not in logged[-1] and cpu_schedule.CONV in logged[-1], logged
+    weights = [np.asarray(op.value()) for op in model.operations[0].inputs[1:3]]
+    for shape in [(1, 8, 12, 12), (2, 8, 5, 9)]:
+        x = RNG.standard_normal(shape).astype("float32")
+        execution = nna.Execution(compilation)
+        outputs = execution.use_arrays([x])
+        execution.compute()
+        want = np.maximum(conv2d_ref(x, *weights, (1, 1, 1, 1), (1, 1), (1, 1), 1), 0)
+        np.testing.assert_allclose(outputs[0], want, rtol=1e-4, atol=1e-4)
