@@ -117,6 +117,54 @@ def _vloop(T, n: int, body, lanes: int = LANES) -> None:
             body(start + c * width + v)
 
 
+class _Work:
+    """How one step's work is spread: ``split`` (inside one direction x batch row, over the threads,
+    with a barrier between phases) or not (one thread runs the whole row)."""
+
+    def __init__(self, T, split: bool):
+        self.T = T
+        self.split = split
+
+    def units(self, n: int, body) -> None:
+        """``body(j)`` for j in [0, n), vectorized; split over the threads by chunks of LANES."""
+        T = self.T
+        if not self.split:
+            _vloop(T, n, body)
+            return
+        full, tail = divmod(n, LANES)
+        with T.attr(0, "pragma_parallel_barrier_when_finish", 1), T.parallel(0, full + (1 if tail else 0)) as c:
+            if tail:
+                with T.If(c < full):
+                    with T.Then(), T.vectorized(0, LANES) as v:
+                        body(c * LANES + v)
+                    with T.Else(), T.vectorized(0, tail) as v:
+                        body(full * LANES + v)
+            else:
+                with T.vectorized(0, LANES) as v:
+                    body(c * LANES + v)
+
+    def blocks(self, count: int, block: int, one) -> None:
+        """``one(i, valid)`` per register block of a recurrent product, split over the threads."""
+        T = self.T
+        full, tail = divmod(count, block)
+        if not self.split:
+            if full:
+                with T.serial(0, full) as i:
+                    one(i, block)
+            if tail:
+                one(full, tail)
+            return
+        with T.attr(0, "pragma_parallel_barrier_when_finish", 1), T.parallel(0, full + (1 if tail else 0)) as i:
+            if tail:
+                with T.If(i < full):
+                    with T.Then():
+                        one(i, block)
+                    with T.Else():
+                        one(full, tail)
+            else:
+                one(i, block)
+
+
 def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, clip, flags):
     """The recurrence of one layer (see the module docstring).
 
@@ -124,8 +172,14 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
     biases), R packed per part of ``flags["parts"]`` ([D, blocks, H, block], see ``_pack``), then
     the optional inputs that are present, in ``flags`` order: seq [B], h0, c0 (layout's state
     shape), p [D, 3H], rbh [D, H] (GRU's recurrent h-gate bias, kept apart under
-    linear_before_reset).  ``outs``: Y, Y_h (, Y_c); Y_h and
-    Y_c hold the running state.
+    linear_before_reset).  ``outs``: Y, Y_h (, Y_c); Y_h and Y_c hold the running state.
+
+    Directions and batch rows are independent recurrences: with two or more, each is a parallel task
+    that runs its steps alone.  A single one (B = 1, one direction: the common streaming case) would
+    leave all but one thread idle, so when the product is large enough its steps are split instead:
+    one parallel region for the whole sequence, each thread takes some register blocks of the
+    recurrent product and some hidden units of the gates, with a barrier between the phases (TVM's
+    ``pragma_parallel_launch_point`` / ``pragma_parallel_barrier_when_finish``).
     """
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
@@ -141,169 +195,178 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
     steps, batch = (y.shape[0], y.shape[2]) if layout == 0 else (y.shape[1], y.shape[0])
     per = len(acts) // num_dirs
     i32 = "int32"
+    # Splitting one row's steps pays (two or four barriers a step) only with several blocks to share.
+    can_split = sum(-(-count // block) for _, count, block in parts) >= 2 * len(parts) and h >= 2 * LANES
 
     def proxy(buf):
         return None if buf is None else T.buffer_proxy(buf)
+
+    def row(work: _Work, d, b, acc, tmp) -> None:
+        """Every step of direction d, batch row b."""
+        length = T.buffer_proxy(T.alloc_buffer((1,), i32, scope="local"))
+
+        def state(j):
+            return (d, b, j) if layout == 0 else (b, d, j)
+
+        def y_at(t, j):
+            return (t, d, b, j) if layout == 0 else (b, t, d, j)
+
+        def act(k: int, x):
+            """Activation k of this direction, its input clipped (ONNX's clip)."""
+            if clip is not None:
+                x = tirx.max(_f(-clip), tirx.min(_f(clip), x))
+            code, alpha, beta = acts[k]
+            first = activation(code, x, alpha, beta)
+            if num_dirs == 1 or acts[k] == acts[per + k]:
+                return first
+            code, alpha, beta = acts[per + k]
+            return tirx.Select(d == 0, first, activation(code, x, alpha, beta))
+
+        def matvec(index: int, vector, initial) -> None:
+            """acc[start:start+count] = initial(g) + sum over k < H of vector(k) * R[g, k], for part
+            ``index`` of R (see ``_pack``).
+
+            A block of gate rows stays in registers (a local buffer LLVM promotes) while k runs: one
+            FMA per weight, the packed weights read in one contiguous stream."""
+            start, count, block = parts[index]
+            weights = packed[index]
+
+            def one(i, valid: int) -> None:
+                base = start + i * block
+                part = T.buffer_proxy(T.alloc_buffer((block,), F32, scope="local"))
+                if valid < block:
+                    with T.vectorized(0, block) as v:
+                        part[v] = _f(0.0)
+                with T.vectorized(0, valid) as v:
+                    part[v] = initial(base + v)
+                with T.serial(0, h) as k:
+                    hk = vector(k)
+                    with T.vectorized(0, block) as v:
+                        part[v] = part[v] + hk * weights[d, i, k, v]
+                with T.vectorized(0, valid) as v:
+                    acc[base + v] = part[v]
+
+            work.blocks(count, block, one)
+
+        if seq is not None:
+            length[0] = tirx.max(tirx.min(seq[b], steps.astype(i32)), tirx.const(0, i32))
+        else:
+            length[0] = steps.astype(i32)
+
+        def init(j):
+            yh[state(j)] = h0[state(j)] if h0 is not None else _f(0.0)
+            if yc is not None:
+                yc[state(j)] = c0[state(j)] if c0 is not None else _f(0.0)
+
+        work.units(h, init)
+
+        with T.serial(0, steps) as s, T.If(s < length[0]):
+            with T.Then():
+                back = length[0] - 1 - s  # reverse: backwards within the sequence's own length
+                if direction == RecurrentDirection.FORWARD:
+                    t = s
+                elif direction == RecurrentDirection.REVERSE:
+                    t = back
+                else:
+                    t = tirx.Select(d == 0, s, back)
+                r = (t, b) if layout == 0 else (b, t)
+
+                def projected(g, r=r):
+                    return xw[r[0], r[1], d * gh + g]
+
+                def h_prev(k):
+                    return yh[state(k)]
+
+                if op == O.RNN:
+                    matvec(0, h_prev, projected)
+
+                    def rnn(j):
+                        yh[state(j)] = act(0, acc[j])
+                        y[y_at(t, j)] = yh[state(j)]
+
+                    work.units(h, rnn)
+                elif op == O.LSTM:
+                    matvec(0, h_prev, projected)
+
+                    def lstm(j):
+                        # acc holds the gates i, o, f, c; the peepholes p: i, o, f.
+                        c_prev = yc[state(j)]
+                        pi, po, pf = acc[j], acc[h + j], acc[2 * h + j]
+                        if peep is not None:
+                            pi, pf = pi + peep[d, j] * c_prev, pf + peep[d, 2 * h + j] * c_prev
+                        i = act(0, pi)
+                        f = _f(1.0) - i if input_forget else act(0, pf)
+                        yc[state(j)] = f * c_prev + i * act(1, acc[3 * h + j])
+                        c = yc[state(j)]  # read back: the expression is not duplicated
+                        if peep is not None:
+                            po = po + peep[d, h + j] * c
+                        yh[state(j)] = act(0, po) * act(2, c)
+                        y[y_at(t, j)] = yh[state(j)]
+
+                    work.units(h, lstm)
+                elif lbr:
+                    # The h gate's recurrent part, h Rh + Rbh, is kept apart: r multiplies it.
+                    def with_rbh(g):
+                        if rbh is None:
+                            return tirx.Select(g < 2 * h, projected(g), _f(0.0))
+                        return tirx.Select(g < 2 * h, projected(g), rbh[d, tirx.max(g - 2 * h, 0)])
+
+                    matvec(0, h_prev, with_rbh)
+
+                    def gru_lbr(j):
+                        z = act(0, acc[j])
+                        reset = act(0, acc[h + j])
+                        cand = act(1, projected(2 * h + j) + reset * acc[2 * h + j])
+                        yh[state(j)] = (_f(1.0) - z) * cand + z * yh[state(j)]
+                        y[y_at(t, j)] = yh[state(j)]
+
+                    work.units(h, gru_lbr)
+                else:
+                    matvec(0, h_prev, projected)  # z and r first: the h gate reads r * h_prev
+
+                    def reset(j):
+                        tmp[j] = act(0, acc[h + j]) * yh[state(j)]
+
+                    work.units(h, reset)
+                    matvec(1, lambda k: tmp[k], projected)
+
+                    def gru(j):
+                        z = act(0, acc[j])
+                        cand = act(1, acc[2 * h + j])
+                        yh[state(j)] = (_f(1.0) - z) * cand + z * yh[state(j)]
+                        y[y_at(t, j)] = yh[state(j)]
+
+                    work.units(h, gru)
+            with T.Else():
+
+                def zero(j, s=s):
+                    y[y_at(s, j)] = _f(0.0)
+
+                work.units(h, zero)
 
     with IRBuilder() as ib, T.serial(0, 1):
         xw, y, yh, yc = proxy(ins[0]), proxy(y), proxy(yh), proxy(yc)
         packed = [proxy(b) for b in ins[1 : 1 + len(parts)]]
         seq, h0, c0, peep, rbh = proxy(seq), proxy(h0), proxy(c0), proxy(peep), proxy(rbh)
-        # Directions and batch rows are independent recurrences: one parallel task each.
-        with T.parallel(0, num_dirs * batch) as db:
-            d = db // batch
-            b = db % batch
-            # The step's gate pre-activations; the slack lets a last, partial block load whole vectors.
-            acc = T.buffer_proxy(T.alloc_buffer((gh + GATE_BLOCKS[0],), F32))
-            tmp = T.buffer_proxy(T.alloc_buffer((h,), F32))  # GRU: r * h_prev
-            length = T.buffer_proxy(T.alloc_buffer((1,), i32, scope="local"))
 
-            def state(j, d=d, b=b):
-                return (d, b, j) if layout == 0 else (b, d, j)
+        def per_row() -> None:
+            with T.parallel(0, num_dirs * batch) as db:
+                # The step's gate pre-activations; the slack lets a partial block store whole vectors.
+                acc = T.buffer_proxy(T.alloc_buffer((gh + GATE_BLOCKS[0],), F32))
+                tmp = T.buffer_proxy(T.alloc_buffer((h,), F32))  # GRU: r * h_prev
+                row(_Work(T, split=False), db // batch, db % batch, acc, tmp)
 
-            def y_at(t, j, d=d, b=b):
-                return (t, d, b, j) if layout == 0 else (b, t, d, j)
-
-            def act(k: int, x, d=d):
-                """Activation k of this direction, its input clipped (ONNX's clip)."""
-                if clip is not None:
-                    x = tirx.max(_f(-clip), tirx.min(_f(clip), x))
-                code, alpha, beta = acts[k]
-                first = activation(code, x, alpha, beta)
-                if num_dirs == 1 or acts[k] == acts[per + k]:
-                    return first
-                code, alpha, beta = acts[per + k]
-                return tirx.Select(d == 0, first, activation(code, x, alpha, beta))
-
-            def matvec(index: int, vector) -> None:
-                """acc[start:start+count] += sum over k < H of vector(k) * R[start:start+count, k], for
-                part ``index`` of R (see ``_pack``).
-
-                A block of gate outputs stays in registers (a local buffer LLVM promotes) while k runs:
-                one FMA per weight, the packed weights read in one contiguous stream."""
-                start, count, block = parts[index]
-                weights = packed[index]
-                full, tail = divmod(count, block)
-
-                def one(i, valid: int) -> None:
-                    base = start + i * block
-                    part = T.buffer_proxy(T.alloc_buffer((block,), F32, scope="local"))
-                    with T.vectorized(0, block) as v:
-                        part[v] = acc[base + v]
-                    with T.serial(0, h) as k:
-                        hk = vector(k)
-                        with T.vectorized(0, block) as v:
-                            part[v] = part[v] + hk * weights[d, i, k, v]
-                    with T.vectorized(0, valid) as v:
-                        acc[base + v] = part[v]
-
-                if full:
-                    with T.serial(0, full) as i:
-                        one(i, block)
-                if tail:
-                    one(full, tail)
-
-            if seq is not None:
-                length[0] = tirx.max(tirx.min(seq[b], steps.astype(i32)), tirx.const(0, i32))
-            else:
-                length[0] = steps.astype(i32)
-
-            def init(j):
-                yh[state(j)] = h0[state(j)] if h0 is not None else _f(0.0)
-                if yc is not None:
-                    yc[state(j)] = c0[state(j)] if c0 is not None else _f(0.0)
-
-            _vloop(T, h, init)
-
-            with T.serial(0, steps) as s, T.If(s < length[0]):
+        if not can_split:
+            per_row()
+        else:
+            with T.If(num_dirs * batch >= 2):
                 with T.Then():
-                    back = length[0] - 1 - s  # reverse: backwards within the sequence's own length
-                    if direction == RecurrentDirection.FORWARD:
-                        t = s
-                    elif direction == RecurrentDirection.REVERSE:
-                        t = back
-                    else:
-                        t = tirx.Select(d == 0, s, back)
-                    r = (t, b) if layout == 0 else (b, t)
-
-                    def load(g, r=r):
-                        acc[g] = xw[r[0], r[1], d * gh + g]
-
-                    if op == O.GRU and lbr:
-                        # The h gate's recurrent part, h Rh + Rbh, is kept apart: r multiplies it.
-                        _vloop(T, 2 * h, load)
-
-                        def load_rbh(j):
-                            acc[2 * h + j] = rbh[d, j] if rbh is not None else _f(0.0)
-
-                        _vloop(T, h, load_rbh)
-                    else:
-                        _vloop(T, gh, load)
-
-                    def h_prev(k):
-                        return yh[state(k)]
-
-                    if op == O.RNN:
-                        matvec(0, h_prev)
-
-                        def rnn(j):
-                            yh[state(j)] = act(0, acc[j])
-
-                        _vloop(T, h, rnn)
-                    elif op == O.LSTM:
-                        matvec(0, h_prev)
-
-                        def lstm(j):
-                            # acc holds the gates i, o, f, c; the peepholes p: i, o, f.
-                            c_prev = yc[state(j)]
-                            pi, po, pf = acc[j], acc[h + j], acc[2 * h + j]
-                            if peep is not None:
-                                pi, pf = pi + peep[d, j] * c_prev, pf + peep[d, 2 * h + j] * c_prev
-                            i = act(0, pi)
-                            f = _f(1.0) - i if input_forget else act(0, pf)
-                            yc[state(j)] = f * c_prev + i * act(1, acc[3 * h + j])
-                            c = yc[state(j)]  # read back: the expression is not duplicated
-                            if peep is not None:
-                                po = po + peep[d, h + j] * c
-                            yh[state(j)] = act(0, po) * act(2, c)
-
-                        _vloop(T, h, lstm)
-                    elif lbr:
-                        matvec(0, h_prev)
-
-                        def gru_lbr(j, r=r):
-                            z = act(0, acc[j])
-                            reset = act(0, acc[h + j])
-                            cand = act(1, xw[r[0], r[1], d * gh + 2 * h + j] + reset * acc[2 * h + j])
-                            yh[state(j)] = (_f(1.0) - z) * cand + z * yh[state(j)]
-
-                        _vloop(T, h, gru_lbr)
-                    else:
-                        matvec(0, h_prev)  # z and r first: the h gate reads r * h_prev
-
-                        def reset(j):
-                            tmp[j] = act(0, acc[h + j]) * yh[state(j)]
-
-                        _vloop(T, h, reset)
-                        matvec(1, lambda k: tmp[k])
-
-                        def gru(j):
-                            z = act(0, acc[j])
-                            cand = act(1, acc[2 * h + j])
-                            yh[state(j)] = (_f(1.0) - z) * cand + z * yh[state(j)]
-
-                        _vloop(T, h, gru)
-
-                    def store(j, t=t):
-                        y[y_at(t, j)] = yh[state(j)]
-
-                    _vloop(T, h, store)
+                    per_row()
                 with T.Else():
-
-                    def zero(j, s=s):
-                        y[y_at(s, j)] = _f(0.0)
-
-                    _vloop(T, h, zero)
+                    acc = T.buffer_proxy(T.alloc_buffer((gh + GATE_BLOCKS[0],), F32))  # shared by the threads
+                    tmp = T.buffer_proxy(T.alloc_buffer((h,), F32))
+                    with T.attr(0, "pragma_parallel_launch_point", 1), T.serial(0, num_dirs * batch) as db:
+                        row(_Work(T, split=True), db // batch, db % batch, acc, tmp)
     return ib.get()
 
 

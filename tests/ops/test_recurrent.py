@@ -506,3 +506,16 @@ def test_onnx_omitted_output_and_clip(tmp_path):
     cases: onnxruntime refuses it.)"""
     model = onnx_layer("RNN", 5, 3, 1, ["", "Y_h"], direction="reverse", clip=0.7)
     compare_with_onnxruntime(model, [(4, 2), (11, 3)], tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("op", "opts"),
+    [(OP.LSTM, {"peephole": True}), (OP.GRU, {}), (OP.GRU, {"lbr": True}), (OP.RNN, {})],
+    ids=["LSTM", "GRU", "GRU-lbr", "RNN"],
+)
+@pytest.mark.parametrize("direction", [D.FORWARD, D.REVERSE], ids=lambda d: d.name)
+def test_one_row_split_over_threads(op, opts, direction):
+    """Batch 1, one direction, H = 40: the kernel splits each step over the threads (barriers between
+    phases); with a sequence length shorter than T, so the threads also agree on skipped steps."""
+    case = make_case(op, steps=6, batch=1, size=5, hidden=40, direction=direction, seq=[4], h0=True, c0=True, **opts)
+    check(op, case)
