@@ -43,6 +43,7 @@ LANES = 16  # vector width of the inner loops (LLVM splits it into the target's 
 # Gate outputs kept in registers across the recurrent product: 8 AVX-512 vectors (16 AVX2), enough
 # independent FMA chains to hide their latency.
 GATE_BLOCKS = (128, 64, 32, 16)
+SPLIT_ONE_ROW = True  # split a lone direction x batch row's steps over the threads (see _recurrence_ir)
 
 # Per operation: gate count, default activations, and operand positions after ``initial_h``.
 _GATES = {O.LSTM: 4, O.GRU: 3, O.RNN: 1}
@@ -196,7 +197,9 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
     per = len(acts) // num_dirs
     i32 = "int32"
     # Splitting one row's steps pays (two or four barriers a step) only with several blocks to share.
-    can_split = sum(-(-count // block) for _, count, block in parts) >= 2 * len(parts) and h >= 2 * LANES
+    can_split = (
+        SPLIT_ONE_ROW and sum(-(-count // block) for _, count, block in parts) >= 2 * len(parts) and h >= 2 * LANES
+    )
 
     def proxy(buf):
         return None if buf is None else T.buffer_proxy(buf)

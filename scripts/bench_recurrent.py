@@ -17,7 +17,8 @@ the thread count, nnadapter-tvm's Predictor with ``TVM_NUM_THREADS``; after a wa
 ``--block`` times in turn (A x N, B x N) for ``--rounds`` rounds; a round's figure is each side's
 median, and the ratio printed is the median of the per-round ratios nnadapter-tvm / onnxruntime (these
 machines drift within minutes; see docs/performance.md).  Each side's time alone (its own rounds,
-nothing interleaved) is printed too.
+nothing interleaved) is printed too, and each side's time for the same model fed one step (T=1): the
+fixed cost of a call, which the layer's own time adds to.
 """
 
 from __future__ import annotations
@@ -116,6 +117,10 @@ def bench(name: str, threads: int, rounds: int, block: int, cache_dir: str) -> d
         ours_ms.append(a)
         peer_ms.append(b)
         ratios.append(a / b)
+    # The fixed cost of one call (Predictor, VM, kernel launches): the same model fed one step.
+    one_step = dict(feeds, X=feeds["X"][:1])
+    fixed = {"nnadapter-tvm": block_ms(lambda: predictor.run(one_step), block * 2)}
+    fixed["onnxruntime"] = block_ms(lambda: session.run(None, one_step), block * 2)
     op, steps, batch, size, hidden, direction, _, _ = CASES[name]
     return {
         "case": name,
@@ -125,6 +130,7 @@ def bench(name: str, threads: int, rounds: int, block: int, cache_dir: str) -> d
         "ratio": statistics.median(ratios),
         "ratios": ratios,
         "alone_ms": alone,
+        "one_step_ms": fixed,
         "compile_s": compile_s,
         "max_abs_error": error,
     }
@@ -147,12 +153,17 @@ def main(argv: list[str] | None = None) -> int:
         print()
         return 0
     print(f"threads: {args.threads}; medians of {args.rounds} rounds x {args.block} runs, alternating")
-    print(f"{'case':8} {'layer':44} {'ours ms':>9} {'ort ms':>9} {'ratio':>6}  alone (ours / ort)  max|err|")
+    print(
+        f"{'case':8} {'layer':44} {'ours ms':>9} {'ort ms':>9} {'ratio':>6}  alone (ours / ort)  "
+        "T=1 (ours / ort)  max|err|"
+    )
     for r in rows:
         alone = r["alone_ms"]
         print(
             f"{r['case']:8} {r['shape']:44} {r['nnadapter_tvm_ms']:9.3f} {r['onnxruntime_ms']:9.3f} "
-            f"{r['ratio']:6.2f}  {alone['nnadapter-tvm']:.3f} / {alone['onnxruntime']:.3f}  {r['max_abs_error']:.1e}"
+            f"{r['ratio']:6.2f}  {alone['nnadapter-tvm']:.3f} / {alone['onnxruntime']:.3f}     "
+            f"{r['one_step_ms']['nnadapter-tvm']:.3f} / {r['one_step_ms']['onnxruntime']:.3f}    "
+            f"{r['max_abs_error']:.1e}"
         )
     return 0
 
