@@ -416,3 +416,24 @@ def test_if_outputs_whose_rank_depends_on_the_branch() -> None:
     for batch in (1, 2, 3):
         out = check(model, {"x": rng.normal(size=(batch, 3)).astype("float32")}, predictor)
         assert out[0].shape == (3, batch)
+
+
+def test_an_inlined_branch_ignores_the_output_shape_its_graph_declares() -> None:
+    """Exporters declare a branch's output shape as traced on one path: here [3, 1] for an Unsqueeze
+    that gives [1, 3]. The If is inlined (Size of a static shape is known at import) and the shape
+    comes from the branch's nodes."""
+    then_g = helper.make_graph(
+        [helper.make_node("Unsqueeze", ["x", "axis0"], ["u"])], "then", [], [tensor("u", F, [3, 1])]
+    )
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["i"])], "else", [], [tensor("i", F, [3])])
+    nodes = [
+        helper.make_node("Size", ["x"], ["n"]),
+        helper.make_node("Equal", ["n", "three"], ["c"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+        helper.make_node("Neg", ["y"], ["z"]),
+    ]
+    inits = [const("axis0", np.array([0], "int64")), const("three", np.array(3, "int64"))]
+    model = make_model(nodes, [tensor("x", F, [3])], [tensor("z", F, [1, 3])], inits, full_check=False)
+    predictor = nna.Predictor(model)
+    assert not predictor.graph.host_units
+    assert check(model, {"x": np.array([5.0, 6.0, 7.0], "float32")}, predictor)[0].shape == (1, 3)

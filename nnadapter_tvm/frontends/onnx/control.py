@@ -367,6 +367,8 @@ def _import_body(
     g = onnx.GraphProto()
     g.name = body.name or attr
     g.node.extend(body.node)
+    for node in g.node:
+        _forget_shapes(node)
     g.initializer.extend(body.initializer)
     g.sparse_initializer.extend(body.sparse_initializer)
     for info, (dtype, shape) in zip(body.input, own):
@@ -415,6 +417,20 @@ def _import_body(
         wrapped.needs_constant_outer = outer
         raise wrapped from None
     return Body(attr, nested, make_plan(nested), len(own), captured)
+
+
+def _forget_shapes(node: onnx.NodeProto) -> None:
+    """Drop the shapes recorded in ``node``'s graph attributes (value_info, and the outputs' shapes,
+    which exporters declare as traced on one path): they were inferred for the enclosing graph's
+    shapes, and the nested graph's own inference derives them again for its inputs."""
+    for attr in node.attribute:
+        for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            del g.value_info[:]
+            for out in g.output:
+                if out.type.HasField("tensor_type"):
+                    out.type.tensor_type.ClearField("shape")
+            for sub in g.node:
+                _forget_shapes(sub)
 
 
 def _dim_params(graph: ImportedGraph, name: str) -> list[str | None] | None:

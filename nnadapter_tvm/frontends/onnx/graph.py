@@ -438,8 +438,12 @@ class ImportedGraph:
         for init in branch.initializer:
             array = numpy_helper.to_array(init)
             self.values[init.name] = Value(init.name, array.dtype, array.shape, const=array)
-        for info in itertools.chain(branch.value_info, branch.output):
+        for info in branch.value_info:
             self.inferred.setdefault(info.name, type_of(info))
+        for info in branch.output:
+            # Element type only: exporters declare a branch's output shape as traced on one path
+            # (PyTorch's squeeze-if-batch-1), which the path taken here may not share.
+            self.inferred.setdefault(info.name, (type_of(info)[0], None))
         for sub in branch.node:
             self._import_node(index, sub, opset)
         if getattr(self, "continued_from", None) is not None:
