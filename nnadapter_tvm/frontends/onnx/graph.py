@@ -343,7 +343,14 @@ class ImportedGraph:
             inputs.append(self.values[name])
         unit = Unit(node, index, [v for v in inputs if v is not None], [])
         if node.domain not in ("", "ai.onnx"):
-            self._to_host(unit, f"domain '{node.domain}' is not ONNX's default domain")
+            refusal = host.host_refusal(node, opset)
+            reason = f"domain '{node.domain}' is not ONNX's default domain"
+            if refusal is not None:  # then host fallback cannot run it either: always an error
+                reason += (
+                    f", and onnx's reference evaluator does not implement {node.domain}.{node.op_type}: "
+                    "host fallback cannot run it either"
+                )
+            self._to_host(unit, reason, runnable=refusal is None)
             return
         if _foldable(node, inputs):
             unit.outputs = self._bind(node, host.evaluate(node, [v.const if v else None for v in inputs], opset))
@@ -472,15 +479,16 @@ class ImportedGraph:
             self._import_node(index, renamed, body_opset)
         return True
 
-    def _to_host(self, unit: Unit, reason: str, chosen: bool = False) -> None:
-        """Run the node on the host: ``chosen`` by the partition config, else only under host fallback."""
+    def _to_host(self, unit: Unit, reason: str, chosen: bool = False, runnable: bool = True) -> None:
+        """Run the node on the host: ``chosen`` by the partition config, else only under host fallback
+        (never when not ``runnable``: onnx's reference evaluator lacks it)."""
         outputs = []
         for name in unit.node.output:
             dtype, shape = self.inferred.get(name, (None, None))
             outputs.append(Value(name, dtype, shape) if name else None)
         unit.outputs = self._bind(unit.node, outputs)
         self._note_sources(unit)
-        if not (chosen or self.options.host_fallback):
+        if not runnable or not (chosen or self.options.host_fallback):
             # Keep importing (with placeholder outputs) so that one error lists every such node.
             self.errors.append(reason if reason.startswith(unit.label) else f"{unit.label}: {reason}")
             return

@@ -10,7 +10,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.types import ResultCode
+from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 
 class HostNode:
@@ -21,7 +21,10 @@ class HostNode:
         inputs = [onnx.helper.make_empty_tensor_value_info(n) for n in node.input if n]
         outputs = [onnx.helper.make_empty_tensor_value_info(n) for n in node.output if n]
         graph = onnx.helper.make_graph([node], "host", inputs, outputs)
-        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        opsets = [onnx.helper.make_opsetid("", opset)]
+        if node.domain not in ("", "ai.onnx"):
+            opsets.append(onnx.helper.make_opsetid(node.domain, _domain_version(node)))
+        model = onnx.helper.make_model(graph, opset_imports=opsets)
         try:
             self._evaluator = ReferenceEvaluator(model)
         except Exception as err:  # the evaluator raises whatever its op implementation raises
@@ -38,6 +41,23 @@ class HostNode:
         except Exception as err:
             fail(f"{self.node.op_type} '{self.node.name or self.node.output[0]}' failed on the host: {err}")
         return [np.asarray(r) for r in results]
+
+
+def _domain_version(node: onnx.NodeProto) -> int:
+    """The newest version of ``node``'s domain that defines its op (1 where onnx knows no schema)."""
+    try:
+        return onnx.defs.get_schema(node.op_type, domain=node.domain).since_version
+    except onnx.defs.SchemaError:
+        return 1
+
+
+def host_refusal(node: onnx.NodeProto, opset: int) -> str | None:
+    """Why onnx's reference evaluator cannot run ``node`` (None: it can, so host fallback runs it)."""
+    try:
+        _cached(node.SerializeToString(), opset)
+    except NNAdapterError as err:
+        return str(err.args[0])
+    return None
 
 
 @functools.lru_cache(maxsize=256)

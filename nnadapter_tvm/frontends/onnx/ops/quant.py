@@ -1,18 +1,29 @@
 """Quantization: QuantizeLinear -> QUANTIZE (constant parameters of a quantized NNAdapter type) or
-DIV + round half to even + ADD + CLIP + CAST; DequantizeLinear -> DEQUANTIZE or CAST + SUB + MUL;
-QLinearMatMul / MatMulInteger -> MAT_MUL over zero-point-shifted float32 integers."""
+DIV + round half to even + ADD + CLIP + CAST; DequantizeLinear -> DEQUANTIZE or CAST + SUB + MUL.
+Dynamic quantization through nnadapter-tvm's extension operations (docs/quantization.md):
+DynamicQuantizeLinear -> DYNAMIC_QUANTIZE_LINEAR; ConvInteger / MatMulInteger -> CONV_2D_INTEGER /
+MAT_MUL_INTEGER (exact int32 sums, zero points that may be run-time tensors); QLinearConv / QLinearMatMul
+-> the same integer products, then the requantization composed in float64 as ONNX's reference does."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Quant, Value
-from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, norm_axis, rank_of, reshape
-from nnadapter_tvm.frontends.onnx.ops.conv import conv_nd, conv_operands
-from nnadapter_tvm.frontends.onnx.ops.matmul import matmul
+from nnadapter_tvm.frontends.onnx.ops.common import binary, broadcast_shape, cast, norm_axis, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.ops.conv import (
+    conv_operands,
+    drop_1d,
+    lift_1d,
+    lift_attrs,
+    lifted_shape,
+    nn_pads,
+    resolve_pads,
+    spatial_attrs,
+)
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.types import AutoPad, Precision
 from nnadapter_tvm.types import OperationType as O
-from nnadapter_tvm.types import Precision
 
 # Integer types a float32 holds exactly (every value, and every zero point).
 _INT_TYPES = ("int8", "uint8", "int16", "uint16")
@@ -167,101 +178,163 @@ def dequantize_linear(ctx: NodeContext) -> Value:
     return cast(ctx, layout.restore(y), out)
 
 
-def _shifted(ctx: NodeContext, v: Value, zp: Value | None) -> Value:
-    """v - zero_point as float32 (exact: both are 8-bit integers)."""
-    if v.dtype.name not in ("int8", "uint8"):
-        ctx.unsupported(f"{ctx.op_type} of {v.dtype}")
-    f = cast(ctx, v, "float32")
+_INT8 = ("int8", "uint8")
+
+
+def _integer_operand(ctx: NodeContext, v: Value, what: str) -> Value:
+    if v.dtype.name not in _INT8:
+        ctx.unsupported(f"{what} {v.describe()}: {ctx.op_type} of 8-bit integers only")
+    return v
+
+
+def _zero_point_or_empty(ctx: NodeContext, i: int, like: Value) -> Value:
+    """Input ``i`` (a zero point of ``like``'s type), or an empty operand (zero) when omitted."""
+    zp = ctx.optional(i)
     if zp is None:
-        return f
-    if zp.rank not in (0, None) and zp.shape != (1,):
-        ctx.unsupported(f"per-row/column zero points {zp.describe()}")
-    return binary(ctx, O.SUB, f, cast(ctx, zp, "float32"), shape=v.shape)
+        return ctx.constant(np.zeros([0], like.dtype))
+    if zp.dtype != like.dtype:
+        ctx.fail(f"input {i} {zp.describe()} must have the type of {like.describe()}")
+    return zp
+
+
+def _as_rows(ctx: NodeContext, zp: Value) -> Value:
+    """A 1-D per-row zero point [M] as [M, 1], which broadcasts against [..., M, K] (ONNX's per-row form)."""
+    if zp.rank != 1 or zp.shape[0] == 1 or zp.shape[0] == 0:
+        return zp
+    if zp.is_const:
+        return ctx.constant(zp.const.reshape(-1, 1))
+    return reshape(ctx, zp, [-1, 1], (zp.shape[0], 1))
+
+
+def _matmul_integer(ctx: NodeContext, a_i: int, b_i: int, a_zp_i: int, b_zp_i: int) -> Value:
+    """MAT_MUL_INTEGER of inputs ``a_i`` and ``b_i`` with the zero points ``a_zp_i`` / ``b_zp_i`` (int32)."""
+    a = _integer_operand(ctx, ctx.input(a_i), "input")
+    b = _integer_operand(ctx, ctx.input(b_i), "input")
+    a_zp, b_zp = ctx.optional(a_zp_i), ctx.optional(b_zp_i)
+    inputs = [a, b]
+    if a_zp is not None or b_zp is not None:
+        inputs.append(_as_rows(ctx, _zero_point_or_empty(ctx, a_zp_i, a)))
+    if b_zp is not None:
+        inputs.append(_zero_point_or_empty(ctx, b_zp_i, b))
+    return ctx.emit(O.MAT_MUL_INTEGER, inputs, dtype="int32", shape=ctx.out_shape())
+
+
+@onnx_op("DynamicQuantizeLinear")
+def dynamic_quantize_linear(ctx: NodeContext) -> list[Value]:
+    """DynamicQuantizeLinear -> DYNAMIC_QUANTIZE_LINEAR (extension operation 1010): y (uint8), y_scale and
+    y_zero_point (scalars) computed from the input at run time, as ONNX's reference does."""
+    x = ctx.input(0)
+    if x.dtype != np.float32:
+        ctx.unsupported(f"DynamicQuantizeLinear of {x.describe()}: float32 only")
+    return ctx.emit(O.DYNAMIC_QUANTIZE_LINEAR, [x], dtype=["uint8", "float32", "uint8"], outputs=3)
 
 
 @onnx_op("MatMulInteger")
 def matmul_integer(ctx: NodeContext) -> Value:
-    """MatMulInteger -> MAT_MUL of (a - a_zero_point) and (b - b_zero_point) in float32, CAST to int32
-    (exact while the sums stay below 2^24: checked from the reduction length)."""
-    a, b = ctx.input(0), ctx.input(1)
-    k = a.shape[-1] if a.shape else None
-    if k is None or k * 255 * 255 >= 1 << 24:
-        ctx.unsupported(f"a reduction over {k} products may exceed float32's exact integers")
-    y = matmul(ctx, _shifted(ctx, a, ctx.optional(2)), _shifted(ctx, b, ctx.optional(3)), shape=ctx.out_shape())
-    return cast(ctx, y, "int32")
+    """MatMulInteger -> MAT_MUL_INTEGER (extension operation 1012): (a - a_zero_point) @ (b - b_zero_point)
+    summed exactly in int32; zero points per tensor, a's per row ([M] or [..., M, 1]), b's per column
+    ([N] or [..., 1, N]), constants or run-time tensors."""
+    return _matmul_integer(ctx, 0, 1, 2, 3)
+
+
+def _per_tensor_scale(ctx: NodeContext, s: Value) -> None:
+    if s.dtype.kind != "f" or (s.rank or 0) > 1 or (s.rank == 1 and s.shape[0] != 1):
+        ctx.unsupported(f"scale {s.describe()}: per-tensor float scales only")
+
+
+def _factor(ctx: NodeContext, a_scale: Value, b_scale: Value, y_scale: Value) -> Value:
+    """a_scale * b_scale / y_scale in the scales' own type (as the reference computes it)."""
+    if a_scale.is_const and b_scale.is_const and y_scale.is_const:
+        return ctx.constant(a_scale.const * b_scale.const / y_scale.const)
+    shape = broadcast_shape(a_scale.shape or (), b_scale.shape or ())
+    product = binary(ctx, O.MUL, a_scale, b_scale, shape=shape)
+    return binary(ctx, O.DIV, product, y_scale, shape=broadcast_shape(shape, y_scale.shape or ()))
+
+
+def _requantize(ctx: NodeContext, acc: Value, factor: Value, y_zp: Value | None, dtype: np.dtype) -> Value:
+    """saturate(rint(acc * factor + y_zero_point)) in float64, ONNX's reference order: numpy promotes the
+    int32 accumulator times a float32 (or float16) factor to float64."""
+    t = binary(ctx, O.MUL, cast(ctx, acc, "float64"), cast(ctx, factor, "float64"), shape=acc.shape)
+    if y_zp is not None:
+        t = binary(ctx, O.ADD, t, cast(ctx, y_zp, "float64"), shape=acc.shape)
+    return _saturate(ctx, _round_half_even(ctx, t), dtype)
 
 
 @onnx_op("QLinearMatMul")
 def qlinear_matmul(ctx: NodeContext) -> Value:
-    """QLinearMatMul -> t = MAT_MUL(a - a_zp, b - b_zp) * (a_scale * b_scale / y_scale) + y_zp in float32,
-    then round half to even, CLIP and CAST (ONNX's reference order)."""
-    a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp = (ctx.input(i) for i in range(8))
-    k = a.shape[-1] if a.shape else None
-    if k is None or k * 255 * 255 >= 1 << 24:
-        ctx.unsupported(f"a reduction over {k} products may exceed float32's exact integers")
+    """QLinearMatMul -> MAT_MUL_INTEGER (exact int32 sums), then rint(acc * (a_scale * b_scale / y_scale) +
+    y_zero_point) in float64, saturated (ONNX's reference order)."""
+    a_scale, b_scale, y_scale, y_zp = ctx.input(1), ctx.input(4), ctx.input(6), ctx.optional(7)
     for s in (a_scale, b_scale, y_scale):
-        if s.dtype.kind != "f" or (s.rank or 0) > 1 or (s.rank == 1 and s.shape[0] != 1):
-            ctx.unsupported(f"scale {s.describe()}: per-tensor float scales only")
-    prod = matmul(ctx, _shifted(ctx, a, a_zp), _shifted(ctx, b, b_zp), shape=ctx.out_shape())
-    # The factor in the scales' own type (as the reference computes it), then float32.
-    factor = binary(ctx, O.DIV, binary(ctx, O.MUL, a_scale, b_scale, shape=a_scale.shape), y_scale, shape=a_scale.shape)
-    t = binary(ctx, O.MUL, prod, cast(ctx, factor, "float32"), shape=prod.shape)
-    t = binary(ctx, O.ADD, t, cast(ctx, y_zp, "float32"), shape=prod.shape)
-    return _saturate(ctx, _round_half_even(ctx, t), y_zp.dtype)
+        _per_tensor_scale(ctx, s)
+    acc = _matmul_integer(ctx, 0, 3, 2, 5)
+    dtype = y_zp.dtype if y_zp is not None else ctx.input(0).dtype
+    return _requantize(ctx, acc, _factor(ctx, a_scale, b_scale, y_scale), y_zp, dtype)
 
 
-def _shifted_filter(ctx: NodeContext, w: Value, zp: Value | None) -> Value:
-    """w - zero_point as float32, the zero point per tensor or per output channel."""
-    if zp is not None and zp.rank == 1 and zp.shape[0] != 1:
-        zp = reshape(ctx, zp, [-1, 1, 1, 1][: w.rank], (zp.shape[0],) + (1,) * (w.rank - 1))
-    if zp is not None and zp.rank == 1:
-        zp = reshape(ctx, zp, [1], (1,))
-    if w.dtype.name not in ("int8", "uint8"):
-        ctx.unsupported(f"{ctx.op_type} of {w.dtype}")
-    f = cast(ctx, w, "float32")
-    return f if zp is None else binary(ctx, O.SUB, f, cast(ctx, zp, "float32"), shape=w.shape)
-
-
-def _integer_conv(ctx: NodeContext, w_index: int, x_zp: int, w_zp: int) -> Value:
-    """CONV_2D of the zero-point-shifted input and filter in float32 (exact below 2^24, checked)."""
-    _, x, w = conv_operands(ctx, ctx.op_type, w_index)
-    if w.shape is None or any(d is None for d in w.shape[1:]):
+def _conv_integer(ctx: NodeContext, w_i: int, x_zp_i: int, w_zp_i: int) -> Value:
+    """CONV_2D_INTEGER (extension operation 1011) of input 0 and filter ``w_i`` (1-D as 2-D), int32."""
+    nd, x, w = conv_operands(ctx, ctx.op_type, w_i)
+    _integer_operand(ctx, x, "input")
+    _integer_operand(ctx, w, "filter")
+    if not w.is_static:
         ctx.unsupported(f"the filter {w.describe()} needs static dims")
-    terms = int(np.prod(w.shape[1:]))
-    if terms * 255 * 255 >= 1 << 24:
-        ctx.unsupported(f"a window of {terms} products may exceed float32's exact integers")
-    xf = _shifted(ctx, x, ctx.optional(x_zp))
-    wf = _shifted_filter(ctx, w, ctx.optional(w_zp))
-    return conv_nd(ctx, xf, wf, ctx.f32(np.zeros([0], "float32")))
+    x_zp = _zero_point_or_empty(ctx, x_zp_i, x)
+    w_zp = _zero_point_or_empty(ctx, w_zp_i, w)
+    strides, dilations, pads = spatial_attrs(ctx, nd)
+    pads = resolve_pads(ctx, x.shape[2:], w.shape[2:], strides, dilations, pads)
+    if nd == 1:
+        x, w = lift_1d(ctx, x), lift_1d(ctx, w)
+    strides, dilations, pads = lift_attrs(nd, strides, dilations, pads)
+    y = ctx.emit(
+        O.CONV_2D_INTEGER,
+        [
+            x,
+            w,
+            x_zp,
+            w_zp,
+            ctx.i32(int(AutoPad.NONE)),
+            ctx.i32(nn_pads(pads)),
+            ctx.i32(strides),
+            ctx.i32(int(ctx.attr("group", 1))),
+            ctx.i32(dilations),
+        ],
+        dtype="int32",
+        shape=lifted_shape(ctx, nd),
+    )
+    return drop_1d(ctx, y) if nd == 1 else y
 
 
 @onnx_op("ConvInteger")
 def conv_integer(ctx: NodeContext) -> Value:
-    """ConvInteger -> CONV_2D of (x - x_zero_point) and (w - w_zero_point) in float32, CAST to int32."""
-    return cast(ctx, _integer_conv(ctx, 1, 2, 3), "int32")
+    """ConvInteger -> CONV_2D_INTEGER (extension operation 1011): (x - x_zero_point) * (w - w_zero_point)
+    summed exactly in int32, the input padded with its zero point; x's zero point per tensor, w's per
+    tensor or per output channel, either a run-time tensor (DynamicQuantizeLinear's output)."""
+    return _conv_integer(ctx, 1, 2, 3)
 
 
 @onnx_op("QLinearConv")
 def qlinear_conv(ctx: NodeContext) -> Value:
-    """QLinearConv -> CONV_2D of the shifted integers (+ the int32 bias) * (x_scale * w_scale / y_scale)
-    + y_zero_point, rounded half to even, CLIP and CAST (ONNX's reference order)."""
+    """QLinearConv -> CONV_2D_INTEGER (+ the int32 bias, exactly), then rint(acc * (x_scale * w_scale /
+    y_scale) + y_zero_point) in float64, saturated (ONNX's reference order); w_scale per tensor or per
+    output channel."""
     x_scale, w_scale, y_scale, y_zp = ctx.input(1), ctx.input(4), ctx.input(6), ctx.optional(7)
-    acc = _integer_conv(ctx, 3, 2, 5)
+    for s in (x_scale, y_scale):
+        _per_tensor_scale(ctx, s)
+    acc = _conv_integer(ctx, 3, 2, 5)
+    spatial = acc.rank - 2
     bias = ctx.optional(8)
     if bias is not None:
-        b = reshape(
-            ctx, cast(ctx, bias, "float32"), [1, -1] + [1] * (acc.rank - 2), (1, bias.shape[0]) + (1,) * (acc.rank - 2)
-        )
+        if bias.dtype != np.int32 or bias.rank != 1:
+            ctx.fail(f"the bias {bias.describe()} must be a 1-D int32 tensor")
+        b = reshape(ctx, bias, [1, -1] + [1] * spatial, (1, bias.shape[0]) + (1,) * spatial)
         acc = binary(ctx, O.ADD, acc, b, shape=acc.shape)
-    for s in (x_scale, y_scale):
-        if (s.rank or 0) > 1 or (s.rank == 1 and s.shape[0] != 1):
-            ctx.unsupported(f"scale {s.describe()}: per-tensor only")
+    if w_scale.dtype.kind != "f" or (w_scale.rank or 0) > 1:
+        ctx.unsupported(f"scale {w_scale.describe()}: a float scalar or one per output channel")
     if w_scale.rank == 1 and w_scale.shape[0] != 1:
-        w_scale = reshape(ctx, w_scale, [-1] + [1] * (acc.rank - 2), (w_scale.shape[0],) + (1,) * (acc.rank - 2))
-    factor = binary(ctx, O.MUL, x_scale, w_scale, shape=w_scale.shape)
-    factor = binary(ctx, O.DIV, factor, y_scale, shape=w_scale.shape)
-    t = binary(ctx, O.MUL, acc, cast(ctx, factor, "float32"), shape=acc.shape)
+        if w_scale.is_const:
+            w_scale = ctx.constant(w_scale.const.reshape([-1] + [1] * spatial))
+        else:
+            w_scale = reshape(ctx, w_scale, [-1] + [1] * spatial, (w_scale.shape[0],) + (1,) * spatial)
     dtype = y_zp.dtype if y_zp is not None else ctx.input(0).dtype
-    if y_zp is not None:
-        t = binary(ctx, O.ADD, t, cast(ctx, y_zp, "float32"), shape=acc.shape)
-    return _saturate(ctx, _round_half_even(ctx, t), dtype)
+    return _requantize(ctx, acc, _factor(ctx, x_scale, w_scale, y_scale), y_zp, dtype)
