@@ -20,13 +20,13 @@ def _array_access(memory: object, operand_type: OperandType) -> object:
 
 
 def check_shared_dimensions(
-    types: Sequence[OperandType], shapes: Sequence[Sequence[int]], labels: Sequence[str] | None = None
+    names: Sequence[Sequence[str | None] | None], shapes: Sequence[Sequence[int]], labels: Sequence[str] | None = None
 ) -> None:
-    """Inputs whose UNKNOWN dimensions bear one name (``OperandType.dimension_names``) must be fed one
-    size for it: the compiled code treats them as one variable."""
+    """Inputs whose UNKNOWN dimensions bear one name (``OperandType.dimension_names``, one list per
+    input) must be fed one size for it: the compiled code treats them as one variable."""
     seen: dict[str, tuple[int, int, int]] = {}  # name -> (input, axis, size) where first seen
-    for i, (t, shape) in enumerate(zip(types, shapes)):
-        for axis, name in enumerate(t.dimension_names):
+    for i, (dim_names, shape) in enumerate(zip(names, shapes)):
+        for axis, name in enumerate(dim_names or ()):
             if name is None:
                 continue
             size = int(shape[axis])
@@ -101,7 +101,7 @@ class Execution:
         missing = [i for i in range(len(output_types)) if i not in self._outputs]
         check(not missing, f"outputs {missing} were not set (set_output)")
         arrays = [self._read_input(i, t) for i, t in enumerate(input_types)]
-        check_shared_dimensions(input_types, [a.shape for a in arrays])
+        check_shared_dimensions([t.dimension_names for t in input_types], [a.shape for a in arrays])
         try:
             results = self.compilation.run(arrays)
             # A failure of the compiled code (an assertion on the inputs' dimensions, an allocation) comes

@@ -38,15 +38,22 @@ class Port:
     name: str
     dtype: np.dtype | None  # None: the model does not say
     shape: tuple | None
+    dim_names: tuple | None = None  # the ONNX dim_param of each open dimension (None: unnamed)
 
     def to_json(self) -> list:
         dtype = None if self.dtype is None else np.dtype(self.dtype).str
-        return [self.name, dtype, None if self.shape is None else list(self.shape)]
+        names = None if self.dim_names is None else list(self.dim_names)
+        return [self.name, dtype, None if self.shape is None else list(self.shape), names]
 
     @classmethod
     def from_json(cls, data: list) -> Port:
-        name, dtype, shape = data
-        return cls(str(name), None if dtype is None else np.dtype(dtype), None if shape is None else tuple(shape))
+        name, dtype, shape, names = (*data, None) if len(data) == 3 else data
+        return cls(
+            str(name),
+            None if dtype is None else np.dtype(dtype),
+            None if shape is None else tuple(shape),
+            None if names is None else tuple(names),
+        )
 
     def check(self, array: np.ndarray) -> np.ndarray:
         """``array`` as this input takes it; errors name the input and what it expects."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from nnadapter_tvm.frontends.onnx import shape_elements
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
-from nnadapter_tvm.frontends.onnx.ops.common import fold_if_empty, norm_axis, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.ops.common import cast, fold_if_empty, norm_axis, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
@@ -59,7 +59,7 @@ def _reshape_computed(ctx: NodeContext, x: Value, target: Value) -> Value:
     length = _shape_length(ctx, target, "shape")
     known = shape_elements.of(target) or (None,) * length
     if ctx.attr("allowzero", 0) and (None in known or 0 in known):
-        ctx.unsupported(f"allowzero with a shape {target.describe()} that may hold a 0 computed at run time")
+        ctx.const(1)  # RESHAPE reads a 0 as "copy": allowzero needs the shape at import
     out = ctx.out_shape()
     if out is None or len(out) != length:
         out = tuple(d if d is not None and d > 0 else None for d in known)
@@ -211,6 +211,8 @@ def size(ctx: NodeContext) -> np.ndarray | Value:
 def expand(ctx: NodeContext) -> Value | np.ndarray:
     """Expand -> EXPAND (bidirectional broadcasting: a target 1 keeps the input's dim, i.e. -1)."""
     x = ctx.input(0)
+    if not ctx.input(1).is_const:
+        return _expand_computed(ctx, x, ctx.input(1))
     target = [int(d) for d in np.reshape(ctx.const(1), -1)]
     rank = rank_of(ctx, x)
     n = max(rank, len(target))
@@ -224,10 +226,30 @@ def expand(ctx: NodeContext) -> Value | np.ndarray:
     return ctx.emit(O.EXPAND, [x, ctx.i64(dims)])
 
 
+def _expand_computed(ctx: NodeContext, x: Value, target: Value) -> Value:
+    """Expand to a shape computed at run time: EXPAND with it as an operand (a computed 1 keeps the
+    input's dimension, as ONNX's broadcasting does), left-padded with 1s to the input's rank."""
+    rank = rank_of(ctx, x)
+    length = _shape_length(ctx, target, "shape")
+    if length < rank:
+        ones = ctx.constant(np.ones([rank - length], target.dtype))
+        target = ctx.emit(O.CONCAT, [ones, target, ctx.i32(0)], shape=(rank,))
+    n = max(rank, length)
+    out = ctx.out_shape()
+    if out is None or len(out) != n:
+        out = (None,) * n
+    return ctx.emit(O.EXPAND, [x, target], shape=out)
+
+
 @onnx_op("Tile")
 def tile(ctx: NodeContext) -> Value | np.ndarray:
     """Tile -> TILE (repeats known at import; a 0 repeat gives an empty constant)."""
     x = ctx.input(0)
+    if not ctx.input(1).is_const:
+        if _shape_length(ctx, ctx.input(1), "repeats") != rank_of(ctx, x):
+            ctx.fail(f"{ctx.input(1).shape[0]} repeats for rank {x.rank}")
+        out = ctx.out_shape() or (None,) * x.rank
+        return ctx.emit(O.TILE, [x, cast(ctx, ctx.input(1), "int32")], shape=out)
     repeats = [int(r) for r in np.reshape(ctx.const(1), -1)]
     if len(repeats) != rank_of(ctx, x):
         ctx.fail(f"{len(repeats)} repeats for rank {x.rank}")
