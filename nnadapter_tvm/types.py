@@ -407,6 +407,12 @@ class OperandType:
 
     ``scale`` is a float for per-layer quantization and a sequence for per-channel;
     a dimension of ``UNKNOWN`` (or -1) is only known at execution time.
+
+    ``dimension_names`` (an extension of nnadapter-tvm, empty by default) names UNKNOWN dimensions, one
+    entry per dimension (None for an unnamed one): every UNKNOWN dimension of the model's inputs that
+    bears the same name is one symbolic size (an ONNX ``dim_param`` such as ``batch``), so the compiled
+    code may rely on their equality, and an execution fed different sizes for them fails before running.
+    ``dynamic_dimensions`` (upstream's candidate shapes) is recorded but not used by the compiler.
     """
 
     precision: Precision
@@ -417,6 +423,7 @@ class OperandType:
     zero_point: int | None = None
     channel_dim: int | None = None
     dynamic_dimensions: Sequence[Sequence[int]] = ()
+    dimension_names: Sequence[str | None] = ()
 
     def __post_init__(self) -> None:
         try:
@@ -427,6 +434,7 @@ class OperandType:
             raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"invalid operand type: {err}") from None
         self.dimensions = [UNKNOWN if _is_unknown(int(d)) else int(d) for d in self.dimensions]
         self.dynamic_dimensions = [[int(d) for d in dims] for dims in self.dynamic_dimensions]
+        self.dimension_names = self._checked_names()
         if len(self.dimensions) > MAX_SIZE_OF_DIMENSIONS:
             raise NNAdapterError(
                 ResultCode.INVALID_DIMENSIONS,
@@ -440,51 +448,6 @@ class OperandType:
                 )
         self._check_quant_params()
 
-    def _check_quant_params(self) -> None:
-        if not is_quantized(self.precision):
-            return
-        name = self.precision.name
-
-    ``dimension_names`` (an extension of nnadapter-tvm, empty by default) names UNKNOWN dimensions, one
-    entry per dimension (None for an unnamed one): every UNKNOWN dimension of the model's inputs that
-    bears the same name is one symbolic size (an ONNX ``dim_param`` such as ``batch``), so the compiled
-    code may rely on their equality, and an execution fed different sizes for them fails before running.
-    ``dynamic_dimensions`` (upstream's candidate shapes) is recorded but not used by the compiler.
-        if self.precision in QUANT_PER_CHANNEL:
-            scales = np.atleast_1d(np.asarray(self.scale if self.scale is not None else [], "float32"))
-            if scales.size == 0 or self.channel_dim is None:
-                raise NNAdapterError(
-                    ResultCode.INVALID_PARAMETER, f"{name} needs per-channel 'scale' values and 'channel_dim'"
-                )
-            self.scale = [float(s) for s in scales]
-            self.channel_dim = int(self.channel_dim)
-            rank = len(self.dimensions)
-            if not 0 <= self.channel_dim < max(rank, 1):
-    dimension_names: Sequence[str | None] = ()
-                raise NNAdapterError(
-                    ResultCode.INVALID_PARAMETER, f"{name} channel_dim {self.channel_dim} is outside the rank {rank}"
-                )
-            channels = self.dimensions[self.channel_dim] if rank else UNKNOWN
-            if channels != UNKNOWN and channels != len(self.scale):
-                raise NNAdapterError(
-                    ResultCode.INVALID_PARAMETER,
-                    f"{name} has {len(self.scale)} scales for {channels} channels (dimension {self.channel_dim})",
-                )
-        else:
-        self.dimension_names = self._checked_names()
-            if self.scale is None or np.ndim(self.scale) != 0:
-                raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"{name} needs one float 'scale'")
-            self.scale = float(self.scale)
-        if not all(s > 0 and np.isfinite(s) for s in np.atleast_1d(self.scale)):
-            raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"{name} scale must be finite and > 0, got {self.scale}")
-        if self.precision in QUANT_ASYMM:
-            self.zero_point = int(self.zero_point or 0)
-
-    @property
-    def dtype(self) -> str:
-        return storage_dtype(self.precision)
-
-    @property
     def _checked_names(self) -> list[str | None]:
         names = [None if n is None else str(n) for n in self.dimension_names]
         if not any(names):
@@ -505,6 +468,43 @@ class OperandType:
     def dimension_name(self, axis: int) -> str | None:
         return self.dimension_names[axis] if self.dimension_names else None
 
+    def _check_quant_params(self) -> None:
+        if not is_quantized(self.precision):
+            return
+        name = self.precision.name
+        if self.precision in QUANT_PER_CHANNEL:
+            scales = np.atleast_1d(np.asarray(self.scale if self.scale is not None else [], "float32"))
+            if scales.size == 0 or self.channel_dim is None:
+                raise NNAdapterError(
+                    ResultCode.INVALID_PARAMETER, f"{name} needs per-channel 'scale' values and 'channel_dim'"
+                )
+            self.scale = [float(s) for s in scales]
+            self.channel_dim = int(self.channel_dim)
+            rank = len(self.dimensions)
+            if not 0 <= self.channel_dim < max(rank, 1):
+                raise NNAdapterError(
+                    ResultCode.INVALID_PARAMETER, f"{name} channel_dim {self.channel_dim} is outside the rank {rank}"
+                )
+            channels = self.dimensions[self.channel_dim] if rank else UNKNOWN
+            if channels != UNKNOWN and channels != len(self.scale):
+                raise NNAdapterError(
+                    ResultCode.INVALID_PARAMETER,
+                    f"{name} has {len(self.scale)} scales for {channels} channels (dimension {self.channel_dim})",
+                )
+        else:
+            if self.scale is None or np.ndim(self.scale) != 0:
+                raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"{name} needs one float 'scale'")
+            self.scale = float(self.scale)
+        if not all(s > 0 and np.isfinite(s) for s in np.atleast_1d(self.scale)):
+            raise NNAdapterError(ResultCode.INVALID_PARAMETER, f"{name} scale must be finite and > 0, got {self.scale}")
+        if self.precision in QUANT_ASYMM:
+            self.zero_point = int(self.zero_point or 0)
+
+    @property
+    def dtype(self) -> str:
+        return storage_dtype(self.precision)
+
+    @property
     def rank(self) -> int:
         return len(self.dimensions)
 
