@@ -177,29 +177,46 @@ def test_loop_without_a_trip_count_runs_while_the_condition_holds() -> None:
     assert outputs[0].sum() >= 40.0 and 1 < outputs[1] < 40
 
 
-def test_loop_carried_value_that_grows() -> None:
-    """s = concat(s, s[-1:] + 1) each iteration: the body is compiled once, with an unknown dim."""
+def growing_model(scan_too: bool = False) -> onnx.ModelProto:
+    """s = concat(s, s[-1:] + 1) each iteration (and, with ``scan_too``, s as a scan output too)."""
     body = helper.make_graph(
         [
             helper.make_node("Slice", ["s_in", "minus1", "big"], ["last"]),
             helper.make_node("Add", ["last", "one"], ["next"]),
             helper.make_node("Concat", ["s_in", "next"], ["s_out"], axis=0),
             helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Identity", ["s_out"], ["s_scan"]),
         ],
         "body",
         [tensor("i", I64, []), tensor("cond_in", B, []), tensor("s_in", F, [None])],
-        [tensor("cond_out", B, []), tensor("s_out", F, [None])],
+        [tensor("cond_out", B, []), tensor("s_out", F, [None])] + ([tensor("s_scan", F, [None])] if scan_too else []),
     )
-    model = make_model(
-        [helper.make_node("Loop", ["M", "", "s0"], ["s"], body=body)],
+    return make_model(
+        [helper.make_node("Loop", ["M", "", "s0"], ["s", "scans"] if scan_too else ["s"], body=body)],
         [tensor("M", I64, []), tensor("s0", F, [2])],
-        [tensor("s", F, [None])],
+        [tensor("s", F, [None])] + ([tensor("scans", F, [None, None])] if scan_too else []),
         [
             const("minus1", np.array([-1], "int64")),
             const("big", np.array([2**31 - 1], "int64")),
             const("one", np.array(1.0, "float32")),
         ],
     )
+
+
+def test_a_scan_output_that_changes_shape_is_an_error() -> None:
+    """Iterations of different shapes cannot be stacked: an NNAdapterError naming the Loop (onnxruntime
+    refuses it too)."""
+    model = growing_model(scan_too=True)
+    feeds = {"M": np.array(3, "int64"), "s0": np.array([3.0, 5.0], "float32")}
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime's own error type
+        ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    with pytest.raises(nna.NNAdapterError, match=r"Loop.*scan output 1 \('scans'\) changes shape across iterations"):
+        nna.Predictor(model).run(feeds)
+
+
+def test_loop_carried_value_that_grows() -> None:
+    """The body is compiled once, with an unknown dim for the growing value."""
+    model = growing_model()
     predictor = nna.Predictor(model)
     (unit,) = [u for u in predictor.graph.units if isinstance(u, ControlUnit)]
     assert unit.bodies["body"].graph.inputs[2].shape == (None,)

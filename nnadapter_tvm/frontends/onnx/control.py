@@ -486,13 +486,12 @@ def _stacked(shape: Shape | None, axis: int, length: int | None) -> Shape | None
 
 
 def _outer_value(graph: ImportedGraph, name: str, dtype, shape: Shape | None) -> Value:
-    """The control node's output ``name``: its computed shape, with dims ONNX's inference fixed where
-    this import left them open (the rank must agree)."""
+    """The control node's output ``name`` with the shape this import computed. ONNX's shapes for it
+    are not trusted beyond the rank: exporters declare a scan output's length or a branch's dims as
+    traced for one input, which another run need not share."""
     inferred_dtype, inferred = graph.inferred.get(name, (None, None))
-    if shape is None:
-        shape = inferred
-    elif inferred is not None and len(inferred) == len(shape):
-        shape = tuple(a if a is not None else b for a, b in zip(shape, inferred))
+    if shape is None and inferred is not None:
+        shape = tuple(None for _ in inferred)
     return Value(name, np.dtype(dtype) if dtype is not None else inferred_dtype, shape)
 
 
@@ -555,7 +554,9 @@ class ControlNode:
             for k in range(k_scans):
                 scans[k].append(np.asarray(outs[1 + n + k]))
             i += 1
-        results = carried + [self._stack(s, body.graph.outputs[1 + n + k], 0, False) for k, s in enumerate(scans)]
+        results = carried + [
+            self._stack(s, body.graph.outputs[1 + n + k], 0, False, n + k) for k, s in enumerate(scans)
+        ]
         return results[: len(self.unit.outputs)]
 
     def _scan(self, given: list, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -609,15 +610,20 @@ class ControlNode:
         out_axes = [0] * k_scans if batched else self._ints(attrs, "scan_output_axes", k_scans)
         out_dirs = [0] * k_scans if batched else self._ints(attrs, "scan_output_directions", k_scans)
         stacked = [
-            self._stack(s, body.graph.outputs[n + k], out_axes[k], bool(out_dirs[k])) for k, s in enumerate(scans)
+            self._stack(s, body.graph.outputs[n + k], out_axes[k], bool(out_dirs[k]), n + k)
+            for k, s in enumerate(scans)
         ]
         return states + stacked
+
+    def _output_name(self, k: int) -> str:
+        names = self.unit.node.output
+        return names[k] if k < len(names) else f"#{k}"
 
     @staticmethod
     def _ints(attrs: dict, key: str, count: int) -> list[int]:
         return list(attrs[key].ints) if key in attrs else [0] * count
 
-    def _stack(self, parts: list[np.ndarray], value: Value, axis: int, reverse: bool) -> np.ndarray:
+    def _stack(self, parts: list[np.ndarray], value: Value, axis: int, reverse: bool, k: int) -> np.ndarray:
         """Per-iteration scan outputs stacked on a new ``axis`` (the last iteration first when ``reverse``)."""
         if not parts:  # no iteration: an empty tensor of the element's shape where it is known
             shape = [0 if d is None else d for d in (value.shape or ())]
@@ -626,5 +632,11 @@ class ControlNode:
             return np.zeros(shape, value.dtype)
         if reverse:
             parts = parts[::-1]
+        shapes = {p.shape for p in parts}
+        if len(shapes) > 1:
+            fail(
+                f"{self.label}: scan output {k} ('{self._output_name(k)}') changes shape across iterations "
+                f"({sorted(shapes)}): its iterations cannot be stacked"
+            )
         rank = parts[0].ndim + 1
         return np.stack(parts, axis=axis % rank)
