@@ -37,6 +37,8 @@ CONTROL_OPS = ("If", "Loop", "Scan")
 _SPECULATIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("speculative", default=False)
 # Widening a loop-carried shape opens at least one more dim each round, so rank + 1 rounds suffice.
 _MAX_WIDENING_ROUNDS = 8
+# A Loop whose body needs its iteration number at import is imported once per iteration up to this count.
+_MAX_UNROLLED = 64
 
 
 @dataclasses.dataclass(eq=False)
@@ -61,6 +63,7 @@ class ControlUnit(Unit):
     bodies: dict[str, Body] = dataclasses.field(default_factory=dict)
     slots: list[int] = dataclasses.field(default_factory=list)
     opset: int = 0
+    unrolled: int = 0  # a Loop imported as one body per iteration ("body#i"), see _unroll_loop
 
     def runner(self) -> ControlNode:
         return ControlNode(self)
@@ -256,6 +259,19 @@ def _import_loop(
             fail(f"{label}: input {k} {inputs[k].describe()} must hold one element")
     fixed = [(np.dtype("int64"), ()), (np.dtype("bool"), ())]
     shapes = [_known_rank(label, v) for v in carried]
+    try:
+        own = fixed + [(v.dtype, s) for v, s in zip(carried, shapes)]
+        _import_body(graph, unit, label, "body", body, own)
+    except NNAdapterError as err:
+        if body.input[0].name not in getattr(err, "needs_constant_inner", []):
+            raise
+        # The body needs its iteration number at import (a Slice at i): one body per iteration.
+        trip = inputs[0] if inputs else None
+        if trip is None or not trip.is_const or int(np.reshape(trip.const, -1)[0]) > _MAX_UNROLLED:
+            if trip is not None and not trip.is_const:
+                err.needs_constant_outer = [*getattr(err, "needs_constant_outer", []), *graph.input_ancestors(trip)]
+            raise
+        return _unroll_loop(graph, unit, label, body, carried, int(np.reshape(trip.const, -1)[0]))
     for _ in range(_MAX_WIDENING_ROUNDS):
         own = fixed + [(v.dtype, s) for v, s in zip(carried, shapes)]
         result = _import_body(graph, unit, label, "body", body, own)
@@ -276,6 +292,40 @@ def _import_loop(
             values.append(_outer_value(graph, name, carried[k].dtype, shapes[k]))
         else:  # a scan output: one element per iteration, stacked on a new first axis
             values.append(_outer_value(graph, name, out.dtype, _stacked(out.shape, 0, None)))
+    return values
+
+
+def _unroll_loop(
+    graph: ImportedGraph, unit: ControlUnit, label: str, body: onnx.GraphProto, carried: list[Value], count: int
+) -> list[Value]:
+    """A Loop whose body needs its iteration number at import and whose trip count is known: one
+    body per iteration, each with its number as a constant and the shapes the previous one gave."""
+    n = len(carried)
+    shapes = [[_known_rank(label, v)] for v in carried]  # per value: its shape before each iteration
+    outs: list[Value] = []
+    for i in range(count):
+        own = [(np.dtype("int64"), (), np.array(i, np.int64)), (np.dtype("bool"), ())]
+        own += [(v.dtype, s[-1]) for v, s in zip(carried, shapes)]
+        result = _import_body(graph, unit, label, f"body#{i}", body, own)
+        unit.bodies[f"body#{i}"] = result
+        outs = result.graph.outputs
+        for k in range(n):
+            shapes[k].append(outs[1 + k].shape)
+    unit.unrolled = count
+    values = []
+    for k, name in enumerate(unit.node.output):
+        if k < n:  # the loop may stop after any iteration: the dims they all agree on
+            shape = shapes[k][0]
+            for other in shapes[k][1:]:
+                shape = _merge(shape, other)
+            values.append(_outer_value(graph, name, carried[k].dtype, shape))
+        elif outs:
+            values.append(_outer_value(graph, name, outs[1 + k].dtype, _stacked(outs[1 + k].shape, 0, None)))
+        else:
+            fail(
+                f"{label}: a scan output of a loop of 0 iterations has no element type",
+                ResultCode.FEATURE_NOT_SUPPORTED,
+            )
     return values
 
 
@@ -371,7 +421,10 @@ def _import_body(
         _forget_shapes(node)
     g.initializer.extend(body.initializer)
     g.sparse_initializer.extend(body.sparse_initializer)
-    for info, (dtype, shape) in zip(body.input, own):
+    for info, (dtype, shape, *value) in zip(body.input, own):
+        if value:  # known at import (an unrolled loop's iteration number)
+            g.initializer.append(onnx.numpy_helper.from_array(np.asarray(value[0], dtype), info.name))
+            continue
         g.input.append(onnx.helper.make_tensor_value_info(info.name, elem(np.dtype(dtype)), _dims(shape)))
     captured = []
     for name in free_names(body):
@@ -415,8 +468,9 @@ def _import_body(
         listed = message.split("\n  ")[1:] if "\n  " in message else [message]
         wrapped = NNAdapterError(err.code, f"in its {attr}: " + "; ".join(listed))
         wrapped.needs_constant_outer = outer
+        wrapped.needs_constant_inner = list(getattr(err, "needs_constant", []))
         raise wrapped from None
-    return Body(attr, nested, make_plan(nested), len(own), captured)
+    return Body(attr, nested, make_plan(nested), sum(len(entry) == 2 for entry in own), captured)
 
 
 def _forget_shapes(node: onnx.NodeProto) -> None:
@@ -535,27 +589,32 @@ class ControlNode:
         return self._body(body, [], inputs)[: len(self.unit.outputs)]
 
     def _loop(self, given: list, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        body = self.unit.bodies["body"]
+        unrolled = self.unit.unrolled
+        first = self.unit.bodies["body#0" if unrolled else "body"]
         trip = given[0] if len(given) > 0 else None
         cond = given[1] if len(given) > 1 else None
         limit = None if trip is None else int(self._scalar(trip, "the trip count M"))
+        if unrolled:  # one body per iteration, made for the constant trip count
+            limit = unrolled
         keep = True if cond is None else bool(self._scalar(cond, "the condition"))
         carried = [np.asarray(a) for a in given[2:]]
         n = len(carried)
-        k_scans = len(body.graph.outputs) - 1 - n
+        k_scans = len(first.graph.outputs) - 1 - n
         scans: list[list[np.ndarray]] = [[] for _ in range(k_scans)]
         i = 0
         # As onnxruntime: an absent condition starts true and, like a given one, is updated by the body.
         while keep and (limit is None or i < limit):
-            own = [np.array(i, np.int64), np.array(keep), *carried]
-            outs = self._body(body, own, inputs)
+            if unrolled:  # the iteration number is a constant of body #i
+                outs = self._body(self.unit.bodies[f"body#{i}"], [np.array(keep), *carried], inputs)
+            else:
+                outs = self._body(first, [np.array(i, np.int64), np.array(keep), *carried], inputs)
             keep = bool(self._scalar(np.asarray(outs[0]), "the body's condition output"))
             carried = [np.asarray(a) for a in outs[1 : n + 1]]
             for k in range(k_scans):
                 scans[k].append(np.asarray(outs[1 + n + k]))
             i += 1
         results = carried + [
-            self._stack(s, body.graph.outputs[1 + n + k], 0, False, n + k) for k, s in enumerate(scans)
+            self._stack(s, first.graph.outputs[1 + n + k], 0, False, n + k) for k, s in enumerate(scans)
         ]
         return results[: len(self.unit.outputs)]
 
