@@ -337,21 +337,38 @@ def test_scan_with_axes_and_reverse_directions() -> None:
     check(model, feeds)
 
 
-def test_scan8_with_a_batch_axis() -> None:
+@pytest.mark.parametrize("lengths", [None, [4, 2, 3]])
+def test_scan8_with_a_batch_axis(lengths: list[int] | None) -> None:
+    """Scan-8: a batch axis 0 on states and scan inputs, each entry scanned (in reverse here) over its
+    own sequence_lens; outputs past an entry's length are zeros."""
     body = helper.make_graph(
         [helper.make_node("Add", ["a", "b"], ["a_out"]), helper.make_node("Mul", ["a_out", "b"], ["c"])],
         "body",
         [tensor("a", F, [2]), tensor("b", F, [2])],
         [tensor("a_out", F, [2]), tensor("c", F, [2])],
     )
+    inputs = [tensor("a0", F, [3, 2]), tensor("xs", F, [3, 4, 2])]
+    if lengths is not None:
+        inputs.insert(0, tensor("lens", I64, [3]))
     model = make_model(
-        [helper.make_node("Scan", ["", "a0", "xs"], ["a", "cs"], body=body, num_scan_inputs=1, directions=[1])],
-        [tensor("a0", F, [3, 2]), tensor("xs", F, [3, 4, 2])],
+        [
+            helper.make_node(
+                "Scan",
+                ["lens" if lengths else "", "a0", "xs"],
+                ["a", "cs"],
+                body=body,
+                num_scan_inputs=1,
+                directions=[1],
+            )
+        ],
+        inputs,
         [tensor("a", F, [3, 2]), tensor("cs", F, [3, 4, 2])],
         opset=8,
     )
     rng = np.random.default_rng(2)
     feeds = {"a0": rng.normal(size=(3, 2)).astype("float32"), "xs": rng.normal(size=(3, 4, 2)).astype("float32")}
+    if lengths is not None:
+        feeds["lens"] = np.array(lengths, "int64")
     check(model, feeds)
 
 
