@@ -1,12 +1,13 @@
 """What the run-time data checks cost: each model compiled twice, with the checks (the default) and with
 ``NNADAPTER_TVM_DATA_CHECKS=0``, timed in alternating blocks; the median of the per-round ratios.
 
-    python scripts/bench_checks.py                       # squeezenet, shufflenet and an embedding lookup
+    python scripts/bench_checks.py                       # squeezenet, shufflenet, embedding, gather
     python scripts/bench_checks.py --models resnet50 --rounds 7 --block 20
 
 ``embedding`` is a synthetic model where the check does run (a Gather of fed token ids from a
-[vocab, width] table, then MatMul + Relu); the light models have no gather of fed indices, so their
-two builds should be the same code (the script prints how many data checks each build has).
+[vocab, width] table, then MatMul + Relu), ``gather`` its Gather alone (the worst case); the light
+models have no gather of fed indices, so their two builds should be the same code (the script prints
+how many data checks each build has).
 No cache is used: the switch is read at compile time and is not part of the model token.
 """
 
@@ -29,22 +30,25 @@ from nnadapter_tvm.frontends.onnx import Predictor
 from nnadapter_tvm.runtime_check import DATA_CHECKS_ENV, VALUE
 
 
-def embedding_model(vocab: int = 4096, width: int = 256, tokens: int = 512) -> tuple[onnx.ModelProto, dict]:
-    """Gather(table, ids) -> MatMul(width x width) -> Relu: the check reads every id once."""
+def embedding_model(
+    vocab: int = 4096, width: int = 256, tokens: int = 512, alone: bool = False
+) -> tuple[onnx.ModelProto, dict]:
+    """Gather(table, ids) -> MatMul(width x width) -> Relu: the check reads every id once.  ``alone``:
+    the Gather only (the worst case: nothing else to hide the check's cost)."""
     rng = np.random.default_rng(0)
     table = numpy_helper.from_array(rng.standard_normal((vocab, width)).astype("float32"), "table")
     weight = numpy_helper.from_array((rng.standard_normal((width, width)) / 16).astype("float32"), "w")
     nodes = [
-        helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+        helper.make_node("Gather", ["table", "ids"], ["e" if not alone else "y"], axis=0),
         helper.make_node("MatMul", ["e", "w"], ["m"]),
         helper.make_node("Relu", ["m"], ["y"]),
-    ]
+    ][: 1 if alone else 3]
     graph = helper.make_graph(
         nodes,
         "embedding",
         [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, tokens])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, tokens, width])],
-        [table, weight],
+        [table] if alone else [table, weight],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     return model, {"ids": rng.integers(-vocab, vocab, (1, tokens)).astype("int64")}
@@ -97,7 +101,7 @@ def measure(name: str, model, feeds: dict, rounds: int, block: int, threads: int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=["squeezenet", "shufflenet", "embedding"])
+    parser.add_argument("--models", nargs="*", default=["squeezenet", "shufflenet", "embedding", "gather"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--block", type=int, default=10, help="runs per timed block")
     parser.add_argument("--threads", type=int, default=2)
@@ -105,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| model | data checks (on/off build) | checks on, ms | checks off, ms | on / off (median of rounds) |")
     print("|---|---|---|---|---|")
     for name in args.models:
-        if name == "embedding":
-            model, feeds = embedding_model()
+        if name in ("embedding", "gather"):
+            model, feeds = embedding_model(alone=name == "gather")
         else:
             model = os.path.join(LIGHT_DIR, f"light_{name}.onnx")
             feeds = model_inputs(onnx.load(model))

@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             worst = next((s for s in ("error", "differs", "ambiguous", "refused", "invalid") if s in statuses), "ok")
             tally[worst] += 1
             tally["nodes"] += len(case.model.graph.node)
-            for name, outcome in outcomes.items():
+            # An error is the whole compilation's: minimize it first (once), else the first difference.
+            for name, outcome in sorted(outcomes.items(), key=lambda item: item[1].status != "error"):
                 if outcome.status not in ("differs", "error"):
                     continue
                 small = fuzz_onnx.minimize(case, name, outcome.status)

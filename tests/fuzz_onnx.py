@@ -904,10 +904,9 @@ def _value_info(name: str, array: np.ndarray, symbolic: bool = False) -> onnx.Va
 
 def minimize(case: Case, output: str, status: str = "differs") -> Case:
     """The smallest case that still fails (``status``: differs, or error): the first node (in order)
-    that fails alone on the reference's values of its inputs; else the ancestors of ``output``."""
-    import nnadapter_tvm as nna
-
-    model = _ancestors(case.model, output)
+    that fails alone on the reference's values of its inputs; else the ancestors of ``output``.  An
+    error fails the whole compilation, so every node of the graph is a suspect there."""
+    model = _ancestors(case.model, output) if status != "error" else case.model
     feeds = {i.name: case.feeds[i.name] for i in model.graph.input}
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     # Every intermediate as an output, on the reference side only: its values feed the single-node cases.
@@ -921,30 +920,45 @@ def minimize(case: Case, output: str, status: str = "differs") -> Case:
     except Exception:
         values = {}
     values.update(feeds)
-    for node in model.graph.node:
-        if not values or not all(i in values or i in inits or not i for i in node.input):
-            continue
-        ins = [i for i in node.input if i and i not in inits]
-        single_inits = [numpy_helper.from_array(inits[i], i) for i in node.input if i in inits]
-        outs = [o for o in node.output if o and o in values]
-        for symbolic in (False, True):  # static inputs first; then leading dims as dim_params
-            graph = helper.make_graph(
-                [node],
-                "minimized",
-                [_value_info(i, np.asarray(values[i]), symbolic) for i in ins],
-                [_value_info(o, np.asarray(values[o])) for o in outs],
-                initializer=single_inits,
-            )
-            m = helper.make_model(graph, opset_imports=model.opset_import)
-            m.ir_version = model.ir_version
-            single = Case(m, {i: np.asarray(values[i]) for i in ins}, dict.fromkeys(outs, 1))
-            try:
-                outcome = run_case(single)
-            except nna.NNAdapterError:
-                continue
-            if any(o.status == status for o in outcome.values()):
-                return single
+    if values:
+        # A node that fails the same way first; else (a difference) one the oracles disagree on,
+        # as an open bug the spec decides may be (Clip's default bounds).
+        for wanted in (status, "ambiguous") if status == "differs" else (status,):
+            for node in model.graph.node:
+                single = _single(model, node, values, inits, wanted)
+                if single is not None:
+                    return single
     return Case(model, feeds, {output: case.depths.get(output, 1)})
+
+
+def _single(model: onnx.ModelProto, node: onnx.NodeProto, values: dict, inits: dict, status: str) -> Case | None:
+    """``node`` alone on ``values`` (static inputs, then leading dims as dim_params), if it gives an
+    output of ``status`` so."""
+    import nnadapter_tvm as nna
+
+    if not all(i in values or i in inits or not i for i in node.input):
+        return None
+    ins = [i for i in node.input if i and i not in inits]
+    single_inits = [numpy_helper.from_array(inits[i], i) for i in node.input if i in inits]
+    outs = [o for o in node.output if o and o in values]
+    for symbolic in (False, True):
+        graph = helper.make_graph(
+            [node],
+            "minimized",
+            [_value_info(i, np.asarray(values[i]), symbolic) for i in ins],
+            [_value_info(o, np.asarray(values[o])) for o in outs],
+            initializer=single_inits,
+        )
+        m = helper.make_model(graph, opset_imports=model.opset_import)
+        m.ir_version = model.ir_version
+        single = Case(m, {i: np.asarray(values[i]) for i in ins}, dict.fromkeys(outs, 1))
+        try:
+            outcome = run_case(single)
+        except nna.NNAdapterError:
+            continue
+        if any(o.status == status for o in outcome.values()):
+            return single
+    return None
 
 
 # =================================================================================================
@@ -979,13 +993,24 @@ def signature(case: Case, status: str, detail: str) -> str:
     return f"{ops}-{kind}".strip("-")
 
 
-def save(case: Case, path: Path, why: str, bug: str | None = None, status: str = "differs") -> None:
+def save(
+    case: Case,
+    path: Path,
+    why: str,
+    bug: str | None = None,
+    status: str = "differs",
+    oracle_bug: str | None = None,
+    expected: dict[str, np.ndarray] | None = None,
+) -> None:
     """Write ``case`` as JSON: ``bug`` set marks it an expected failure (the difference is known and
     open, reported to the file's owner; batches that hit its ``signature`` report it as known);
-    without it the case must pass."""
+    without it the case must pass.  ``oracle_bug``: the reference is the one that is wrong, and
+    ``expected`` (computed from the operator's definition) replaces it when the case is replayed."""
     data = {
         "why": why,
         "bug": bug,
+        "oracle_bug": oracle_bug,
+        "expected": {k: _encode(v) for k, v in (expected or {}).items()},
         "signature": signature(case, status, why),
         "nodes": describe(case.model),
         "model": base64.b64encode(case.model.SerializeToString()).decode(),
