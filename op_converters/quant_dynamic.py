@@ -100,15 +100,24 @@ def _const_shifted(args: OpArgs, w_i: int, zp_i: int, zp_shape: list[int] | None
     return w - (zp if zp_shape is None else zp.reshape(zp_shape))
 
 
-def exact_float_parts(weight_sum: int) -> int | None:
-    """The route of an integer product whose largest sum of |w - w_zp| over one output element is
-    ``weight_sum``: 1 (one float32 product of x - x_zp is exact), 2 (the hi / lo halves of x - x_zp, two
-    exact float32 products) or None (an int32 product)."""
-    if _MAX_SHIFTED * weight_sum < _EXACT_F32:
-        return 1
-    if _MAX_HALF * weight_sum < _EXACT_F32:
-        return 2
-    return None
+def integer_route(weight_sum: int | None, terms: int | None) -> str:
+    """How an integer product with ``terms`` products per output element is computed exactly, from the
+    largest sum of |w - w_zp| over one output element (None: the weights are known only at run time,
+    bounded by 255 each):
+
+    - ``"float"``: one float32 product of x - x_zp (255 * weight_sum < 2^24);
+    - ``"split_x"``: x - x_zp as 16 * hi + lo, two float32 products (16 * weight_sum < 2^24);
+    - ``"split_both"``: x - x_zp and w - w_zp both split, four float32 products (16 * 16 * terms < 2^24);
+    - ``"int32"``: an int32 product (larger, or ``terms`` unknown at compile time).
+    """
+    bound = weight_sum if weight_sum is not None else None if terms is None else _MAX_SHIFTED * terms
+    if bound is not None and _MAX_SHIFTED * bound < _EXACT_F32:
+        return "float"
+    if bound is not None and _MAX_HALF * bound < _EXACT_F32:
+        return "split_x"
+    if terms is not None and _MAX_HALF * _MAX_HALF * terms < _EXACT_F32:
+        return "split_both"
+    return "int32"
 
 
 def _shifted_int32(x: relax.Expr, zp: relax.Expr | None) -> relax.Expr:
@@ -116,15 +125,38 @@ def _shifted_int32(x: relax.Expr, zp: relax.Expr | None) -> relax.Expr:
     return x32 if zp is None else relax.op.subtract(x32, zp)
 
 
-def _exact_float_product(args: OpArgs, xs: relax.Expr, product, parts: int) -> relax.Expr:
-    """``product`` (float32 operands -> float32) of the int32 ``xs`` in ``parts`` exact pieces, in int32."""
-    if parts == 1:
-        return relax.op.astype(product(relax.op.astype(xs, "float32")), "int32")
-    lo = relax.op.bitwise_and(xs, _const(_MAX_HALF - 1, "int32"))
-    hi = relax.op.right_shift(xs, _const(_SPLIT_BITS, "int32"))  # arithmetic: floor(xs / 16)
-    lo_out = relax.op.astype(product(relax.op.astype(lo, "float32")), "int32")
-    hi_out = relax.op.astype(product(relax.op.astype(hi, "float32")), "int32")
-    return relax.op.add(relax.op.multiply(hi_out, _const(_MAX_HALF, "int32")), lo_out)
+def _halves(v: relax.Expr) -> list[tuple[relax.Expr, int]]:
+    """An int32 ``v`` in [-255, 255] as [(hi, 16), (lo, 1)]: v = 16 * hi + lo, lo in [0, 15], hi in [-16, 15]."""
+    lo = relax.op.bitwise_and(v, _const(_MAX_HALF - 1, "int32"))
+    hi = relax.op.right_shift(v, _const(_SPLIT_BITS, "int32"))  # arithmetic: floor(v / 16)
+    return [(hi, _MAX_HALF), (lo, 1)]
+
+
+def _exact_products(route: str, xs: relax.Expr, ws: relax.Expr | np.ndarray, product) -> relax.Expr:
+    """sum of ``product(x_part, w_part)`` (float32 operands) over the route's parts, each cast to int32 (exact:
+    the route's bound keeps every partial sum below 2^24) and scaled by its parts' weights, in int32.
+
+    ``xs`` is the int32 x - x_zp; ``ws`` the constant w - w_zp (numpy) or its int32 expression."""
+    if isinstance(ws, np.ndarray):
+        if route == "split_both":
+            w_parts = [(relax.const((ws >> _SPLIT_BITS).astype("float32")), _MAX_HALF)]
+            w_parts.append((relax.const((ws & (_MAX_HALF - 1)).astype("float32")), 1))
+        else:
+            w_parts = [(relax.const(ws.astype("float32")), 1)]
+    elif route == "split_both":
+        w_parts = [(relax.op.astype(part, "float32"), k) for part, k in _halves(ws)]
+    else:
+        w_parts = [(relax.op.astype(ws, "float32"), 1)]
+    x_parts = [(xs, 1)] if route == "float" else _halves(xs)
+    total = None
+    for x_part, kx in x_parts:
+        xf = relax.op.astype(x_part, "float32")
+        for w_part, kw in w_parts:
+            term = relax.op.astype(product(xf, w_part), "int32")
+            if kx * kw != 1:
+                term = relax.op.multiply(term, _const(kx * kw, "int32"))
+            total = term if total is None else relax.op.add(total, term)
+    return total
 
 
 @converter(O.CONV_2D_INTEGER)
@@ -162,14 +194,15 @@ def conv_2d_integer(args: OpArgs) -> relax.Expr:
     geometry = {"strides": strides, "padding": relax_padding(pads), "dilation": dilations, "groups": group}
     xs = _shifted_int32(x, x_zp)
     shifted_w = _const_shifted(args, 1, 3, [c_out, 1, 1, 1])
-    parts = None
+    weight_sum = None
     if shifted_w is not None:
-        parts = exact_float_parts(int(np.abs(shifted_w).reshape(c_out, -1).sum(axis=1).max(initial=0)))
-    if parts is not None:
-        wf = relax.const(shifted_w.astype("float32"), "float32")
-        return _exact_float_product(args, xs, lambda v: relax.op.nn.conv2d(v, wf, **geometry), parts)
-    ws = _shifted_int32(w, w_zp)
-    return relax.op.nn.conv2d(xs, ws, out_dtype="int32", **geometry)
+        weight_sum = int(np.abs(shifted_w).reshape(c_out, -1).sum(axis=1).max(initial=0))
+    route = integer_route(weight_sum, c_per_group * kh * kw)
+    ws = shifted_w if shifted_w is not None else _shifted_int32(w, w_zp)
+    if route == "int32":
+        ws = ws if not isinstance(ws, np.ndarray) else relax.const(ws.astype("int32"))
+        return relax.op.nn.conv2d(xs, ws, out_dtype="int32", **geometry)
+    return _exact_products(route, xs, ws, lambda a, b: relax.op.nn.conv2d(a, b, **geometry))
 
 
 @converter(O.MAT_MUL_INTEGER)
@@ -200,15 +233,15 @@ def mat_mul_integer(args: OpArgs) -> relax.Expr:
             ):
                 args.fail(f"shape {zs} does not broadcast against its matrix {shape}", i)
     xs = _shifted_int32(x, None if x_zp is None else relax.op.astype(x_zp, "int32"))
-    shifted_y = None
-    if len(ys_shape) >= 2 and all(isinstance(d, int) for d in ys_shape):
-        shifted_y = _const_shifted(args, 1, 3)
-    parts = None
-    if shifted_y is not None:
-        column_sums = np.abs(shifted_y).sum(axis=-2)
-        parts = exact_float_parts(int(column_sums.max(initial=0)))
-    if parts is not None:
-        yf = relax.const(shifted_y.astype("float32"), "float32")
-        return _exact_float_product(args, xs, lambda v: relax.op.matmul(v, yf), parts)
-    ys = _shifted_int32(y, None if y_zp is None else relax.op.astype(y_zp, "int32"))
-    return relax.op.matmul(xs, ys, out_dtype="int32")
+    shifted_y = _const_shifted(args, 1, 3) if len(ys_shape) >= 2 else None
+    weight_sum = None if shifted_y is None else int(np.abs(shifted_y).sum(axis=-2).max(initial=0))
+    route = integer_route(weight_sum, k_y if isinstance(k_y, int) else None)
+    ys = (
+        shifted_y
+        if shifted_y is not None
+        else _shifted_int32(y, None if y_zp is None else relax.op.astype(y_zp, "int32"))
+    )
+    if route == "int32":
+        ys = ys if not isinstance(ys, np.ndarray) else relax.const(ys.astype("int32"))
+        return relax.op.matmul(xs, ys, out_dtype="int32")
+    return _exact_products(route, xs, ys, relax.op.matmul)

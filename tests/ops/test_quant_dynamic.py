@@ -1,14 +1,15 @@
 """The dynamic-quantization extension operations (DYNAMIC_QUANTIZE_LINEAR, CONV_2D_INTEGER,
 MAT_MUL_INTEGER) against numpy references written from ONNX's operator definitions: exact int32 sums
 (compared for equality), zero points per tensor / per channel / per row and column, constant or fed at
-run time, uint8 and int8, static and symbolic (UNKNOWN) dimensions, and each of the converter's three
-routes (one float32 product, the hi/lo split, the int32 product)."""
+run time, uint8 and int8, static and symbolic (UNKNOWN) dimensions, and each of the converter's four
+routes (one float32 product, x split in hi/lo halves, x and w split, the int32 product) with the
+extreme operands that reach the route's bound."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from nnadapter_tvm.op_converters.quant_dynamic import exact_float_parts
+from nnadapter_tvm.op_converters.quant_dynamic import integer_route
 from oputil import UNKNOWN, Const, In, Out, build_model, expect_error, i32, run_model
 
 import nnadapter_tvm as nna
@@ -197,33 +198,50 @@ def operands(shape, dtype: str, kind: str, seed: int) -> tuple[np.ndarray, np.nd
     return values.astype(dtype), np.asarray(zp, dtype)
 
 
-def route(w: np.ndarray, w_zp: np.ndarray, axis) -> int | None:
+def route(w: np.ndarray, w_zp: np.ndarray, axis, terms: int, fed: bool) -> str:
     """The converter's route for these weights (asserted, so that each case tests the route it names)."""
     shifted = np.abs(w.astype("int64") - w_zp.astype("int64"))
-    return exact_float_parts(int(shifted.sum(axis=axis).max()))
-
-
-ROUTES = {"float": 1, "split": 2, "int32": None}
+    return integer_route(None if fed else int(shifted.sum(axis=axis).max()), terms)
 
 
 @pytest.mark.parametrize("xt, wt", [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")])
 @pytest.mark.parametrize(
-    "c_in, c_out, k, pads, strides, dilations, group, kind, want",
+    "c_in, c_out, k, pads, strides, dilations, group, kind, fed, want",
     [
-        (3, 4, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "random", "float"),
-        (40, 3, 3, [1, 0, 2, 1], [2, 1], [1, 2], 1, "extreme", "split"),  # 360 products of up to 255 * 255
-        (512, 2, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "extreme", "int32"),  # 4608 products
-        (512, 2, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "small", "float"),  # 4608 products of small weights
-        (8, 8, 3, [0, 0, 0, 0], [1, 1], [1, 1], 2, "random", "float"),  # grouped
+        (3, 4, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "random", False, "float"),
+        # 360 products of up to 255 * 255
+        (40, 3, 3, [1, 0, 2, 1], [2, 1], [1, 2], 1, "extreme", False, "split_x"),
+        (512, 2, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "extreme", False, "split_both"),  # 4608 products
+        (512, 2, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "small", False, "float"),  # 4608 products of small weights
+        (7300, 2, 3, [0, 0, 0, 0], [1, 1], [1, 1], 1, "random", False, "int32"),  # 65700 products
+        (8, 8, 3, [0, 0, 0, 0], [1, 1], [1, 1], 2, "random", False, "float"),  # grouped
+        # A filter fed at run time: routes from the window size alone (every |w - w_zp| <= 255).
+        (4, 3, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "extreme", True, "float"),
+        (64, 3, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "extreme", True, "split_x"),
+        (512, 2, 3, [1, 1, 1, 1], [1, 1], [1, 1], 1, "extreme", True, "split_both"),
     ],
-    ids=["small", "split_strided_dilated", "int32", "small_weights", "grouped"],
+    ids=[
+        "small",
+        "split_strided_dilated",
+        "split_both",
+        "small_weights",
+        "int32",
+        "grouped",
+        "fed_float",
+        "fed_split_x",
+        "fed_split_both",
+    ],
 )
-def test_conv_2d_integer(xt, wt, c_in, c_out, k, pads, strides, dilations, group, kind, want):
+def test_conv_2d_integer(xt, wt, c_in, c_out, k, pads, strides, dilations, group, kind, fed, want):
     w, w_zp = operands((c_out, c_in // group, k, k), wt, kind, 2)
-    assert route(w, w_zp, (1, 2, 3)) == ROUTES[want]
+    assert route(w, w_zp, (1, 2, 3), c_in // group * k * k, fed) == want
     x, x_zp = operands((2, c_in, 7, 6), xt, "random" if kind == "random" else "extreme", 1)
     expected = conv_int_ref(x, w, x_zp, w_zp, pads, strides, dilations, group)
-    check_conv_int(conv_int_inputs(x, w, x_zp, w_zp, pads, strides, dilations, group), expected)
+    inputs = conv_int_inputs(x, w, x_zp, w_zp, pads, strides, dilations, group, fed_w=fed)
+    model = build_model(OP.CONV_2D_INTEGER, inputs, [Out(P.INT32)], [expected.shape])
+    (got,) = run_model(model, [x, w] if fed else [x])
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.parametrize("fed_zp", [False, True], ids=["const_zp", "fed_zp"])
@@ -286,15 +304,24 @@ def check_matmul_int(a, b, a_zp, b_zp, a_dims=None, fed_b=False, fed_zp=False, o
 
 @pytest.mark.parametrize("at, bt", [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")])
 @pytest.mark.parametrize(
-    "k, kind, want",
-    [(16, "random", "float"), (300, "extreme", "split"), (4400, "extreme", "int32"), (4400, "small", "float")],
-    ids=["k16", "k300_split", "k4400_int32", "k4400_small"],
+    "k, kind, fed, want",
+    [
+        (16, "random", False, "float"),
+        (300, "extreme", False, "split_x"),
+        (4400, "extreme", False, "split_both"),
+        (4400, "small", False, "float"),
+        (65600, "random", False, "int32"),
+        (200, "extreme", True, "float"),
+        (300, "extreme", True, "split_x"),
+        (4400, "extreme", True, "split_both"),
+    ],
+    ids=["k16", "k300_split_x", "k4400_split_both", "k4400_small", "k65600_int32", "fed_k200", "fed_k300", "fed_k4400"],
 )
-def test_mat_mul_integer(at, bt, k, kind, want):
+def test_mat_mul_integer(at, bt, k, kind, fed, want):
     b, b_zp = operands((k, 5), bt, kind, 2)
-    assert route(b, b_zp, 0) == ROUTES[want]
+    assert route(b, b_zp, 0, k, fed) == want
     a, a_zp = operands((3, k), at, "random" if kind == "random" else "extreme", 1)
-    check_matmul_int(a, b, a_zp, b_zp)
+    check_matmul_int(a, b, a_zp, b_zp, fed_b=fed)
 
 
 def test_mat_mul_integer_per_row_and_column():
