@@ -8,9 +8,10 @@ import numpy as np
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.reduce import index_dtype
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, tirx
+from tvm import relax, te, tirx
 
 from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import ResultCode
 
 
 def _fill_value(args: OpArgs, i: int) -> relax.Expr:
@@ -45,6 +46,16 @@ def fill(args: OpArgs) -> relax.Expr:
         if any(d < 0 for d in shape):
             args.fail(f"dimensions must be non-negative, got {shape}", 0)
         return relax.op.full(shape, value, dtype)
+    computed = args.shape_values(0)
+    if computed is not None:  # computed from symbolic dimensions: the output's dims are those expressions
+        negative = [d for d in computed if isinstance(d, int) and d < 0]
+        if negative:
+            args.fail(f"dimensions must be non-negative, got {computed}", 0)
+        symbolic = [d >= 0 for d in computed if not isinstance(d, int)]
+        if symbolic:
+            condition = tirx.all(*symbolic) if len(symbolic) > 1 else symbolic[0]
+            value = args.require(args.emit(value), condition, "dimensions must be non-negative at execution", 0)
+        return relax.op.full(computed, value, dtype)
     shape_tensor = args.raw_tensor(0)
     dims = args.shape(shape_tensor)
     if len(dims) != 1 or not isinstance(dims[0], int):
@@ -83,6 +94,8 @@ def range_(args: OpArgs) -> relax.Expr:
     empty range is invalid, as in Paddle's range.
     Reference: the spec; numpy.arange; Paddle's range for the checks.
     """
+    if not all(args.operand(i).is_constant for i in range(3)):
+        return _range_computed(args)
     start, end, step = (args.value(i) for i in range(3))
     for i, v in enumerate((start, end, step)):
         if np.size(v) != 1:
@@ -102,6 +115,35 @@ def range_(args: OpArgs) -> relax.Expr:
     positions = relax.op.astype(relax.op.arange(0, count, 1, "int64"), work)
     values = relax.op.add(relax.op.multiply(positions, relax.const(step, work)), relax.const(start, work))
     return relax.op.astype(values, dtype)
+
+
+def _range_computed(args: OpArgs) -> relax.Expr:
+    """RANGE over integers computed from symbolic dimensions (a sequence length, say): the length
+    ceil((end - start) / step) is an expression over them, checked positive at execution."""
+    values = [args.shape_values(i) for i in range(3)]
+    for i, v in enumerate(values):
+        if v is None:
+            args.fail(
+                "must be a constant or computed from dimensions (it depends on data)",
+                i,
+                ResultCode.FEATURE_NOT_SUPPORTED,
+            )
+        if len(v) != 1:
+            args.fail(f"must hold one value, got {len(v)}", i)
+    start, end, step = (v[0] for v in values)
+    dtype = str(args.input_type(0).dtype)
+    if not dtype.startswith("int"):
+        args.fail("a FLOAT32 range must be constant", 0, ResultCode.FEATURE_NOT_SUPPORTED)
+    if not isinstance(step, int):
+        args.fail("the step must be a constant", 2, ResultCode.FEATURE_NOT_SUPPORTED)
+    if step == 0:
+        args.fail("must not be zero", 2)
+    start_e = tirx.const(start, "int64") if isinstance(start, int) else start
+    end_e = tirx.const(end, "int64") if isinstance(end, int) else end
+    span = end_e - start_e if step > 0 else start_e - end_e
+    count = tirx.floordiv(span + (abs(step) - 1), abs(step))
+    values = args.emit_te(lambda: te.compute([count], lambda k: (start_e + k * step).astype(dtype), name="range"))
+    return args.require(values, count > 0, "the range is empty at execution", 2)
 
 
 @converter(O.SHAPE)

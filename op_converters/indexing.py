@@ -467,10 +467,10 @@ def _expand_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
             if not _static(t):
                 conditions.append(t >= -1)
         elif _static(t) or _static(d) or not _same_dim(d, t):
-            one = tirx.const(1, "int64")
+            one, minus_one = tirx.const(1, "int64"), tirx.const(-1, "int64")
             tt = tirx.const(t, "int64") if _static(t) else t
             dd = tirx.const(d, "int64") if _static(d) else d
-            keep = tirx.Or(tirx.EQ(tt, -1), tirx.EQ(tt, one))
+            keep = tirx.Or(tirx.EQ(tt, minus_one), tirx.EQ(tt, one))
             conditions.append(tirx.Or(tirx.Or(keep, tirx.EQ(dd, tt)), tirx.EQ(dd, one)))
             if _static(d):
                 dims.append(d)  # d > 1: the size must be d (or keep it)
@@ -537,8 +537,12 @@ def pad(args: OpArgs) -> relax.Expr:
         args.fail(f"mode {mode} is not a supported padding mode (one of {names})", 2)
     if mode == PadMode.REFLECT:
         for axis, d in enumerate(shape):
-            if _static(d) and max(pads[2 * axis : 2 * axis + 2]) >= d:
-                args.fail(f"REFLECT pads {pads[2 * axis : 2 * axis + 2]} of axis {axis} must be below its size {d}", 1)
+            widest = max(pads[2 * axis : 2 * axis + 2])
+            message = f"REFLECT pads {pads[2 * axis : 2 * axis + 2]} of axis {axis} must be below its size"
+            if _static(d) and widest >= d:
+                args.fail(f"{message} {d}", 1)
+            if not _static(d) and widest:
+                x = args.require(x, d > widest, f"{message} (unknown until execution)", 1)
     value = 0
     if mode == PadMode.CONSTANT and args.has(3):
         value = args.value(3).reshape(-1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import types
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -15,7 +16,7 @@ import onnx.shape_inference
 from onnx import numpy_helper
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.frontends.onnx import functions, host
+from nnadapter_tvm.frontends.onnx import functions, host, shape_elements
 from nnadapter_tvm.frontends.onnx.registry import get_converter
 from nnadapter_tvm.model import validate_against_schema
 from nnadapter_tvm.op_schema import SCHEMAS
@@ -27,6 +28,8 @@ _PRECISIONS = {np.dtype(storage_dtype(p)): p for p in Precision if not is_quanti
 _NOT_FOLDABLE = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
+
+log = logging.getLogger("nnadapter_tvm")
 
 Shape = tuple  # of int | None (None: known only at execution)
 
@@ -50,6 +53,10 @@ class Value:
     shape: Shape | None  # None: rank unknown
     const: np.ndarray | None = None
     quant: Quant | None = None
+    # A small integer tensor's elements known at import (None: unknown until execution), e.g. a Shape's.
+    elements: tuple | None = None
+    # Graph inputs: the ONNX dim_param naming each dimension (None: unnamed), shared across inputs.
+    dim_names: tuple | None = None
 
     @property
     def is_const(self) -> bool:
@@ -281,6 +288,7 @@ class ImportedGraph:
         self.opset = _opset(model)
         graph = model.graph
         self.inferred: dict[str, tuple[np.dtype | None, Shape | None]] = {}
+        self.declared_outputs = {info.name for info in graph.output}
         for info in itertools.chain(graph.input, graph.value_info, graph.output):
             self.inferred[info.name] = type_of(info)
         self.values: dict[str, Value] = {}
@@ -303,7 +311,7 @@ class ImportedGraph:
                     f"graph input '{info.name}' is not a tensor (sequences, maps and optionals are not supported)",
                     ResultCode.FEATURE_NOT_SUPPORTED,
                 )
-            value = Value(info.name, dtype, shape)
+            value = Value(info.name, dtype, shape, dim_names=dim_names(info))
             self.values[info.name] = value
             self.inputs.append(value)
         self.units: list[Unit] = []
@@ -327,6 +335,31 @@ class ImportedGraph:
             if info.name not in self.values:
                 fail(f"graph output '{info.name}' is not produced by any node")
             self.outputs.append(self.values[info.name])
+        self._drop_dead_shape_units()
+
+    def _drop_dead_shape_units(self) -> None:
+        """Shape arithmetic that folding left unused (a Shape whose every use became a constant)."""
+        used = {id(v) for v in self.outputs}
+        names: set[str] = set()
+        kept = []
+        for unit in reversed(self.units):
+            dead = (
+                unit.ops
+                and unit.node.op_type in shape_elements.OPS
+                and not any(id(v) in used or v.name in names for v in unit.outputs)
+                and not any(o in names for o in unit.node.output)
+            )
+            if dead:
+                continue
+            kept.append(unit)
+            if unit.folded:
+                continue  # computed at import: it reads nothing at run time
+            used.update(id(v) for v in unit.inputs)
+            used.update(id(v) for op in unit.ops for v in op.inputs if v is not None)
+            names.update(unit.node.input)
+            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in unit.node.attribute):
+                names.update(_names([unit.node]))  # outer values a body reads
+        self.units = kept[::-1]
 
     def _import_node(self, index: int, node: onnx.NodeProto, opset: int | None = None) -> None:
         if getattr(self, "continued_from", None) is not None:
@@ -354,6 +387,13 @@ class ImportedGraph:
             return
         if _foldable(node, inputs):
             unit.outputs = self._bind(node, host.evaluate(node, [v.const if v else None for v in inputs], opset))
+            unit.folded = True
+            self.units.append(unit)
+            return
+        elements = self._shape_elements(node, inputs)
+        folded = self._fold_elements(node, elements)
+        if folded is not None:
+            unit.outputs = self._bind(node, folded)
             unit.folded = True
             self.units.append(unit)
             return
@@ -388,8 +428,30 @@ class ImportedGraph:
         results = result if isinstance(result, (list, tuple)) else [result]
         unit.ops = ctx.ops
         unit.outputs = self._bind(node, results, check_against_onnx=True)
+        for value, known in zip(unit.outputs, elements or ()):
+            if not value.is_const and known is not None:
+                value.elements = known
         self._note_sources(unit)
         self.units.append(unit)
+
+    def _shape_elements(self, node: onnx.NodeProto, inputs: list[Value | None]) -> list | None:
+        """The elements of the node's (small integer) outputs that follow from static dimensions."""
+        if node.op_type not in shape_elements.OPS:
+            return None
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        return shape_elements.propagate(node, inputs, attrs)
+
+    def _fold_elements(self, node: onnx.NodeProto, elements: list | None) -> list[np.ndarray] | None:
+        """The node's outputs as constants when shape arithmetic knows every element of them."""
+        if not elements or any(e is None or None in e for e in elements):
+            return None
+        arrays = []
+        for name, known in zip(node.output, elements):
+            dtype, shape = self.inferred.get(name, (None, None))
+            if dtype is None or shape is None or None in shape or int(np.prod(shape)) != len(known):
+                return None
+            arrays.append(np.array(known, dtype).reshape(shape))
+        return arrays
 
     def _infer_locally(self, node: onnx.NodeProto, inputs: list[Value | None], opset: int) -> None:
         """Where ONNX's whole-graph inference left an output's shape open (e.g. inside an expanded
@@ -505,7 +567,9 @@ class ImportedGraph:
             value = results[i]
             if isinstance(value, np.ndarray):
                 value = Value(name, value.dtype, value.shape, const=value)
-            if check_against_onnx:
+            if check_against_onnx and name in self.declared_outputs:
+                _adopt_declared(node, i, value, self.inferred.get(name))
+            elif check_against_onnx:
                 _check_inferred(node, i, value, self.inferred.get(name))
             self.values[name] = value
             bound.append(value)
@@ -538,6 +602,27 @@ def _rename(node: onnx.NodeProto, rename: dict[str, str]) -> None:
                 _rename(sub, rename)
             for v in [*g.input, *g.output]:
                 v.name = rename.get(v.name, v.name)
+
+
+def _adopt_declared(node: onnx.NodeProto, i: int, value: Value, declared: tuple | None) -> None:
+    """A graph output's shape as the file declares it: exporters write stale ones (ddddocr's model says
+    [1, seqlen] for a [seqlen, 1, classes] result, which onnxruntime only warns about), so the shape
+    the conversion derives wins; the declaration only fills dimensions the conversion left open."""
+    if declared is None or declared[1] is None:
+        return
+    shape = declared[1]
+    if value.shape is None:
+        value.shape = shape
+        return
+    if len(shape) != len(value.shape) or any(
+        a is not None and b is not None and a != b for a, b in zip(shape, value.shape)
+    ):
+        log.warning(
+            "%s '%s' output %d: the model declares shape %s, the conversion gives %s (kept)",
+            node.op_type, node.name or node.output[0], i, list(shape), list(value.shape),
+        )  # fmt: skip
+        return
+    value.shape = tuple(a if a is not None else b for a, b in zip(shape, value.shape))
 
 
 def _check_inferred(node: onnx.NodeProto, i: int, value: Value, inferred: tuple | None) -> None:
@@ -594,5 +679,19 @@ def type_of(info: onnx.ValueInfoProto) -> tuple[np.dtype | None, Shape | None]:
         dtype = None if dtype.kind in "OUSV" else dtype
     if not t.tensor_type.HasField("shape"):
         return dtype, None
-    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim)
+    # A negative dim_value is how some exporters (paddle2onnx) write "unknown".
+    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in t.tensor_type.shape.dim)
     return dtype, dims
+
+
+def dim_names(info: onnx.ValueInfoProto) -> tuple | None:
+    """Each dimension's ONNX dim_param (None where it has a value or no name).  "?" is how exporters
+    (paddle2onnx among them) write "unknown" rather than a name, so it names nothing."""
+    t = info.type
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    names = tuple(
+        d.dim_param if d.HasField("dim_param") and d.dim_param not in ("", "?") else None
+        for d in t.tensor_type.shape.dim
+    )
+    return names if any(names) else None

@@ -14,7 +14,7 @@ from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check
-from nnadapter_tvm.execution import Execution
+from nnadapter_tvm.execution import Execution, check_shared_dimensions
 from nnadapter_tvm.frontends.onnx import plan_cache
 from nnadapter_tvm.frontends.onnx.plan_cache import Port
 from nnadapter_tvm.types import NNAdapterError
@@ -115,7 +115,7 @@ class Predictor:
             self.tokens.append(token)
         if progress and subgraphs:
             progress(len(subgraphs), len(subgraphs), subgraphs[-1])
-        self._inputs = [Port(v.name, v.dtype, v.shape) for v in graph.inputs]
+        self._inputs = [Port(v.name, v.dtype, v.shape, v.dim_names) for v in graph.inputs]
         self._output_names = [o.name for o in self.onnx_model.graph.output]
         # One subgraph fed by the graph's inputs and giving its outputs runs without walking the plan.
         self.single_subgraph = (
@@ -211,7 +211,10 @@ class Predictor:
         else:
             arrays = list(inputs)
             check(len(arrays) == len(declared), f"{len(arrays)} inputs given, the model has {len(declared)}")
-        return [p.check(np.asarray(a)) for p, a in zip(declared, arrays)]
+        arrays = [p.check(np.asarray(a)) for p, a in zip(declared, arrays)]
+        labels = [f"input '{p.name}'" for p in declared]
+        check_shared_dimensions([p.dim_names for p in declared], [a.shape for a in arrays], labels)
+        return arrays
 
 
 def _execute(compilation: Compilation, arrays: list[np.ndarray]) -> list[np.ndarray]:

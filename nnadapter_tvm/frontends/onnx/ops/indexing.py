@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from nnadapter_tvm.frontends.onnx import shape_elements
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
 from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fold_if_empty, norm_axis, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
@@ -46,6 +47,8 @@ def slice_(ctx: NodeContext) -> Value | np.ndarray:
     which slices the same for dims below 2^31)."""
     x = ctx.input(0)
     rank = rank_of(ctx, x)
+    if ctx.opset >= 10 and not all(ctx.input(i).is_const for i in (1, 2)) and _from_shapes(ctx, 1, 2):
+        return _slice_computed(ctx, x, rank)
     starts = _ints(ctx, 1, "starts", 10)
     ends = _ints(ctx, 2, "ends", 10)
     if starts is None or ends is None or len(starts) != len(ends):
@@ -61,6 +64,42 @@ def slice_(ctx: NodeContext) -> Value | np.ndarray:
         return empty
     axes = [norm_axis(ctx, a, rank) for a in axes]
     return _slice(ctx, x, axes, starts, ends, steps)
+
+
+def _from_shapes(ctx: NodeContext, *indices: int) -> bool:
+    """Whether inputs ``indices`` are constants or computed from dimensions alone (their elements are
+    tracked at import, shape_elements), which the NNAdapter converters then know symbolically.  Values
+    read from data are not: those inputs must be constants (the backend then specialises on them)."""
+    return all(shape_elements.of(ctx.input(i)) is not None for i in indices)
+
+
+def _slice_computed(ctx: NodeContext, x: Value, rank: int) -> Value:
+    """Slice whose starts or ends are computed at run time (from the input's dimensions, usually):
+    SLICE with those tensors (cast to INT32) as operands, whose values the converter knows as
+    expressions over the symbolic dimensions; axes and steps must be constants."""
+    count = None
+    bounds = []
+    for i, what in ((1, "starts"), (2, "ends")):
+        v = ctx.input(i)
+        if v.shape is None or len(v.shape) != 1 or v.shape[0] is None:
+            ctx.unsupported(f"the {what} input {v.describe()} must be 1-D of known length")
+        count = v.shape[0] if count is None else count
+        if v.shape[0] != count:
+            ctx.fail(f"starts and ends hold {count} and {v.shape[0]} values, one per sliced axis")
+        if v.is_const:  # INT64 bounds clamped to INT32, as in the constant case
+            v = ctx.constant(np.clip(np.reshape(v.const, -1), _I32.min, _I32.max), v.dtype)
+        bounds.append(cast(ctx, v, "int32"))
+    axes = _ints(ctx, 3, "axes", 10, list(range(count)))
+    steps = _ints(ctx, 4, "steps", 10, [1] * count)
+    if len(axes) != count or len(steps) != count:
+        ctx.fail(f"axes {axes} and steps {steps} must hold one value per start ({count})")
+    if 0 in steps:
+        ctx.fail(f"steps {steps} must not be 0")
+    axes = [norm_axis(ctx, a, rank) for a in axes]
+    out = ctx.out_shape()
+    if out is None:
+        out = tuple(None if a in axes else d for a, d in enumerate(x.shape))
+    return ctx.emit(O.SLICE, [x, ctx.i32(axes), *bounds, ctx.i32(steps)], shape=out)
 
 
 @onnx_op("Gather")
@@ -226,7 +265,13 @@ def pad(ctx: NodeContext) -> Value | np.ndarray:
     if mode == "wrap":
         return _wrap(ctx, x, begin, end)
     for a in range(rank):
-        if mode == "reflect" and max(begin[a], end[a]) >= (x.shape[a] or 0) and (begin[a] or end[a]):
+        # An axis of unknown size is checked at execution (PAD's converter).
+        if (
+            mode == "reflect"
+            and x.shape[a] is not None
+            and max(begin[a], end[a]) >= x.shape[a]
+            and (begin[a] or end[a])
+        ):
             ctx.unsupported(f"reflect pads {begin[a]}, {end[a]} not below the size {x.shape[a]} of axis {a}")
     flat = [p for a in range(rank) for p in (begin[a], end[a])]
     value = _pad_value(ctx, x) if mode == "constant" else ctx.f32(0.0)
@@ -305,8 +350,15 @@ def trilu(ctx: NodeContext) -> Value | np.ndarray:
 
 @onnx_op("Range")
 def range_(ctx: NodeContext) -> Value:
-    """Range -> folded at import when start, limit and delta are constants; otherwise unsupported
-    (the output length depends on their values)."""
-    for i in range(3):
-        ctx.const(i)
-    ctx.fail("unreachable: a Range of constants is folded at import")
+    """Range -> folded at import when start, limit and delta are constants; else RANGE over integers
+    computed from dimensions (a sequence length, say), whose length the converter derives from them."""
+    start, limit, delta = (ctx.input(i) for i in range(3))
+    if start.dtype.kind not in "iu" or not _from_shapes(ctx, 0, 1, 2):
+        for i in range(3):
+            ctx.const(i)
+    if start.dtype.kind not in "iu":
+        ctx.unsupported(f"a {start.dtype} Range of values computed at run time (only integer ones)")
+    if not delta.is_const:
+        ctx.unsupported(f"Range with a delta {delta.describe()} computed at run time")
+    parts = [cast(ctx, v, "int32") for v in (start, limit, delta)]  # RANGE takes INT32 (or FLOAT32)
+    return cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), start.dtype)
