@@ -43,6 +43,7 @@ LANES = 16  # vector width of the inner loops (LLVM splits it into the target's 
 # Gate outputs kept in registers across the recurrent product: 8 AVX-512 vectors (16 AVX2), enough
 # independent FMA chains to hide their latency.
 GATE_BLOCKS = (128, 64, 32, 16)
+BATCH_TILE = 4  # batch rows that share each weight load (x 32 gates: 8 AVX-512 accumulators)
 SPLIT_ONE_ROW = True  # split a lone direction x batch row's steps over the threads (see _recurrence_ir)
 
 # Per operation: gate count, default activations, and operand positions after ``initial_h``.
@@ -204,15 +205,18 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
     def proxy(buf):
         return None if buf is None else T.buffer_proxy(buf)
 
-    def row(work: _Work, d, b, acc, tmp) -> None:
-        """Every step of direction d, batch row b."""
-        length = T.buffer_proxy(T.alloc_buffer((1,), i32, scope="local"))
+    def row(work: _Work, d, b0, acc, tmp, tile: int = 1) -> None:
+        """Every step of direction d for batch rows b0 .. b0 + tile - 1 (rows past the batch repeat
+        its last row and write nothing).  A tile of rows shares each load of R in the recurrent
+        product; its rows may sit at different time positions (their own lengths)."""
+        length = T.buffer_proxy(T.alloc_buffer((tile,), i32, scope="local"))
+        rows_ = [tirx.min(b0 + q, batch - 1) if tile > 1 else b0 for q in range(tile)]
 
-        def state(j):
-            return (d, b, j) if layout == 0 else (b, d, j)
+        def state(j, q=0):
+            return (d, rows_[q], j) if layout == 0 else (rows_[q], d, j)
 
-        def y_at(t, j):
-            return (t, d, b, j) if layout == 0 else (b, t, d, j)
+        def y_at(t, j, q=0):
+            return (t, d, rows_[q], j) if layout == 0 else (rows_[q], t, d, j)
 
         def act(k: int, x):
             """Activation k of this direction, its input clipped (ONNX's clip)."""
@@ -226,148 +230,198 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
             return tirx.Select(d == 0, first, activation(code, x, alpha, beta))
 
         def matvec(index: int, vector, initial) -> None:
-            """acc[start:start+count] = initial(g) + sum over k < H of vector(k) * R[g, k], for part
-            ``index`` of R (see ``_pack``).
+            """acc[q, start:start+count] = initial(g, q) + sum over k < H of vector(k, q) * R[g, k] for
+            each row q of the tile, for part ``index`` of R (see ``_pack``).
 
-            A block of gate rows stays in registers (a local buffer LLVM promotes) while k runs: one
-            FMA per weight, the packed weights read in one contiguous stream."""
+            A block of gate rows (per tile row) stays in registers (a local buffer LLVM promotes)
+            while k runs: one FMA per weight and row, the packed weights read in one contiguous
+            stream, each weight vector loaded once for the whole tile."""
             start, count, block = parts[index]
             weights = packed[index]
+            sub = max(block // tile, LANES) if block % max(block // tile, LANES) == 0 else block
 
             def one(i, valid: int) -> None:
-                base = start + i * block
-                part = T.buffer_proxy(T.alloc_buffer((block,), F32, scope="local"))
-                if valid < block:
-                    with T.vectorized(0, block) as v:
-                        part[v] = _f(0.0)
-                with T.vectorized(0, valid) as v:
-                    part[v] = initial(base + v)
-                with T.serial(0, h) as k:
-                    hk = vector(k)
-                    with T.vectorized(0, block) as v:
-                        part[v] = part[v] + hk * weights[d, i, k, v]
-                with T.vectorized(0, valid) as v:
-                    acc[base + v] = part[v]
+                for c in range(block // sub):
+                    width = min(max(valid - c * sub, 0), sub)
+                    if width == 0:
+                        continue
+                    base = start + i * block + c * sub
+                    part = T.buffer_proxy(T.alloc_buffer((tile, sub), F32, scope="local"))
+                    for q in range(tile):
+                        if width < sub:
+                            with T.vectorized(0, sub) as v:
+                                part[q, v] = _f(0.0)
+                        with T.vectorized(0, width) as v:
+                            part[q, v] = initial(base + v, q)
+                    with T.serial(0, h) as k:
+                        for q in range(tile):
+                            hk = vector(k, q)
+                            with T.vectorized(0, sub) as v:
+                                part[q, v] = part[q, v] + hk * weights[d, i, k, c * sub + v]
+                    for q in range(tile):
+                        with T.vectorized(0, width) as v:
+                            acc[q, base + v] = part[q, v]
 
             work.blocks(count, block, one)
 
-        if seq is not None:
-            length[0] = tirx.max(tirx.min(seq[b], steps.astype(i32)), tirx.const(0, i32))
-        else:
-            length[0] = steps.astype(i32)
+        for q in range(tile):
+            if seq is not None:
+                length[q] = tirx.max(tirx.min(seq[rows_[q]], steps.astype(i32)), tirx.const(0, i32))
+            else:
+                length[q] = steps.astype(i32)
 
         def init(j):
-            yh[state(j)] = h0[state(j)] if h0 is not None else _f(0.0)
-            if yc is not None:
-                yc[state(j)] = c0[state(j)] if c0 is not None else _f(0.0)
+            for q in range(tile):
+                yh[state(j, q)] = h0[state(j, q)] if h0 is not None else _f(0.0)
+                if yc is not None:
+                    yc[state(j, q)] = c0[state(j, q)] if c0 is not None else _f(0.0)
 
         work.units(h, init)
 
-        with T.serial(0, steps) as s, T.If(s < length[0]):
-            with T.Then():
-                back = length[0] - 1 - s  # reverse: backwards within the sequence's own length
-                if direction == RecurrentDirection.FORWARD:
-                    t = s
-                elif direction == RecurrentDirection.REVERSE:
-                    t = back
-                else:
-                    t = tirx.Select(d == 0, s, back)
-                r = (t, b) if layout == 0 else (b, t)
+        def position(s, q):
+            """The time position row q reads at step s (reverse: backwards within its own length)."""
+            back = tirx.max(length[q] - 1 - s, 0)
+            if direction == RecurrentDirection.FORWARD:
+                return s
+            if direction == RecurrentDirection.REVERSE:
+                return back
+            return tirx.Select(d == 0, s, back)
 
-                def projected(g, r=r):
-                    return xw[r[0], r[1], d * gh + g]
+        def step(s) -> None:
+            ts = [position(s, q) for q in range(tile)]
 
-                def h_prev(k):
-                    return yh[state(k)]
+            def projected(g, q):
+                r = (ts[q], rows_[q]) if layout == 0 else (rows_[q], ts[q])
+                return xw[r[0], r[1], d * gh + g]
 
-                if op == O.RNN:
-                    matvec(0, h_prev, projected)
+            def h_prev(k, q):
+                return yh[state(k, q)]
 
-                    def rnn(j):
-                        yh[state(j)] = act(0, acc[j])
-                        y[y_at(t, j)] = yh[state(j)]
+            def each_row(update):
+                """update(j, q) on the rows that take this step; zeros in Y for the others."""
 
-                    work.units(h, rnn)
-                elif op == O.LSTM:
-                    matvec(0, h_prev, projected)
+                def body(j):
+                    for q in range(tile):
+                        if tile == 1:
+                            update(j, q)
+                            continue
+                        with T.If(tirx.all(b0 + q < batch, s < length[q])):
+                            with T.Then():
+                                update(j, q)
+                            with T.Else(), T.If(b0 + q < batch), T.Then():
+                                y[y_at(s, j, q)] = _f(0.0)
 
-                    def lstm(j):
-                        # acc holds the gates i, o, f, c; the peepholes p: i, o, f.
-                        c_prev = yc[state(j)]
-                        pi, po, pf = acc[j], acc[h + j], acc[2 * h + j]
-                        if peep is not None:
-                            pi, pf = pi + peep[d, j] * c_prev, pf + peep[d, 2 * h + j] * c_prev
-                        i = act(0, pi)
-                        f = _f(1.0) - i if input_forget else act(0, pf)
-                        yc[state(j)] = f * c_prev + i * act(1, acc[3 * h + j])
-                        c = yc[state(j)]  # read back: the expression is not duplicated
-                        if peep is not None:
-                            po = po + peep[d, h + j] * c
-                        yh[state(j)] = act(0, po) * act(2, c)
-                        y[y_at(t, j)] = yh[state(j)]
+                work.units(h, body)
 
-                    work.units(h, lstm)
-                elif lbr:
-                    # The h gate's recurrent part, h Rh + Rbh, is kept apart: r multiplies it.
-                    def with_rbh(g):
-                        if rbh is None:
-                            return tirx.Select(g < 2 * h, projected(g), _f(0.0))
-                        return tirx.Select(g < 2 * h, projected(g), rbh[d, tirx.max(g - 2 * h, 0)])
+            if op == O.RNN:
+                matvec(0, h_prev, projected)
 
-                    matvec(0, h_prev, with_rbh)
+                def rnn(j, q):
+                    yh[state(j, q)] = act(0, acc[q, j])
+                    y[y_at(ts[q], j, q)] = yh[state(j, q)]
 
-                    def gru_lbr(j):
-                        z = act(0, acc[j])
-                        reset = act(0, acc[h + j])
-                        cand = act(1, projected(2 * h + j) + reset * acc[2 * h + j])
-                        yh[state(j)] = (_f(1.0) - z) * cand + z * yh[state(j)]
-                        y[y_at(t, j)] = yh[state(j)]
+                each_row(rnn)
+            elif op == O.LSTM:
+                matvec(0, h_prev, projected)
 
-                    work.units(h, gru_lbr)
-                else:
-                    matvec(0, h_prev, projected)  # z and r first: the h gate reads r * h_prev
+                def lstm(j, q):
+                    # acc holds the gates i, o, f, c; the peepholes p: i, o, f.
+                    c_prev = yc[state(j, q)]
+                    pi, po, pf = acc[q, j], acc[q, h + j], acc[q, 2 * h + j]
+                    if peep is not None:
+                        pi, pf = pi + peep[d, j] * c_prev, pf + peep[d, 2 * h + j] * c_prev
+                    i = act(0, pi)
+                    f = _f(1.0) - i if input_forget else act(0, pf)
+                    yc[state(j, q)] = f * c_prev + i * act(1, acc[q, 3 * h + j])
+                    c = yc[state(j, q)]  # read back: the expression is not duplicated
+                    if peep is not None:
+                        po = po + peep[d, h + j] * c
+                    yh[state(j, q)] = act(0, po) * act(2, c)
+                    y[y_at(ts[q], j, q)] = yh[state(j, q)]
 
-                    def reset(j):
-                        tmp[j] = act(0, acc[h + j]) * yh[state(j)]
+                each_row(lstm)
+            elif lbr:
+                # The h gate's recurrent part, h Rh + Rbh, is kept apart: r multiplies it.
+                def with_rbh(g, q):
+                    bias = rbh[d, tirx.max(g - 2 * h, 0)] if rbh is not None else _f(0.0)
+                    return tirx.Select(g < 2 * h, projected(g, q), bias)
 
-                    work.units(h, reset)
-                    matvec(1, lambda k: tmp[k], projected)
+                matvec(0, h_prev, with_rbh)
 
-                    def gru(j):
-                        z = act(0, acc[j])
-                        cand = act(1, acc[2 * h + j])
-                        yh[state(j)] = (_f(1.0) - z) * cand + z * yh[state(j)]
-                        y[y_at(t, j)] = yh[state(j)]
+                def gru_lbr(j, q):
+                    z = act(0, acc[q, j])
+                    reset = act(0, acc[q, h + j])
+                    cand = act(1, projected(2 * h + j, q) + reset * acc[q, 2 * h + j])
+                    yh[state(j, q)] = (_f(1.0) - z) * cand + z * yh[state(j, q)]
+                    y[y_at(ts[q], j, q)] = yh[state(j, q)]
 
-                    work.units(h, gru)
-            with T.Else():
+                each_row(gru_lbr)
+            else:
+                matvec(0, h_prev, projected)  # z and r first: the h gate reads r * h_prev
 
-                def zero(j, s=s):
-                    y[y_at(s, j)] = _f(0.0)
+                def reset(j):
+                    for q in range(tile):
+                        tmp[q, j] = act(0, acc[q, h + j]) * yh[state(j, q)]
 
-                work.units(h, zero)
+                work.units(h, reset)
+                matvec(1, lambda k, q: tmp[q, k], projected)
+
+                def gru(j, q):
+                    z = act(0, acc[q, j])
+                    cand = act(1, acc[q, 2 * h + j])
+                    yh[state(j, q)] = (_f(1.0) - z) * cand + z * yh[state(j, q)]
+                    y[y_at(ts[q], j, q)] = yh[state(j, q)]
+
+                each_row(gru)
+
+        with T.serial(0, steps) as s:
+            if tile > 1:
+                step(s)  # each row checks its own length
+            else:
+                # One row: a step past its length is skipped whole (zeros in Y).
+                with T.If(s < length[0]):
+                    with T.Then():
+                        step(s)
+                    with T.Else():
+
+                        def zero(j, s=s):
+                            y[y_at(s, j)] = _f(0.0)
+
+                        work.units(h, zero)
 
     with IRBuilder() as ib, T.serial(0, 1):
         xw, y, yh, yc = proxy(ins[0]), proxy(y), proxy(yh), proxy(yc)
         packed = [proxy(b) for b in ins[1 : 1 + len(parts)]]
         seq, h0, c0, peep, rbh = proxy(seq), proxy(h0), proxy(c0), proxy(peep), proxy(rbh)
 
-        def per_row() -> None:
-            with T.parallel(0, num_dirs * batch) as db:
+        def per_row(tile: int) -> None:
+            tiles = (batch + tile - 1) // tile
+            with T.parallel(0, num_dirs * tiles) as dt:
                 # The step's gate pre-activations; the slack lets a partial block store whole vectors.
-                acc = T.buffer_proxy(T.alloc_buffer((gh + GATE_BLOCKS[0],), F32))
-                tmp = T.buffer_proxy(T.alloc_buffer((h,), F32))  # GRU: r * h_prev
-                row(_Work(T, split=False), db // batch, db % batch, acc, tmp)
+                acc = T.buffer_proxy(T.alloc_buffer((tile, gh + GATE_BLOCKS[0]), F32))
+                tmp = T.buffer_proxy(T.alloc_buffer((tile, h), F32))  # GRU: r * h_prev
+                row(_Work(T, split=False), dt // tiles, dt % tiles * tile, acc, tmp, tile)
+
+        def per_row_or_tile() -> None:
+            # Tiles of rows share the weight loads; two tiles at least, so two threads have work.
+            with T.If(batch >= 2 * BATCH_TILE):
+                with T.Then():
+                    per_row(BATCH_TILE)
+                with T.Else(), T.If(batch >= 2):
+                    with T.Then():
+                        per_row(2)
+                    with T.Else():
+                        per_row(1)
 
         if not can_split:
-            per_row()
+            per_row_or_tile()
         else:
             with T.If(num_dirs * batch >= 2):
                 with T.Then():
-                    per_row()
+                    per_row_or_tile()
                 with T.Else():
-                    acc = T.buffer_proxy(T.alloc_buffer((gh + GATE_BLOCKS[0],), F32))  # shared by the threads
-                    tmp = T.buffer_proxy(T.alloc_buffer((h,), F32))
+                    acc = T.buffer_proxy(T.alloc_buffer((1, gh + GATE_BLOCKS[0]), F32))  # shared by the threads
+                    tmp = T.buffer_proxy(T.alloc_buffer((1, h), F32))
                     with T.attr(0, "pragma_parallel_launch_point", 1), T.serial(0, num_dirs * batch) as db:
                         row(_Work(T, split=True), db // batch, db % batch, acc, tmp)
     return ib.get()

@@ -519,3 +519,29 @@ def test_one_row_split_over_threads(op, opts, direction):
     phases); with a sequence length shorter than T, so the threads also agree on skipped steps."""
     case = make_case(op, steps=6, batch=1, size=5, hidden=40, direction=direction, seq=[4], h0=True, c0=True, **opts)
     check(op, case)
+
+
+@pytest.mark.parametrize(
+    ("op", "opts"),
+    [(OP.LSTM, {"peephole": True}), (OP.GRU, {}), (OP.GRU, {"lbr": True}), (OP.RNN, {})],
+    ids=["LSTM", "GRU", "GRU-lbr", "RNN"],
+)
+@pytest.mark.parametrize("layout", [0, 1])
+def test_batch_tiles(op, opts, layout):
+    """Batch 6: a tile of four rows sharing the weight loads, then a tile of two (its missing rows
+    write nothing); rows at different lengths (reverse reads each within its own), both directions."""
+    case = make_case(
+        op,
+        steps=5,
+        batch=6,
+        size=4,
+        hidden=20,
+        direction=D.BIDIRECTIONAL,
+        layout=layout,
+        seq=[5, 2, 0, 3, 4, 1],
+        h0=True,
+        c0=True,
+        seed=9,
+        **opts,
+    )
+    check(op, case)
