@@ -10,17 +10,20 @@ and NON_MAX_SUPPRESSION are), and compiles to two kernels:
 
 - the input projection of every time step at once, ``X[T*B, I] x W^T -> [T*B, D*G*H]`` (plus the
   biases that can be folded in), one MAT_MUL that the default CPU schedules tile and vectorize;
-- the recurrence: one hand-written TIR kernel whose outer loop over directions x batch runs in
-  parallel and whose sequential loop over time (T symbolic: one compilation serves every length)
-  does the small recurrent product ``h x R^T`` (vectorized over the gates, R pre-transposed at
-  compile time), the peepholes and the gate nonlinearities, and writes Y, Y_h (and Y_c).  The kernel
-  carries its own schedule and is marked ``tirx.is_scheduled`` so the default CPU rules leave it.
+- the recurrence: one hand-written TIR kernel with a sequential loop over time (T symbolic: one
+  compilation serves every length) doing the small recurrent product ``h x R^T`` (R packed at
+  compile time into blocks of 128 gate rows, each streamed contiguously into 8 AVX-512 registers of
+  accumulators), the peepholes and the gate nonlinearities, and writing Y, Y_h (and Y_c).
+  Directions x batch tiles (1, 2 or 4 rows sharing each weight load) are parallel tasks; a lone row
+  (B = 1, one direction: streaming) instead splits each step over the threads, with barriers
+  between the product and the gates.  The kernel carries its own schedule and is marked
+  ``tirx.is_scheduled`` so the default CPU rules leave it.
 
 Semantics are ONNX's (LSTM-7/14, GRU-7/14, RNN-7/14) as onnxruntime runs them: gate order i, o, f, c
 (LSTM) and z, r, h (GRU); ``sequence_lens`` steps past a sequence's length leave zeros in Y and keep
 the state; reverse reads each sequence backwards within its own length; ``clip`` bounds the inputs
-of the gate activations; alpha/beta are one value per activation (the ONNX importer fills ONNX's
-defaults).  Tanh and Sigmoid use a rational approximation (TVM's fast_tanh, max error ~1e-7), as
+of the gate activations; alpha/beta are one value per activation (the ONNX importer fills
+onnxruntime's defaults).  Tanh and Sigmoid use a rational approximation (TVM's fast_tanh, max error ~1e-7), as
 onnxruntime's MLAS kernels do, because LLVM scalarizes ``exp`` into libm calls.
 """
 
