@@ -14,6 +14,7 @@ from oputil import (
     In,
     Out,
     P,
+    build_model,
     check_op,
     check_quantized,
     expect_error,
@@ -210,6 +211,36 @@ def test_gather_runtime_indices_at_the_bounds_and_empty():
     np.testing.assert_array_equal(_gather_fed(x, [-3, 2, -1, 0]), _gather_ref(x, np.array([-3, 2, -1, 0]), 0))
     out = _gather_fed(x, np.zeros([0], "int64"), index_dims=[UNKNOWN])
     assert out.shape == (0, 4)
+
+
+def test_gather_index_check_survives_the_cache():
+    """A compilation loaded from its cache buffer (no model) still names the index and the range."""
+    x = rand(3, 4, seed=11)
+    model = build_model(
+        OP.GATHER, [In(x), In(np.array([0, 1], "int64"), P.INT64), i32([0])], [Out(dims=[2, 4])], [(2, 4)]
+    )
+    with nna.Context([nna.Device.acquire("llvm")]) as ctx:
+        first = nna.Compilation(model, ctx)
+        first.finish()
+        loaded = nna.Compilation(None, ctx, cache_buffer=first.serialize())
+        loaded.finish()
+
+        def run(indices):
+            out = np.empty((2, 4), "float32")
+            execution = nna.Execution(loaded)
+            execution.set_input(0, x)
+            execution.set_input(1, np.array(indices, "int64"))
+            execution.set_output(0, out)
+            execution.compute()
+            return out
+
+        np.testing.assert_array_equal(run([2, -3]), x[[2, 0]])
+        expect_error(
+            lambda: run([1, -9]),
+            "GATHER",
+            "index -9 is out of range [-3, 3) for axis 0",
+            code=nna.ResultCode.INVALID_DIMENSIONS,
+        )
 
 
 def test_gather_data_checks_switch_off_for_measuring(monkeypatch):
