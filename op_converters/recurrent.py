@@ -14,10 +14,9 @@ and NON_MAX_SUPPRESSION are), and compiles to two kernels:
   compilation serves every length) doing the small recurrent product ``h x R^T`` (R packed at
   compile time into blocks of 128 gate rows, each streamed contiguously into 8 AVX-512 registers of
   accumulators), the peepholes and the gate nonlinearities, and writing Y, Y_h (and Y_c).
-  Directions x batch tiles (1, 2 or 4 rows sharing each weight load) are parallel tasks; a lone row
-  (B = 1, one direction: streaming) instead splits each step over the threads, with barriers
-  between the product and the gates.  The kernel carries its own schedule and is marked
-  ``tirx.is_scheduled`` so the default CPU rules leave it.
+  Directions x batch tiles (1, 2 or 4 rows sharing each weight load) are parallel tasks (a lone row
+  can instead split each step over the threads, ``SPLIT_ONE_ROW``, off by default).  The kernel
+  carries its own schedule and is marked ``tirx.is_scheduled`` so the default CPU rules leave it.
 
 Semantics are ONNX's (LSTM-7/14, GRU-7/14, RNN-7/14) as onnxruntime runs them: gate order i, o, f, c
 (LSTM) and z, r, h (GRU); ``sequence_lens`` steps past a sequence's length leave zeros in Y and keep
@@ -47,7 +46,11 @@ LANES = 16  # vector width of the inner loops (LLVM splits it into the target's 
 # independent FMA chains to hide their latency.
 GATE_BLOCKS = (128, 64, 32, 16)
 BATCH_TILE = 4  # batch rows that share each weight load (x 32 gates: 8 AVX-512 accumulators)
-SPLIT_ONE_ROW = True  # split a lone direction x batch row's steps over the threads (see _recurrence_ir)
+# Split a lone direction x batch row's steps over the threads (see _recurrence_ir).  Off: on the
+# 2-core machine measured, it was 5-12% slower than one thread per row (LSTM H=128 and H=512, B=1):
+# the product is bound by the bandwidth both cores share, and a barrier waits for a descheduled
+# thread.  Kept (and tested) for machines with per-core caches that hold R's halves.
+SPLIT_ONE_ROW = False
 
 # Per operation: gate count, default activations, and operand positions after ``initial_h``.
 _GATES = {O.LSTM: 4, O.GRU: 3, O.RNN: 1}
@@ -179,10 +182,10 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
     shape), p [D, 3H], rbh [D, H] (GRU's recurrent h-gate bias, kept apart under
     linear_before_reset).  ``outs``: Y, Y_h (, Y_c); Y_h and Y_c hold the running state.
 
-    Directions and batch rows are independent recurrences: with two or more, each is a parallel task
-    that runs its steps alone.  A single one (B = 1, one direction: the common streaming case) would
-    leave all but one thread idle, so when the product is large enough its steps are split instead:
-    one parallel region for the whole sequence, each thread takes some register blocks of the
+    Directions and batch rows are independent recurrences: each tile of rows is a parallel task that
+    runs its steps alone.  A single row (B = 1, one direction: the streaming case) leaves all but one
+    thread idle; with ``SPLIT_ONE_ROW`` its steps are split instead: one parallel region for the
+    whole sequence, each thread takes some register blocks of the
     recurrent product and some hidden units of the gates, with a barrier between the phases (TVM's
     ``pragma_parallel_launch_point`` / ``pragma_parallel_barrier_when_finish``).
     """

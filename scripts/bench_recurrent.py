@@ -10,6 +10,7 @@ nnadapter-tvm compiles once for every length and runs the length given):
 - ``lstm``: LSTM T=100, B=1, I=64, H=128, forward (the issue's reference size).
 - ``silero``: LSTM T=64, B=1, I=128, H=128 with initial h and c (silero-vad's decoder LSTM).
 - ``ocr``: bidirectional LSTM T=40, B=1, I=512, H=512 (ddddocr's recognizer).
+- ``wide``: its forward half alone (one sequence: each step split over the threads).
 - ``gru``: GRU T=100, B=4, I=64, H=128, linear_before_reset (PyTorch's GRU export).
 
 Timing: onnxruntime at its default session options (spinning on) with ``intra_op_num_threads`` set to
@@ -40,6 +41,7 @@ CASES = {
     "lstm": ("LSTM", 100, 1, 64, 128, "forward", False, {}),
     "silero": ("LSTM", 64, 1, 128, 128, "forward", True, {}),
     "ocr": ("LSTM", 40, 1, 512, 512, "bidirectional", False, {}),
+    "wide": ("LSTM", 40, 1, 512, 512, "forward", False, {}),
     "gru": ("GRU", 100, 4, 64, 128, "forward", False, {"linear_before_reset": 1}),
 }
 
