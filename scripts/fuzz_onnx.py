@@ -51,8 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.minutes and time.time() - start > args.minutes * 60:
             return  # out of time: the remaining examples are skipped (raising would make hypothesis shrink)
         draw = fuzz_onnx.Draw(data)
-        cases = [fuzz_onnx.draw_graph(draw, f"g{k}_", args.nodes, vocabulary) for k in range(args.batch)]
-        for case, outcomes in fuzz_onnx.run_graphs(cases):
+        try:
+            cases = [fuzz_onnx.draw_graph(draw, f"g{k}_", args.nodes, vocabulary) for k in range(args.batch)]
+            results = fuzz_onnx.run_graphs(cases)
+        except Exception as err:  # the harness's own fault: counted, never the end of the run
+            tally["harness_error"] += 1
+            print(f"\nharness error: {type(err).__name__}: {err}", file=sys.stderr)
+            return
+        for case, outcomes in results:
             statuses = {o.status for o in outcomes.values()}
             worst = next((s for s in ("error", "differs", "ambiguous", "refused", "invalid") if s in statuses), "ok")
             tally[worst] += 1
@@ -96,6 +102,7 @@ def _write_summary(path: Path, tally: Counter, findings: dict, start: float) -> 
         "nodes": tally["nodes"],
         **{s: tally[s] for s in ("ok", "differs", "error", "ambiguous", "refused", "invalid")},
         "distinct": {k: f["count"] for k, f in sorted(findings.items())},
+        "harness_error": tally["harness_error"],
         "seconds": round(time.time() - start),
     }
     path.parent.mkdir(parents=True, exist_ok=True)

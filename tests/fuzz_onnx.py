@@ -98,6 +98,13 @@ class Graph:
         self.pool.append(t)
         return t
 
+    def int_input(self, values: np.ndarray) -> str:
+        """An INT64 graph input fed ``values`` (indices known only at execution); not pooled."""
+        name = self.name("i")
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.INT64, list(values.shape)))
+        self.feeds[name] = values
+        return name
+
     def const(self, array: np.ndarray, what: str = "c") -> str:
         name = self.name(what)
         self.inits.append(numpy_helper.from_array(np.asarray(array), name))
@@ -108,7 +115,13 @@ class Graph:
         return self.const((rng.standard_normal(shape) * scale).astype("float32"), "w")
 
     def pick(self, rank_min: int = 0, rank_max: int = 6, pred: Callable[[Tensor], bool] | None = None) -> Tensor | None:
-        fits = [t for t in self.pool if rank_min <= len(t.shape) <= rank_max and (pred is None or pred(t))]
+        # Not zero-size tensors: the builders' shape arithmetic assumes elements (tests/test_fuzz.py
+        # fuzzes empty tensors).
+        fits = [
+            t
+            for t in self.pool
+            if rank_min <= len(t.shape) <= rank_max and math.prod(t.shape) > 0 and (pred is None or pred(t))
+        ]
         if not fits:
             return None
         # Prefer recent tensors: deeper graphs, fewer dead ends.
@@ -156,7 +169,10 @@ class Graph:
 
     def concrete_model(self) -> onnx.ModelProto:
         """The graph with every input at its fed shape (for shape inference while building)."""
-        inputs = [helper.make_tensor_value_info(n, F32, list(a.shape)) for n, a in self.feeds.items()]
+        inputs = [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+            for n, a in self.feeds.items()
+        ]
         graph = helper.make_graph(self.nodes, "g", inputs, [], initializer=self.inits)
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
 
@@ -483,22 +499,31 @@ def _slice(g: Graph, name: str) -> bool:
     return True
 
 
-@op("Gather", "GatherElements")
+@op("Gather", "GatherElements", "GatherND")
 def _gather(g: Graph, name: str) -> bool:
-    """Constant indices in [-n, n) (run-time ones are checked by the GATHER tests)."""
+    """Indices in [-n, n) (out-of-range ones are refused by both sides: tests/ops/test_indexing.py),
+    constant or fed at run time (then checked at execution, which must not refuse these)."""
     x = g.pick(rank_min=1, pred=lambda t: min(t.shape) > 0)
     if x is None:
         return False
     axis = _axis(g, len(x.shape))
     n = x.shape[axis]
     rng = np.random.default_rng(g.draw.int(0, 2**31 - 1))
-    if name == "Gather":
-        shape = tuple(rng.integers(1, 4, g.draw.int(0, 2)))
+    if name == "GatherND":  # tuples over the leading k dims
+        k = g.draw.int(1, len(x.shape))
+        lead = tuple(rng.integers(1, 4, g.draw.int(1, 2)))
+        values = np.stack([rng.integers(-d, d, lead) for d in x.shape[:k]], -1).astype("int64")
+        attrs: dict = {}
+    elif name == "Gather":
+        values = rng.integers(-n, n, tuple(rng.integers(1, 4, g.draw.int(0, 2)))).astype("int64")
+        attrs = {"axis": axis}
     else:
         shape = tuple(
             rng.integers(1, d + 1) if a != axis % len(x.shape) else rng.integers(1, 5) for a, d in enumerate(x.shape)
         )
-    g.node(name, [x.name, g.const(rng.integers(-n, n, shape).astype("int64"))], axis=axis)
+        values = rng.integers(-n, n, shape).astype("int64")
+        attrs = {"axis": axis}
+    g.node(name, [x.name, g.int_input(values) if g.draw.bool(0.5) else g.const(values)], **attrs)
     return True
 
 
