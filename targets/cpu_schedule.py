@@ -554,6 +554,13 @@ def _schedule_spatial(sch: s_tir.Schedule, block, lanes: int):
     if not loops or kinds is None or "R" in kinds:
         return None
     total = _product([_extent(sch, lp) for lp in loops])
+    if sch.get(block).name_hint.startswith(PACK + "batch_matmul") and _extent(sch, loops[-3]) is None:
+        # [..., N / nb, K, nb] blocks of a run-time operand with a symbolic N: only the last block is
+        # zero-padded; partitioned apart, the others copy whole vectors.
+        sch.vectorize(loops[-1])
+        sch.annotate(loops[-3], "pragma_loop_partition_hint", 1)
+        _parallel(sch, list(loops[:-3]), work=total)
+        return None
     if _transpose_tile(sch, block, lanes, total):
         return None
     symbolic_inner = _extent(sch, loops[-1]) is None
@@ -698,27 +705,11 @@ def _tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: 
         sch.set_scope(main, 0, "local")
     for consumer in epilogue:
         sch.reverse_compute_at(consumer, tile_loop, preserve_unit_loops=True)
-        inner = sch.get_loops(consumer)[-1]
-        extent = _extent(sch, inner)
-        if _guarded(sch, inner) and extent is not None and extent > lanes and extent % lanes == 0:
-            # The last tile of a padded symbolic extent is guarded (the crop): whole vectors and the
-            # partial one are partitioned apart, or the guard would scalarize every vector.
-            outer, inner = sch.split(inner, [None, lanes])
-            sch.vectorize(inner)
-            sch.annotate(outer, "pragma_loop_partition_hint", 1)
-        else:
-            _vectorize_inner(sch, inner, lanes)
+        # Vectors as wide as the tile's (a 32-wide tile stored by 16-wide vectors stayed an array in
+        # memory instead of becoming vector registers: 2x slower).
+        _vectorize_inner(sch, sch.get_loops(consumer)[-1], lanes)
     for consumer in epilogue[:-1]:
         sch.set_scope(consumer, 0, "local")
-
-
-def _guarded(sch: s_tir.Schedule, loop) -> bool:
-    """Whether the block directly under ``loop`` has a predicate (a guarded tail)."""
-    realize = sch.get(loop).body
-    if not isinstance(realize, s_tir.SBlockRealize):
-        return False
-    predicate = realize.predicate
-    return not (isinstance(predicate, tirx.IntImm) and int(predicate.value) == 1)
 
 
 def _row_tile(extent: int | None, budget: int, lo: int = 4) -> int:
@@ -830,7 +821,15 @@ def _schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> No
     sch.reorder(jo, *outer, mo, k, mi, ji)
     sch.unroll(mi)
     sch.vectorize(ji)
-    _tile_epilogue(sch, block, epilogue, mo, lanes)
+    if _extent(sch, jo) is None and epilogue:
+        # Columns padded to whole blocks (a symbolic N): on the tile, the crop's guard varies inside
+        # the vector and scalarizes every store.  The tile is written whole to the padded product and
+        # the crop and epilogue run after it, as element-wise loops (partitioned vector tails).
+        _tile_epilogue(sch, block, [], mo, lanes)
+        for stage in epilogue:
+            _schedule_spatial(sch, stage, lanes)
+    else:
+        _tile_epilogue(sch, block, epilogue, mo, lanes)
     _parallel(sch, [jo, *outer, mo], min_elements=1, work=None)
     sch.decompose_reduction(block, k)
 
