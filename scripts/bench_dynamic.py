@@ -8,6 +8,8 @@ the exact size it is fed, on the ``llvm`` device with the default CPU schedules.
 Networks (built through the public NNAdapter Model API, weights from a fixed seed; the symbolic build
 declares every batch, height, width or sequence dimension ``nna.UNKNOWN``, channels static):
 
+- ``conv64``: one 64 -> 64 3x3 CONV_2D with bias and ReLU (issue 12's example: 2.97 ms static, 117.6 ms
+  with H, W unknown before the schedules handled symbolic extents).
 - ``resnet``: a ResNet stage, two basic blocks 64 -> 64 (3x3 conv + ReLU, 3x3 conv, residual add +
   ReLU) and a downsampling block 64 -> 128 (3x3 stride 2, 1x1 stride-2 projection).
 - ``mobilenet``: inverted residual blocks: 1x1 expand 32 -> 96 + ReLU6, 3x3 depthwise + ReLU6, 1x1
@@ -127,6 +129,12 @@ class Net:
         return self.model
 
 
+def conv64(net: Net, size: tuple[int, ...]):
+    n, h, w = size
+    x = net.tensor([n, 64, h, w], (0, 2, 3))
+    return [x], [net.conv(x, 64, 3)]
+
+
 def resnet(net: Net, size: tuple[int, ...]):
     n, h, w = size
     x = net.tensor([n, 64, h, w], (0, 2, 3))
@@ -189,6 +197,7 @@ def transformer(net: Net, size: tuple[int, ...]):
 
 NETS: dict[str, tuple[Callable, list[tuple[int, ...]], Callable[[tuple[int, ...]], tuple[int, ...]]]] = {
     # name: (builder, fed sizes, input shape of a size)
+    "conv64": (conv64, [(1, 56, 56), (1, 40, 72)], lambda s: (s[0], 64, s[1], s[2])),
     "resnet": (resnet, [(1, 56, 56), (1, 40, 72)], lambda s: (s[0], 64, s[1], s[2])),
     "mobilenet": (mobilenet, [(1, 56, 56), (1, 48, 80)], lambda s: (s[0], 32, s[1], s[2])),
     "classifier": (classifier, [(1, 64, 64), (4, 96, 128)], lambda s: (s[0], 3, s[1], s[2])),
