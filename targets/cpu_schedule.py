@@ -30,6 +30,13 @@ Relax module into a legalized, fused module whose every PrimFunc carries a CPU s
    A rule that raises, or whose result does not lower through TVM's TIR pipeline, is dropped for the
    next one; the last resort is the unscheduled function, so a schedule never fails a compile.
 
+5. **Symbolic extents** (batch, height, width, sequence length unknown until execution; channels
+   static) get the same rules: a register tile along a symbolic axis runs whole tiles past the end
+   (``_padded``: clamped reads, then a crop), vector loops over a symbolic axis are partitioned into
+   whole vectors and a scalar tail (``_vectorize_inner``), parallel loops fuse at most two symbolic
+   loops (``_parallel``), and products of two run-time tensors are packed at run time and run under
+   the dense rule (``Lowering._batch_matmul``).  docs/performance.md, section 4, has the measurements.
+
 The vector width comes from the target (AVX-512: 16 floats, AVX2: 8, NEON/SSE: 4); ``host_target``
 gives the ``llvm`` driver this machine's CPU so that LLVM can use it.
 """
