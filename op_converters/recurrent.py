@@ -552,13 +552,13 @@ def _recurrent(args: OpArgs, op: O) -> list[relax.Expr]:
         bias, x_bias = None, None
 
     # The input projection of every step at once: [rows, I] x [I, D*G*H].
-    rows = x_shape[0] * x_shape[1]
-    x2 = relax.op.reshape(x, [rows, size])
+    # X stays 3-D: the dense schedule fuses the leading axes itself, where a reshape to [T*B, I] and
+    # back was two copy kernels.
     w2 = relax.op.permute_dims(relax.op.reshape(w, [num_dirs * gh, size]), [1, 0])
-    xw = relax.op.matmul(x2, w2)
+    xw = relax.op.matmul(x, w2)
     if x_bias is not None:
         xw = relax.op.add(xw, relax.op.reshape(x_bias, [num_dirs * gh]))
-    xw = args.emit(relax.op.reshape(xw, [x_shape[0], x_shape[1], num_dirs * gh]))
+    xw = args.emit(xw)
     # GRU (without linear_before_reset) multiplies R's h rows by r * h_prev: a part of its own.
     split = op == O.GRU and not lbr
     parts = [(0, 2 * hidden), (2 * hidden, hidden)] if split else [(0, gh)]
