@@ -548,3 +548,12 @@ def test_batch_tiles(op, opts, layout):
         **opts,
     )
     check(op, case)
+
+
+def test_onnx_hidden_size_must_match_r():
+    model = onnx_layer("RNN", 5, 3, 1, ["Y"])
+    for attr in model.graph.node[0].attribute:
+        if attr.name == "hidden_size":
+            attr.i = 6
+    err = expect_error(lambda: nna.Predictor(model), "hidden_size 6 differs from R")
+    assert "RNN" in str(err)

@@ -105,9 +105,11 @@ def _recurrent(ctx: NodeContext, op: O) -> list[Value | None]:
         inputs.append(ctx.boolean(bool(ctx.attr("linear_before_reset", 0))))
     outputs = 3 if op == O.LSTM else 2
     hidden = ctx.attr("hidden_size", None)
-    w = ctx.input(2)
-    if hidden is None and w.shape is not None and w.shape[2] is not None:
-        hidden = w.shape[2]
+    r = ctx.input(2)
+    r_hidden = r.shape[2] if r.shape is not None and len(r.shape) == 3 else None
+    if hidden is not None and r_hidden is not None and hidden != r_hidden:
+        ctx.fail(f"hidden_size {hidden} differs from R {r.describe()} ([directions, gates * hidden, hidden])")
+    hidden = hidden if hidden is not None else r_hidden
     shapes = _shapes(x, num_dirs, hidden, layout)
     results = ctx.emit(op, inputs, dtype=np.float32, outputs=outputs)
     for k, value in enumerate(results):
