@@ -9,9 +9,17 @@ for the result to be right.
 from __future__ import annotations
 
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import check_window, fuse, pair, rank4, relax_padding, spatial_pads
+from nnadapter_tvm.op_converters.helpers import (
+    check_window,
+    fuse,
+    pair,
+    rank4,
+    relax_padding,
+    spatial_pads,
+    with_plain_dims,
+)
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, te, tirx
+from tvm import relax, te, tirx, topi
 
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import ResultCode
@@ -115,7 +123,18 @@ def conv_2d_transpose(args: OpArgs) -> relax.Expr:
     crop = [max(after - e, 0) for after, e in zip(pads[1::2], extra)]
     grow = [max(e - after, 0) for after, e in zip(pads[1::2], extra)]
     padding = [pads[0], pads[2], crop[0], crop[1]]
-    y = relax.op.nn.conv2d_transpose(x, w, strides=strides, padding=padding, dilation=dilations, groups=group)
+
+    def transposed(data: te.Tensor, kernel: te.Tensor) -> te.Tensor:
+        # What LegalizeOps makes of relax.nn.conv2d_transpose in NCHW (a dilated kernel is a zero-filled one).
+        if any(d != 1 for d in dilations):
+            kernel = topi.nn.dilate(kernel, [1, 1, *dilations], name="kernel_dilate")
+        return topi.nn.group_conv2d_transpose_nchw(data, kernel, strides, padding, data.dtype, [0, 0], group)
+
+    # A TE compute rather than relax.nn.conv2d_transpose: ConvertLayout would move that op to NHWC after
+    # a convolution, where TVM has no lowering for it (the build then failed); as a call_tir it stays NCHW.
+    y = args.emit_te(
+        transposed, with_plain_dims(args, x, "conv2d_transpose_in"), w, primfunc_name_hint="conv2d_transpose"
+    )
     if any(grow):
         y = relax.op.nn.pad(y, [0, 0, 0, 0, 0, grow[0], 0, grow[1]])
     return fuse(args, _add_bias(args, y, 2, c_out), 10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import tvm
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import check_broadcast, fuse
 from nnadapter_tvm.op_converters.registry import converter
@@ -38,6 +39,7 @@ def binary(args: OpArgs) -> relax.Expr:
     """
     check_broadcast(args, [0, 1])
     x, y = args.tensor(0), args.tensor(1)
+    y = _unify_unknown_dims(args, x, y)
     if args.type == O.POW and str(x.ty.dtype).startswith(("int", "uint")):
         return fuse(args, _int_power(args, x, y), 2)
     if args.type in (O.MAX, O.MIN) and str(x.ty.dtype).startswith(("float", "bfloat")):
@@ -46,6 +48,53 @@ def binary(args: OpArgs) -> relax.Expr:
         out = relax.op.where(relax.op.isnan(y), y, _BINARY[args.type](y, x))
         return fuse(args, out, 2)
     return fuse(args, _BINARY[args.type](x, y), 2)
+
+
+def _unify_unknown_dims(args: OpArgs, x: relax.Expr, y: relax.Expr) -> relax.Expr:
+    """``y`` with each dimension that is symbolic in both inputs, and not provably equal to ``x``'s, cast
+    to ``x``'s, asserting at execution that they are equal.
+
+    Relax cannot broadcast two different symbolic dimensions (either may be 1 at execution), and gives
+    up the output's shape.  In real models they are one size computed two ways (an upsampled feature
+    map added to a skip connection: 2 * (H // 32) against H // 16, equal for the input sizes the model
+    takes), so that is what this converter requires; a 1 meant to broadcast against an unknown size must
+    be static.  A mismatch fails the execution with INVALID_DIMENSIONS naming this operation.
+    """
+    xs, ys = args.shape(x), args.shape(y)
+    rank = max(len(xs), len(ys))
+    xs_aligned = [1] * (rank - len(xs)) + xs
+    analyzer = tvm.sym.Analyzer()
+    dims, conditions = list(ys), []
+    for axis in range(len(ys)):
+        a, b = xs_aligned[rank - len(ys) + axis], ys[axis]
+        if isinstance(a, int) or isinstance(b, int) or analyzer.can_prove_equal(a, b):
+            continue
+        dims[axis] = a
+        conditions.append(a == b)
+    if not conditions:
+        return y
+    # A plain match_cast asserts the equality (TVM's message names the two values); the recorded check
+    # lets a failed execution name this operation.  (OpArgs.require's guard, a match_cast to a Select
+    # shape, crashed FuseTIR once ConvertLayout had moved it into NHWC.)
+    message = (
+        f"shape {_describe(ys)} must equal {_describe(xs)} where both are unknown until execution "
+        "(runtime broadcasting of two unknown dimensions is not supported)"
+    )
+    _record_check(args, functools.reduce(tirx.And, conditions), message, 1)
+    return args.match_cast(y, dims)
+
+
+def _record_check(args: OpArgs, condition: tirx.PrimExpr, message: str, i: int) -> None:
+    """Record ``condition`` as a run-time check of this operation, as ``OpArgs.require`` does, without its
+    guard: a failed execution whose input sizes break it is reported with ``message``."""
+    from nnadapter_tvm.runtime_check import RuntimeCheck
+
+    where = f"{args.operation.describe()} {args.name(i)}"
+    args._ctx.checks.append(RuntimeCheck(condition, f"{where}: {message}"))
+
+
+def _describe(shape: list) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
 def _int_power_ir(ins, outs, *, bits: int):

@@ -186,3 +186,21 @@ def where_empty(args: OpArgs, y: relax.Expr, count, identity: float | int) -> re
         return te.compute(t.shape, lambda *i: tirx.if_then_else(n == 0, value, t(*i)), name="empty_reduction")
 
     return args.emit_te(select, args.emit(y), count)
+
+
+def with_plain_dims(args: OpArgs, expr: relax.Expr, name: str) -> relax.Expr:
+    """``expr`` with every dimension that is a symbolic expression (not a single variable) bound to a fresh
+    variable, through a match_cast that checks nothing (the variable takes the value found).
+
+    A TE compute on a tensor whose dims are expressions of the model's input sizes, say (H - 1) // 32 + 1,
+    becomes a PrimFunc that also takes H as a scalar argument (TVM cannot solve the dims for it); FuseTIR
+    then failed to fuse such functions with their neighbours ("Parameter expression 8 expected ... 1").
+    On plain variables the PrimFunc reads its sizes from its buffers.
+    """
+    dims = args.shape(expr)
+    if all(isinstance(d, (int, tirx.Var)) for d in dims):
+        return expr
+    fresh = [
+        d if isinstance(d, (int, tirx.Var)) else tirx.Var(f"{name}_d{axis}", "int64") for axis, d in enumerate(dims)
+    ]
+    return args.match_cast(expr, fresh)

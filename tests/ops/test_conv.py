@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from dynutil import check_sizes, compile_op
 from oputil import (
     UNKNOWN,
     Const,
@@ -384,6 +385,40 @@ def test_conv2d_transpose_unknown_batch():
     inputs[0] = In(inputs[0].value, dims=[UNKNOWN, *inputs[0].value.shape[1:]])
     out = Out(dims=[UNKNOWN, *expected.shape[1:]])
     check_op(OP.CONV_2D_TRANSPOSE, inputs, expected, outputs=[out], rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    "groups, pads, strides, dilations, output_padding, auto_pad",
+    [
+        ("plain", [0, 0, 0, 0], [2, 2], [1, 1], None, PAD.NONE),  # PP-OCR det's k2 s2 upsampling
+        ("group2", [1, 0, 2, 1], [2, 1], [1, 2], [1, 0], PAD.NONE),
+        ("depthwise", None, [1, 1], [1, 1], None, PAD.SAME),  # SAME with stride 1: static pads
+    ],
+    ids=["k2s2", "pads_output_padding", "same_stride1"],
+)
+def test_conv2d_transpose_unknown_batch_and_spatial_sizes(groups, pads, strides, dilations, output_padding, auto_pad):
+    """One compilation with [?, C_in, ?, ?]: H_out = (H_in - 1) * stride - pads + dilation * (k - 1) + 1 +
+    output_padding as TIR expressions, checked at three sizes."""
+    kernel = (2, 2) if strides == [2, 2] and pads == [0, 0, 0, 0] else (3, 3)
+    c_in, c_out, group = T_GROUPS[groups]
+    inputs, _ = transpose_case(
+        T_GROUPS[groups], auto_pad, pads, strides, dilations, True, nna.FuseCode.NONE, output_padding, kernel=kernel
+    )
+    inputs[0] = In(inputs[0].value, dims=[UNKNOWN, c_in, UNKNOWN, UNKNOWN])
+    compilation = compile_op(OP.CONV_2D_TRANSPOSE, inputs, [Out(dims=[UNKNOWN, c_out, UNKNOWN, UNKNOWN])])
+    w, b = inputs[1].value, inputs[2].value
+    cases = []
+    for k, (n, hw) in enumerate([(1, (3, 4)), (2, (5, 2)), (1, (6, 7))]):
+        x = rand(n, c_in, *hw, seed=30 + k)
+        ref_pads = same_pads(hw, kernel, strides, dilations) if auto_pad == PAD.SAME else pads
+        out_hw = [
+            transpose_size(size, kk, s, d, p0, p1) + p
+            for size, kk, s, d, p0, p1, p in zip(
+                hw, kernel, strides, dilations, ref_pads[0::2], ref_pads[1::2], output_padding or [0, 0]
+            )
+        ]
+        cases.append(([x], [conv2d_transpose_ref(x, w, b, ref_pads, strides, dilations, group, out_hw)]))
+    check_sizes(compilation, cases, rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ import enum
 
 import numpy as np
 import pytest
+from dynutil import check_sizes, compile_op, execute
 from oputil import (
     UNKNOWN,
     Const,
@@ -62,6 +63,27 @@ def test_binary_unknown_dims():
     dims = [UNKNOWN, 3, UNKNOWN]
     # float32 addition is correctly rounded on both sides.
     check_op(OP.ADD, [In(a, dims=dims), In(b), fuse(0)], a + b, [Out(dims=dims)], rtol=0, atol=0)
+
+
+def test_binary_two_unknown_dims_compile_once_and_must_match():
+    """Two inputs whose sizes are both unknown (as an upsampled feature map and a skip connection): the
+    output takes the first's sizes, one compilation serves several sizes, and sizes that differ at
+    execution fail with INVALID_DIMENSIONS naming the operation and operand."""
+    dims = [UNKNOWN, 3, UNKNOWN]
+    inputs = [In(rand(2, 3, 4), dims=dims), In(rand(2, 3, 4), dims=dims), fuse(int(nna.FuseCode.RELU))]
+    compilation = compile_op(OP.ADD, inputs, [Out(dims=dims)])
+    cases = []
+    for k, (n, w) in enumerate([(1, 5), (3, 2)]):
+        a, b = rand(n, 3, w, seed=10 + k), rand(n, 3, w, seed=20 + k)
+        cases.append(([a, b], [np.maximum(a + b, 0)]))
+    check_sizes(compilation, cases, rtol=0, atol=0)
+    expect_error(
+        lambda: execute(compilation, [rand(2, 3, 5), rand(2, 3, 4)]),
+        "ADD",
+        "input 1",
+        "unknown until execution",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
 
 
 @pytest.mark.parametrize("op", [OP.ADD, OP.POW, OP.FLOOR_DIV], ids=lambda o: o.name)

@@ -29,8 +29,12 @@ def same_pads(ctx: NodeContext, sizes, kernel, strides, dilations, mode: str) ->
     begins, ends = [], []
     for size, k, s, d in zip(sizes, kernel, strides, dilations):
         if size is None:
-            ctx.unsupported(f"auto_pad {mode} needs static spatial dims (got {list(sizes)})")
-        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+            # Stride 1 pads (k - 1) * d in total whatever the size; a larger stride's pads depend on it.
+            if s != 1:
+                ctx.unsupported(f"auto_pad {mode} with stride {s} needs static spatial dims (got {list(sizes)})")
+            total = (k - 1) * d
+        else:
+            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
         small = total // 2
         begins.append(small if mode == "SAME_UPPER" else total - small)
         ends.append(total - small if mode == "SAME_UPPER" else small)
@@ -113,7 +117,7 @@ def conv_nd(ctx: NodeContext, x: Value, w: Value, bias: Value) -> Value:
     if w.shape is None or any(d is None for d in w.shape[2:]):
         ctx.unsupported(f"the filter {w.describe()} needs static spatial dims")
     strides, dilations, pads = spatial_attrs(ctx, nd)
-    sizes = x.shape[2:]
+    sizes = [None if d is None or d < 0 else d for d in x.shape[2:]]
     pads = resolve_pads(ctx, sizes, w.shape[2:], strides, dilations, pads)
     group = int(ctx.attr("group", 1))
     if nd == 1:
@@ -138,51 +142,65 @@ def conv_nd(ctx: NodeContext, x: Value, w: Value, bias: Value) -> Value:
 
 
 def _transpose_geometry(ctx: NodeContext, sizes, kernel, strides, dilations, pads, output_padding):
-    """Per spatial axis: the begin pad and the output size, as ONNX's reference computes them."""
+    """Per spatial axis: the begin pad, the output size (None where the input size is known only at
+    execution) and full - out, how many rows of the full transposed result (size full = s * (n - 1) +
+    (k - 1) * d + 1) the output leaves out besides the output_padding, as ONNX's reference computes them.
+    full - out does not depend on n except for an explicit ``output_shape``, which needs static sizes."""
     mode = ctx.attr("auto_pad", "NOTSET")
     nd = len(kernel)
-    full = [s * (n - 1) + (k - 1) * d + 1 for n, k, s, d in zip(sizes, kernel, strides, dilations)]
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     output_shape = ctx.attr("output_shape", None)
     explicit = "pads" in ctx.attrs and mode == "NOTSET"
     if output_shape is None and mode in ("SAME_UPPER", "SAME_LOWER"):
-        output_shape = [n * s for n, s in zip(sizes, strides)]
+        # out = n * s: full + output_padding - out = span + p - s whatever n.
+        begins, outs, cut = [], [], []
+        for n, span, s, p in zip(sizes, spans, strides, output_padding):
+            total = span + p - s
+            begins.append(total // 2 if mode == "SAME_UPPER" else total - total // 2)
+            outs.append(None if n is None else n * s)
+            cut.append(total - p)
+        return begins, outs, cut
     if output_shape is not None:
+        if None in sizes:
+            ctx.unsupported(f"output_shape {list(output_shape)} with spatial dims known only at execution")
+        full = [s * (n - 1) + span for n, s, span in zip(sizes, strides, spans)]
         output_shape = list(output_shape)[-nd:]
         if explicit:
-            return pads[:nd], output_shape
-        begins = []
-        for f, p, out in zip(full, output_padding, output_shape):
-            total = f + p - out
-            begins.append(total // 2 if mode == "SAME_UPPER" else total - total // 2)
-        return begins, output_shape
+            begins = pads[:nd]
+        else:
+            begins = []
+            for f, p, out in zip(full, output_padding, output_shape):
+                total = f + p - out
+                begins.append(total // 2 if mode == "SAME_UPPER" else total - total // 2)
+        return begins, output_shape, [f - out for f, out in zip(full, output_shape)]
     if mode == "VALID":
         pads = [0] * (2 * nd)
-    outs = [f + p - b - e for f, p, b, e in zip(full, output_padding, pads[:nd], pads[nd:])]
-    return pads[:nd], outs
+    cut = [b + e - p for p, b, e in zip(output_padding, pads[:nd], pads[nd:])]
+    outs = [None if n is None else s * (n - 1) + span - c for n, s, span, c in zip(sizes, strides, spans, cut)]
+    return pads[:nd], outs, cut
 
 
 @onnx_op("ConvTranspose")
 def conv_transpose(ctx: NodeContext) -> Value:
     """ConvTranspose -> CONV_2D_TRANSPOSE: the output is rows [pad_begin, pad_begin + out) of the full
-    transposed result (zero past it), given to NNAdapter as pads plus output_padding."""
+    transposed result (zero past it), given to NNAdapter as pads plus output_padding; spatial dims known
+    only at execution are fine unless ``output_shape`` is given."""
     nd, x, w = conv_operands(ctx, "ConvTranspose")
     if w.shape is None or any(d is None for d in w.shape[2:]):
         ctx.unsupported(f"the filter {w.describe()} needs static spatial dims")
-    sizes = x.shape[2:]
-    if any(d is None for d in sizes):
-        ctx.unsupported(f"ConvTranspose needs static spatial dims, got {x.describe()}")
+    sizes = [None if d is None or d < 0 else d for d in x.shape[2:]]
     kernel = list(w.shape[2:])
     strides, dilations, pads = spatial_attrs(ctx, nd)
     output_padding = list(ctx.attr("output_padding", [0] * nd))
-    begins, outs = _transpose_geometry(ctx, sizes, kernel, strides, dilations, pads, output_padding)
+    begins, outs, cuts = _transpose_geometry(ctx, sizes, kernel, strides, dilations, pads, output_padding)
     nn_begin, nn_end, nn_extra = [], [], []
-    for n, k, s, d, b, out in zip(sizes, kernel, strides, dilations, begins, outs):
-        full = s * (n - 1) + (k - 1) * d + 1
-        end = max(full - b - out, 0)
-        extra = out - (full - b - end)
-        if b < 0 or out <= 0 or extra >= max(s, d):
+    for n, s, d, b, out, cut in zip(sizes, strides, dilations, begins, outs, cuts):
+        # Rows [b, b + out) of the full result: crop ``end`` rows after them, add ``extra`` zero rows past it.
+        end = max(cut - b, 0)
+        extra = end - (cut - b)
+        if b < 0 or (out is not None and out <= 0) or extra >= max(s, d):
             ctx.unsupported(
-                f"output rows [{b}, {b + out}) of the full transposed result (size {full}) are not "
+                f"output rows [{b}, {b} + {out}) of the full transposed result (input size {n}) are not "
                 "expressible with CONV_2D_TRANSPOSE (non-negative pads, output_padding < max(stride, dilation))"
             )
         nn_begin.append(b)

@@ -10,7 +10,7 @@ import numpy as np
 
 from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
 from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fuse_none, rank_of, reshape
-from nnadapter_tvm.frontends.onnx.ops.conv import resolve_pads, spatial_attrs
+from nnadapter_tvm.frontends.onnx.ops.conv import lift_1d, resolve_pads, spatial_attrs
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.types import AutoPad, Precision
 from nnadapter_tvm.types import OperationType as O
@@ -19,12 +19,23 @@ from nnadapter_tvm.types import OperationType as O
 _EXACT_IN_F32 = ("int8", "uint8", "int16", "uint16", "float16")
 
 
-def _onnx_sizes(ctx: NodeContext, sizes, kernel, strides, pads, ceil_mode: bool) -> list[int]:
+def _onnx_sizes(ctx: NodeContext, sizes, kernel, strides, pads, ceil_mode: bool) -> list[int | None]:
     """The output size per spatial axis by ONNX's rule: with ceil_mode, a last window that would start
-    past the input and its begin pad is dropped."""
+    past the input and its begin pad is dropped.  An axis whose size is known only at execution gives
+    None (the NNAdapter operation computes it); with ceil_mode that needs a last window that never
+    starts past the input, whatever the size: (out - 1) * s >= n + begin is possible only when
+    end + s > k (out - 1 = ceil((n + begin + end - k) / s) is below (n + begin + end - k + s) / s)."""
     nd = len(kernel)
-    outs = []
+    outs: list[int | None] = []
     for i, (n, k, s) in enumerate(zip(sizes, kernel, strides)):
+        if n is None:
+            if ceil_mode and pads[nd + i] + s > k:
+                ctx.unsupported(
+                    f"ceil_mode on an axis of unknown size with kernel {k}, stride {s} and end pad {pads[nd + i]}: "
+                    "whether ONNX drops a last window that starts past the input depends on the size"
+                )
+            outs.append(None)
+            continue
         span = n + pads[i] + pads[nd + i] - k
         if span < 0:
             ctx.fail(f"the window {k} exceeds the padded input ({n} + {pads[i]} + {pads[nd + i]})")
@@ -35,38 +46,52 @@ def _onnx_sizes(ctx: NodeContext, sizes, kernel, strides, pads, ceil_mode: bool)
     return outs
 
 
-def _pool_2d(ctx: NodeContext, kind: str, x: Value, kernel, strides, pads, outs, count_include_pad=False) -> Value:
+def _pool_2d(
+    ctx: NodeContext, kind: str, x: Value, kernel, strides, pads, outs, count_include_pad=False, ceil=False
+) -> Value:
     """One MAX_POOL_2D / AVERAGE_POOL_2D over the last two axes of 4-D ``x`` (ONNX-ordered ``pads``) giving
-    ``outs``.  Where padding is never counted (max, or average without count_include_pad) a longer end
-    pad stands for ceil_mode; otherwise NNAdapter's ceil_mode must give ``outs``."""
-    sizes = x.shape[2:]
-    ceil_mode = False
+    ``outs`` (None on an axis of unknown size, where ``ceil`` says whether ONNX's ceil_mode applies).
+    Where padding is never counted (max, or average without count_include_pad) a longer end pad stands
+    for ceil_mode (s - 1 more on an axis of unknown size); otherwise NNAdapter's ceil_mode must give
+    ``outs``."""
+    sizes = _dims(x)[2:]
     begin, end = list(pads[:2]), list(pads[2:])
-    floor_sizes = [(n + b + e - k) // s + 1 for n, b, e, k, s in zip(sizes, begin, end, kernel, strides)]
-    if floor_sizes != list(outs):
-        if kind == "max" or not count_include_pad:
-            end = [
-                max(e, (o - 1) * s + k - n - b) for n, b, e, k, s, o in zip(sizes, begin, end, kernel, strides, outs)
-            ]
-            if [(n + b + e - k) // s + 1 for n, b, e, k, s in zip(sizes, begin, end, kernel, strides)] != list(outs):
-                ctx.unsupported(f"output size {list(outs)} is not expressible with floor-mode pooling")
-        else:
-            ceil_sizes = [-(-(n + b + e - k) // s) + 1 for n, b, e, k, s in zip(sizes, begin, end, kernel, strides)]
-            if ceil_sizes != list(outs):
-                ctx.unsupported(
-                    f"output size {list(outs)} with count_include_pad is neither NNAdapter's floor "
-                    f"{floor_sizes} nor ceil {ceil_sizes} size"
-                )
-            ceil_mode = True
+    counted_pad = kind == "avg" and count_include_pad
+    need_ceil = False
+    for a, (n, k, s, o) in enumerate(zip(sizes, kernel, strides, outs)):
+        if n is None:
+            if ceil and counted_pad:
+                need_ceil = True
+            elif ceil:
+                end[a] += s - 1  # floor((n + b + e + s - 1 - k) / s) = ceil((n + b + e - k) / s)
+            continue
+        if (n + begin[a] + end[a] - k) // s + 1 == o:
+            continue
+        if counted_pad:
+            need_ceil = True
+            continue
+        end[a] = max(end[a], (o - 1) * s + k - n - begin[a])
+        if (n + begin[a] + end[a] - k) // s + 1 != o:
+            ctx.unsupported(f"output size {list(outs)} is not expressible with floor-mode pooling")
+    if need_ceil:
+        ceil_sizes = [
+            None if n is None else -(-(n + b + e - k) // s) + 1
+            for n, b, e, k, s in zip(sizes, begin, end, kernel, strides)
+        ]
+        if any(c is not None and c != o for c, o in zip(ceil_sizes, outs)):
+            ctx.unsupported(
+                f"output size {list(outs)} with count_include_pad is neither NNAdapter's floor nor ceil "
+                f"{ceil_sizes} size"
+            )
     inputs = [
         x,
         ctx.i32(int(AutoPad.NONE)),
         ctx.i32([begin[0], end[0], begin[1], end[1]]),
         ctx.i32(list(kernel)),
         ctx.i32(list(strides)),
-        ctx.boolean(ceil_mode),
+        ctx.boolean(need_ceil),
     ]
-    shape = (*x.shape[:2], *outs)
+    shape = (*_dims(x)[:2], *outs)
     if kind == "max":
         return ctx.emit(
             O.MAX_POOL_2D, [*inputs, ctx.boolean(False), ctx.i32(int(Precision.INT64)), fuse_none(ctx)], shape=shape
@@ -74,57 +99,74 @@ def _pool_2d(ctx: NodeContext, kind: str, x: Value, kernel, strides, pads, outs,
     return ctx.emit(O.AVERAGE_POOL_2D, [*inputs, ctx.boolean(count_include_pad), fuse_none(ctx)], shape=shape)
 
 
+def _dims(x: Value) -> tuple:
+    """``x``'s dims with every unknown one as None (an ONNX dim_value of -1 included)."""
+    return tuple(None if d is None or d < 0 else d for d in x.shape)
+
+
 def _window(ctx: NodeContext, x: Value):
-    """kernel, strides, ONNX-ordered pads and ONNX output sizes of a pooling node on ``x``."""
+    """kernel, strides, ONNX-ordered pads, ONNX output sizes (None where a size is known only at execution),
+    dilations and whether ceil_mode applies, of a pooling node on ``x``."""
     rank = rank_of(ctx, x)
     nd = rank - 2
     if nd not in (1, 2, 3):
         ctx.unsupported(f"pooling over {nd} spatial dims (1-3 are composed from 2-D poolings)")
-    if x.shape is None or any(d is None for d in x.shape[1:]):
-        ctx.unsupported(f"pooling needs static channel and spatial dims, got {x.describe()}")
     kernel = list(ctx.attr("kernel_shape"))
     if len(kernel) != nd or min(kernel) <= 0:
         ctx.fail(f"kernel_shape {kernel} must hold {nd} positive values")
     strides, dilations, pads = spatial_attrs(ctx, nd)
-    sizes = list(x.shape[2:])
+    sizes = list(_dims(x)[2:])
+    if None in sizes and any(d != 1 for d in dilations):
+        ctx.unsupported(f"a dilated pooling needs static spatial dims (it is composed per tap), got {x.describe()}")
     mode = ctx.attr("auto_pad", "NOTSET")
     pads = resolve_pads(ctx, sizes, kernel, strides, dilations, pads)
     ceil_mode = bool(ctx.attr("ceil_mode", 0)) and mode == "NOTSET"
     spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     outs = _onnx_sizes(ctx, sizes, spans, strides, pads, ceil_mode)
     if mode in ("SAME_UPPER", "SAME_LOWER"):
-        outs = [-(-n // s) for n, s in zip(sizes, strides)]
-    return kernel, strides, pads, outs, dilations
+        outs = [None if n is None else -(-n // s) for n, s in zip(sizes, strides)]
+    return kernel, strides, pads, outs, dilations, ceil_mode
 
 
 def _pool_nd(ctx: NodeContext, kind: str, x: Value, count_include_pad: bool = False) -> Value:
     """Pooling of ``kind`` over every spatial axis of ``x`` (rank 3-5), as 2-D poolings."""
-    kernel, strides, pads, outs, dilations = _window(ctx, x)
+    kernel, strides, pads, outs, dilations, ceil = _window(ctx, x)
     if any(d != 1 for d in dilations):
         return _dilated_pool(ctx, kind, x, kernel, strides, pads, outs, dilations, count_include_pad)
     nd = len(kernel)
-    n, c, *sizes = x.shape
+    n, c, *sizes = _dims(x)
     if nd == 1:
-        x4 = reshape(ctx, x, [n, c, 1, sizes[0]], (n, c, 1, sizes[0]))
+        # [N, C, W] -> [N, C, 1, W] and back: UNSQUEEZE / SQUEEZE keep unknown dims unknown.
         y = _pool_2d(
-            ctx, kind, x4, [1, *kernel], [1, *strides], [0, pads[0], 0, pads[1]], [1, *outs], count_include_pad
+            ctx,
+            kind,
+            lift_1d(ctx, x),
+            [1, *kernel],
+            [1, *strides],
+            [0, pads[0], 0, pads[1]],
+            [1, *outs],
+            count_include_pad,
+            ceil,
         )
-        return reshape(ctx, y, [n, c, outs[0]], (n, c, outs[0]))
+        return ctx.emit(O.SQUEEZE, [y, ctx.i32([2])], shape=(n, c, outs[0]))
     if nd == 2:
-        return _pool_2d(ctx, kind, x, kernel, strides, pads, outs, count_include_pad)
+        return _pool_2d(ctx, kind, x, kernel, strides, pads, outs, count_include_pad, ceil)
+    if None in (c, *sizes):
+        ctx.unsupported(f"a 3-D pooling (2-D passes through reshapes) needs static C, D, H and W, got {x.describe()}")
     d, h, w = sizes
     # Pass 1 over (H, W) for every depth slice, pass 2 over D: a window is a product of per-axis ranges,
     # so the maximum is the maximum of maxima and the average (each count a product of per-axis counts)
-    # the average of averages.
-    x4 = reshape(ctx, x, [n, c * d, h, w], (n, c * d, h, w))
+    # the average of averages.  RESHAPE's 0 copies an unknown batch.
+    b = 0 if n is None else n
+    x4 = reshape(ctx, x, [b, c * d, h, w], (n, c * d, h, w))
     hw = [pads[1], pads[2], pads[4], pads[5]]
     y = _pool_2d(ctx, kind, x4, kernel[1:], strides[1:], hw, outs[1:], count_include_pad)
     plane = outs[1] * outs[2]
-    y = reshape(ctx, y, [n, c, d, plane], (n, c, d, plane))
+    y = reshape(ctx, y, [b, c, d, plane], (n, c, d, plane))
     y = _pool_2d(
         ctx, kind, y, [kernel[0], 1], [strides[0], 1], [pads[0], 0, pads[3], 0], [outs[0], plane], count_include_pad
     )
-    return reshape(ctx, y, [n, c, *outs], (n, c, *outs))
+    return reshape(ctx, y, [b, c, *outs], (n, c, *outs))
 
 
 # A dilated window has more taps than this only in pathological models: each tap is one SLICE.
@@ -204,12 +246,13 @@ def max_pool(ctx: NodeContext) -> Value | list[Value]:
 
 
 def _max_pool_with_indices(ctx: NodeContext, x: Value) -> list[Value]:
-    kernel, strides, pads, outs, dilations = _window(ctx, x)
+    kernel, strides, pads, outs, dilations, _ = _window(ctx, x)
     if len(kernel) != 2 or x.dtype != np.float32 or any(d != 1 for d in dilations):
         ctx.unsupported("MaxPool's Indices output is supported for undilated 2-D float32 poolings")
-    n, c, h, w = x.shape
-    if n is None:
-        ctx.unsupported(f"MaxPool's Indices need a static batch, got {x.describe()}")
+    n, c, h, w = _dims(x)
+    if None in (n, c, h, w):
+        # The flat indices add n * C * H * W offsets computed at import.
+        ctx.unsupported(f"MaxPool's Indices need a static shape, got {x.describe()}")
     if any(p >= k for p, k in zip(pads, kernel * 2)):
         ctx.unsupported(f"pads {pads} reach a kernel {kernel}: a window may hold no input element")
     floor_sizes = [
@@ -271,8 +314,10 @@ def lp_pool(ctx: NodeContext) -> Value:
     if p <= 0:
         ctx.fail(f"p {p} must be positive")
     if ctx.attr("ceil_mode", 0):
-        kernel, strides, pads, outs, _ = _window(ctx, x)
+        kernel, strides, pads, outs, _, _ = _window(ctx, x)
         nd = len(kernel)
+        if None in outs:
+            ctx.unsupported(f"LpPool with ceil_mode needs static spatial dims, got {x.describe()}")
         floor = [
             (n + pads[i] + pads[nd + i] - k) // s + 1 for i, (n, k, s) in enumerate(zip(x.shape[2:], kernel, strides))
         ]

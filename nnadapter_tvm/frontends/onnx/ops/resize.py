@@ -83,6 +83,8 @@ def _probe_inputs(ctx: NodeContext, probe: np.ndarray) -> list[np.ndarray | None
         if v is None:
             arrays.append(None)
             continue
+        if not v.is_const:
+            ctx.unsupported(f"{v.describe()}: the resize's scales or sizes must be known at import")
         array = ctx.const(i)  # the output size depends on it
         if ctx.op_type == "Resize" and i == 3 and array.size == 4 and ctx.attr("axes", None) is None:
             array = np.concatenate([[1, 1], array[2:]]).astype(array.dtype)  # sizes: N, C of the probe
@@ -102,10 +104,31 @@ def _onnx_scales(ctx: NodeContext, x: Value) -> tuple[float, float] | None:
     return float(scales[-2]), float(scales[-1])
 
 
+# Spatial sizes the configuration is checked on where the node's own are known only at execution: odd and
+# even, below and above the scale's period, one of 1 (a 1-pixel input).
+_PROBE_SIZES = (1, 2, 5, 8, 13, 30)
+
+# Sizes up to which RESIZE_*'s output size from scales, int(float32(n) * float32(scale)), is checked
+# against ONNX's floor(n * scale) when n is known only at execution.
+_SIZE_CHECK_LIMIT = 1 << 14
+
+
+def _scaled_size_agrees(scale: float) -> bool:
+    n = np.arange(1, _SIZE_CHECK_LIMIT)
+    nnadapter = (n.astype(F32) * F32(scale)).astype(np.int64)
+    onnx = np.floor(n * np.float64(F32(scale))).astype(np.int64)
+    return bool(np.array_equal(nnadapter, onnx))
+
+
 @onnx_op("Resize", "Upsample")
 def resize(ctx: NodeContext) -> Value:
     """Resize / Upsample (4-D, H and W only) -> RESIZE_NEAREST or RESIZE_LINEAR with the configuration
-    (align_corners, align_mode, ratio from scales or sizes) checked at import to compute ONNX's result."""
+    (align_corners, align_mode, ratio from scales or sizes) checked at import to compute ONNX's result.
+
+    Where H or W is known only at execution, the check runs on probe images of several sizes in its
+    place (every candidate must agree on all of them), and with ``scales`` the operation computes the
+    output size from the scales (int(float32(n) * scale), checked equal to ONNX's floor(n * scale) for
+    every n below 2^14)."""
     x = ctx.input(0)
     mode = ctx.attr("mode", "nearest")
     transform = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.op_type == "Resize" else "asymmetric")
@@ -115,31 +138,65 @@ def resize(ctx: NodeContext) -> Value:
     )
     if mode not in ("nearest", "linear", "bilinear"):
         ctx.unsupported(f"{what}: NNAdapter resizes nearest or (bi)linear only")
-    if x.rank != 4 or not x.is_static:
-        ctx.unsupported(f"{x.describe()}: RESIZE_* take a static 4-D [N, C, H, W] input")
+    if x.rank != 4:
+        ctx.unsupported(f"{x.describe()}: RESIZE_* take a 4-D [N, C, H, W] input")
     axes = ctx.attr("axes", None)
     if axes is not None and sorted(a % 4 for a in axes) != [2, 3]:
         ctx.unsupported(f"axes {list(axes)}: NNAdapter resizes H and W only")
-    out = ctx.out_shape()
-    n, c, h, w = x.shape
-    probe = np.random.default_rng(0).random((1, 1, h, w)).astype(F32)
-    expected = host.evaluate(ctx.node, _probe_inputs(ctx, probe), ctx.opset)[0]
-    out_hw = expected.shape[2:]
-    if out is None or any(d is None for d in out) or tuple(out) != (n, c, *out_hw):
-        ctx.unsupported(f"output shape {out} vs ({n}, {c}, {out_hw}): only H and W may change")
     if x.dtype != np.float32:
         ctx.unsupported(f"{x.dtype} input: RESIZE_* compute in float32")
+    n, c, h, w = (None if d is None or d < 0 else d for d in x.shape)
+    scales = _onnx_scales(ctx, x)
+    dynamic = h is None or w is None
+    probes = [(h, w)] if not dynamic else [(h or a, w or b) for a, b in zip(_PROBE_SIZES, reversed(_PROBE_SIZES))]
+    rng = np.random.default_rng(0)
+    images = [rng.random((1, 1, ph, pw)).astype(F32) for ph, pw in probes]
+    expected = [host.evaluate(ctx.node, _probe_inputs(ctx, image), ctx.opset)[0] for image in images]
+    out_sizes = [e.shape[2:] for e in expected]
+    out = ctx.out_shape()
+    if not dynamic:
+        out_hw = out_sizes[0]
+        if out is None or any(d is None for d in out) or tuple(out) != (n, c, *out_hw):
+            ctx.unsupported(f"output shape {out} vs ({n}, {c}, {out_hw}): only H and W may change")
+    else:
+        # An unknown axis keeps a static output size where ONNX's sizes give it, else scales give it.
+        sizes_given = ctx.op_type == "Resize" and ctx.opset >= 11 and ctx.has(3)
+        out_hw = tuple(
+            axis_sizes[0] if given is not None or sizes_given else None
+            for axis_sizes, given in zip(zip(*out_sizes), (h, w))
+        )
+        if None in out_hw:
+            if scales is None:
+                ctx.unsupported(f"{x.describe()}: an output size that depends on the unknown input size needs scales")
+            bad = [sc for sc in scales if not _scaled_size_agrees(sc)]
+            if bad:
+                ctx.unsupported(
+                    f"scales {list(scales)}: int(float32(n) * scale) differs from ONNX's floor(n * scale) for some "
+                    "size n, which is known only at execution"
+                )
     linear = mode != "nearest"
-    for config in _candidates(linear, _onnx_scales(ctx, x)):
-        got = _mirror(probe, out_hw, config)
-        if np.allclose(got, expected, rtol=0, atol=0 if not linear else 2e-6):
-            return _emit(ctx, x, out_hw, config)
+    for config in _candidates(linear, scales):
+        if dynamic and None in out_hw and config["scales"] is None and not config["align_corners"]:
+            continue  # the ratio in / out of an unknown size is RESIZE_*'s ratio only through scales
+        if all(
+            np.allclose(_mirror(image, e.shape[2:], config), e, rtol=0, atol=0 if not linear else 2e-6)
+            for image, e in zip(images, expected)
+        ):
+            return _emit(ctx, x, (n, c, *out_hw), config, scales if None in out_hw else None)
     ctx.unsupported(f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
 
 
-def _emit(ctx: NodeContext, x: Value, out_hw: tuple[int, int], config: dict) -> Value:
-    scales = ctx.f32(np.zeros([0], F32) if config["scales"] is None else np.asarray(config["scales"], F32))
-    inputs = [x, ctx.i32(list(out_hw)), scales, ctx.boolean(config["align_corners"])]
+def _emit(ctx: NodeContext, x: Value, shape: tuple, config: dict, size_scales=None) -> Value:
+    """RESIZE_* with ``config`` giving ``shape`` [N, C, H, W] (None where known only at execution);
+    ``size_scales`` (an output size known only at execution): the shape operand is empty and the scales
+    give the size (and, unless align_corners, the ratio)."""
+    out_hw = shape[2:]
+    if size_scales is not None:
+        inputs = [x, ctx.i32(np.zeros([0], "int32")), ctx.f32(np.asarray(size_scales, F32))]
+    else:
+        scales = ctx.f32(np.zeros([0], F32) if config["scales"] is None else np.asarray(config["scales"], F32))
+        inputs = [x, ctx.i32(list(out_hw)), scales]
+    inputs.append(ctx.boolean(config["align_corners"]))
     if config["linear"]:
-        return ctx.emit(O.RESIZE_LINEAR, [*inputs, ctx.i32(config["align_mode"])])
-    return ctx.emit(O.RESIZE_NEAREST, inputs)
+        return ctx.emit(O.RESIZE_LINEAR, [*inputs, ctx.i32(config["align_mode"])], shape=shape)
+    return ctx.emit(O.RESIZE_NEAREST, inputs, shape=shape)
