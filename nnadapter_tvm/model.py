@@ -46,16 +46,20 @@ class Operand:
 class Operation:
     """One standard operation; operands are in the spec's order."""
 
-    __slots__ = ("index", "inputs", "outputs", "type")
+    __slots__ = ("index", "inputs", "label", "outputs", "type")
 
     def __init__(self, index: int, type: OperationType, inputs: list[Operand], outputs: list[Operand]):
         self.index = index
         self.type = type
         self.inputs = inputs
         self.outputs = outputs
+        # Where a framework's importer made it (e.g. "node 12 Reshape 'r'"), for messages only: it is not
+        # part of the model (the model token leaves it out).
+        self.label: str | None = None
 
     def describe(self) -> str:
-        return f"{self.type.name} (operation #{self.index})"
+        source = f", {self.label}" if self.label else ""
+        return f"{self.type.name} (operation #{self.index}{source})"
 
     def __repr__(self) -> str:
         return f"<Operation {self.describe()}>"

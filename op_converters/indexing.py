@@ -165,8 +165,26 @@ def slice_(args: OpArgs) -> relax.Expr:
         _slice_bounds(b, e, s, shape[a]) if _static(b) and _static(e) else (b, e, s)
         for a, b, e, s in zip(norm, starts, ends, steps)
     ]
-    begin, end, stride = (list(v) for v in zip(*bounds))
-    return relax.op.strided_slice(x, norm, begin, end, stride)
+    kept = [(a, *bd) for a, bd in zip(norm, bounds) if not _whole_axis(*bd, shape[a])]
+    if not kept:
+        return x
+    axes, begin, end, stride = (list(v) for v in zip(*kept))
+    # A slice to the end of an axis of unknown size ends at that size: [0, n) rather than min(INT_MAX, n)
+    # keeps the output's dimension the input's own variable, which later kernels (and TVM's fusion, which
+    # fails on some such expressions) handle best.
+    end = [shape[a] if not _static(shape[a]) and _static(e) and e >= _INT32_MAX and st > 0 else e
+           for a, e, st in zip(axes, end, stride)]  # fmt: skip
+    return relax.op.strided_slice(x, axes, begin, end, stride)
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def _whole_axis(start, end, step, dim) -> bool:
+    """Whether a slice keeps the whole axis (ONNX exporters slice [0, INT_MAX) as a no-op)."""
+    if not (_static(start) and _static(end) and step == 1 and start in (0, -(2**31))):
+        return False
+    return end >= _INT32_MAX or (_static(dim) and end >= dim)
 
 
 def _bounds(args: OpArgs, i: int) -> list:

@@ -177,7 +177,7 @@ def test_reshape_whose_computed_shape_does_not_fit_fails_naming_the_node(tmp_pat
     with pytest.raises(nna.NNAdapterError) as info:
         predictor.run({"x": rand(2, 6), "y": rand(2, 1)})
     assert info.value.code == nna.ResultCode.INVALID_DIMENSIONS
-    assert "RESHAPE" in str(info.value)
+    assert "RESHAPE" in str(info.value) and "'the_reshape'" in str(info.value), str(info.value)
 
 
 def test_reshape_to_a_shape_read_from_data(tmp_path) -> None:

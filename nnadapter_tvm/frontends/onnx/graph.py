@@ -375,7 +375,10 @@ class ImportedGraph:
                 fail(f"{label}: input '{name}' is not produced by any earlier node (the graph is not sorted?)")
             inputs.append(self.values[name])
         unit = Unit(node, index, [v for v in inputs if v is not None], [])
-        if node.domain not in ("", "ai.onnx"):
+        default_domain = node.domain in ("", "ai.onnx")
+        # Ops of other domains convert where a converter is registered as "<domain>.<op_type>".
+        converter = get_converter(node.op_type if default_domain else f"{node.domain}.{node.op_type}")
+        if not default_domain and converter is None:
             refusal = host.host_refusal(node, opset)
             reason = f"domain '{node.domain}' is not ONNX's default domain"
             if refusal is not None:  # then host fallback cannot run it either: always an error
@@ -411,7 +414,6 @@ class ImportedGraph:
         if config is not None and config.matches(node):
             self._to_host(unit, "matched by the partition config", chosen=True)
             return
-        converter = get_converter(node.op_type)
         if converter is None:
             if not self._expand(index, node, inputs, opset):
                 self._to_host(unit, f"no converter for ONNX op {node.op_type}")

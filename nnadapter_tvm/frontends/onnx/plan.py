@@ -52,7 +52,7 @@ class Subgraph:
             for op in unit.ops:
                 ins = [operand(v, unit.label) for v in op.inputs if v is not None]
                 outs = [operand(v, unit.label) for v in op.outputs]
-                model.add_operation(op.type, ins, outs)
+                model.add_operation(op.type, ins, outs).label = unit.label
         model.identify_inputs_and_outputs(
             [operands[id(v)] for v in self.inputs], [operand(v, "subgraph output") for v in self.outputs]
         )

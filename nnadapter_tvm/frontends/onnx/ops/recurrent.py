@@ -72,6 +72,9 @@ def _recurrent(ctx: NodeContext, op: O) -> list[Value | None]:
     x = ctx.input(0)
     if x.dtype != np.float32:
         ctx.unsupported(f"{ctx.op_type} of {x.dtype}: the {op.name} operation takes float32")
+    if x.shape is not None and len(x.shape) != 3:
+        # At import, where a branch that no input reaches (a rank another branch rules out) can be set aside.
+        ctx.fail(f"X {x.describe()} must be 3-D ([seq_length, batch, input_size], or batch first with layout 1)")
     direction_name = str(ctx.attr("direction", "forward")).lower()
     if direction_name not in _DIRECTIONS:
         ctx.fail(f"direction '{direction_name}' is not one of {sorted(_DIRECTIONS)}")
