@@ -10,7 +10,7 @@ import sys
 
 from nnadapter_tvm.op_converters import get_converter
 from nnadapter_tvm.op_schema import SCHEMAS
-from nnadapter_tvm.types import OperationType
+from nnadapter_tvm.types import STANDARD_OPERATIONS, OperationType
 
 
 def _docstring_parts(fn) -> tuple[str, str]:
@@ -41,7 +41,8 @@ def render() -> str:
         summary, reference = _docstring_parts(fn)
         family = fn.__module__.rsplit(".", 1)[-1]
         cell = summary.replace("|", "\\|")
-        rows.append(f"| {op.name} | {_precisions(op)} | `{family}.{fn.__name__}` | {cell} | {reference} |")
+        name = op.name if op in STANDARD_OPERATIONS else f"{op.name} (extension, {int(op)})"
+        rows.append(f"| {name} | {_precisions(op)} | `{family}.{fn.__name__}` | {cell} | {reference} |")
     head = [
         "# Operators",
         "",
@@ -52,6 +53,9 @@ def render() -> str:
         "",
         f"{len(OperationType) - len(missing)} of {len(OperationType)} operations have a converter."
         + (f" Missing: {', '.join(missing)}." if missing else ""),
+        f"{len(STANDARD_OPERATIONS)} are the spec's standard operations; the rows marked *extension* are",
+        "nnadapter-tvm's own (upstream's UNSTACK, XOR and NON_MAX_SUPPRESSION beside the spec, and",
+        "codes from 1000 up: recurrent layers and dynamic quantization), documented as such.",
         "",
     ]
     return "\n".join(head + rows) + "\n"
