@@ -122,13 +122,18 @@ def with_core_count(target: tvm.target.Target, cores: int | None = None) -> tvm.
 
 
 def kernels(fused_modules: Sequence[tvm.IRModule], target: tvm.target.Target) -> list[tuple[str, tvm.IRModule, int]]:
-    """The distinct kernels of ``fused_modules`` as ``(name, PrimFunc module, times used)``."""
+    """The distinct kernels of ``fused_modules`` as ``(name, PrimFunc module, times used)``; kernels that
+    arrive scheduled by hand (the recurrent layers' own loops) are not searched."""
     from tvm.s_tir.meta_schedule import relax_integration
+
+    from nnadapter_tvm.targets.base import is_scheduled
 
     found: dict[int, list] = {}
     for mod in fused_modules:
         for task in relax_integration.extract_tasks(mod, target):
             kernel = task.dispatched[0]
+            if any(is_scheduled(f) for f in kernel.functions.values() if isinstance(f, tvm.tirx.PrimFunc)):
+                continue
             entry = found.setdefault(tvm_ffi.structural_hash(kernel), [task.task_name, kernel, 0])
             entry[2] += int(task.weight)
     return [tuple(entry) for entry in found.values()]

@@ -40,7 +40,7 @@ from tvm.s_tir import dlight as dl
 from tvm.support import cc
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.types import DeviceType, ResultCode
+from nnadapter_tvm.types import DeviceType, OperationType, ResultCode
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -357,6 +357,13 @@ class GpuDriver(Driver):
     with a cross compiler, another; subclasses give the target, the device and loading."""
 
     type = DeviceType.GPU
+    # Extension operations whose kernels are written for CPUs (the recurrence is one sequential kernel
+    # with per-thread scratch, which GPU code generation refuses): a multi-device context places them
+    # on another device, and a GPU-only one names them.
+    CPU_ONLY = frozenset({OperationType.LSTM, OperationType.GRU, OperationType.RNN})
+
+    def supports(self, op_type: OperationType, props: dict) -> bool:
+        return op_type not in self.CPU_ONLY and super().supports(op_type, props)
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
         """Legalize, fuse, schedule (dlight and fallbacks) and compile ``mod``."""
