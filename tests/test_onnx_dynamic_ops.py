@@ -160,3 +160,35 @@ def test_conv_same_upper_stride1_symbolic_sizes() -> None:
     w = np.random.default_rng(5).uniform(-1, 1, (4, C, 3, 2)).astype("float32")
     node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 2], auto_pad="SAME_UPPER")
     _check(_model(node, [onnx.numpy_helper.from_array(w, "w")]), rtol=1e-4, atol=1e-4)
+
+
+def _run_against_onnxruntime(node: onnx.NodeProto, dims: list, feeds_shapes: list, opset: int) -> None:
+    """A one-node model on x of ``dims`` (names for symbolic dims), compiled once, run at each shape."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, [None] * (len(dims) - 1 if "Reduce" in node.op_type else len(dims))
+    )
+    graph = helper.make_graph([node], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    predictor = nna.Predictor(model)
+    session = ort.InferenceSession(model.SerializeToString())
+    for k, shape in enumerate(feeds_shapes):
+        x = np.random.default_rng(k).uniform(0.5, 1.5, shape).astype("float32")
+        (got,) = predictor.run([x])
+        (want,) = session.run(None, {"x": x})
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+def test_opset11_softmax_coerced_to_2d_with_unknown_leading_dims(op: str) -> None:
+    """Opset < 13 coerces the input to 2-D at ``axis``: unknown dims before it stay unknown (RESHAPE's 0)."""
+    node = helper.make_node(op, ["x"], ["y"], axis=2)
+    _run_against_onnxruntime(node, ["N", "T", 3, 4], [(1, 2, 3, 4), (3, 5, 3, 4)], opset=11)
+
+
+@pytest.mark.parametrize("op", ["ReduceProd", "ReduceLogSumExp", "ReduceL2"])
+def test_reduce_without_keepdims_on_an_unknown_batch(op: str) -> None:
+    """The kept-axes result squeezed to the output shape (it used to be reshaped to a target holding None)."""
+    node = helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=0)
+    _run_against_onnxruntime(node, ["N", 3, "W"] if op != "ReduceProd" else ["N", 3, 5], [(2, 3, 5), (4, 3, 5)], 13)

@@ -87,10 +87,7 @@ def _reduce_prod(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) ->
                 shape = tuple(h + 1 if b == a else d for b, d in enumerate(y.shape))
                 product = ctx.emit(O.CONCAT, [product, rest, ctx.i32(a)], shape=shape)
             y, k = product, h + k % 2
-    out = _reduced_shape(x, axes, keepdims)
-    if out == y.shape:
-        return y
-    return reshape(ctx, y, list(out), out_shape=out)
+    return _to_reduced(ctx, y, x, axes, keepdims)
 
 
 def _sum(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) -> Value:
@@ -106,8 +103,18 @@ def _log_sum_exp(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) ->
     shifted = _unary(ctx, O.EXP, binary(ctx, O.SUB, x, m, shape=x.shape))
     s = _unary(ctx, O.LOG, _reduce(ctx, O.REDUCE_SUM, shifted, axes, True))
     y = binary(ctx, O.ADD, s, m, shape=m.shape)
+    return _to_reduced(ctx, y, x, axes, keepdims)
+
+
+def _to_reduced(ctx: NodeContext, y: Value, x: Value, axes: list[int], keepdims: bool) -> Value:
+    """``y`` (``x`` reduced over ``axes`` with the axes kept) in the node's output shape: RESHAPE where that
+    shape is static, else SQUEEZE of the kept axes (a RESHAPE target cannot name an unknown dim)."""
     out = _reduced_shape(x, axes, keepdims)
-    return y if out == y.shape else reshape(ctx, y, list(out), out_shape=out)
+    if out == y.shape:
+        return y
+    if all(d is not None for d in out):
+        return reshape(ctx, y, list(out), out_shape=out)
+    return ctx.emit(O.SQUEEZE, [y, ctx.i32(sorted(axes))], shape=out)
 
 
 def _compose(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) -> Value:

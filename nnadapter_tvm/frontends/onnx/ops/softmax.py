@@ -57,7 +57,17 @@ def _coerced(ctx: NodeContext, x: Value, fn) -> Value:
     if axis == rank - 1:
         return fn(x, axis)
     if not x.is_static:
-        ctx.unsupported(f"{ctx.op_type} (opset {ctx.opset}) coerces {x.describe()} to 2-D: needs a static shape")
+        # Unknown leading dims: [d0 .. d(axis-1), inner] and back, RESHAPE's 0 copying each leading dim in
+        # place; the coerced 2-D rows are then the last axis.  The trailing dims must be static.
+        inner = _prod(x.shape[axis:])
+        if inner is None or axis == 0:
+            ctx.unsupported(
+                f"{ctx.op_type} (opset {ctx.opset}) coerces {x.describe()} to 2-D at axis {axis}: needs static "
+                "dims from the axis on"
+            )
+        lead = [0 if d is None else d for d in x.shape[:axis]]
+        y = fn(reshape(ctx, x, [*lead, inner], (*x.shape[:axis], inner)), axis)
+        return reshape(ctx, y, [*lead, *x.shape[axis:]], x.shape)
     y = fn(flatten_2d(ctx, x, axis), 1)
     return reshape(ctx, y, list(x.shape), x.shape)
 
