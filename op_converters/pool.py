@@ -22,7 +22,13 @@ a finite value that a quantized output can represent.
 Where TVM's ``avg_pool2d``/``max_pool2d`` produce the spec's size (always without ``ceil_mode``; with it,
 unless the last window starts at or past row H_in / column W_in, i.e. holds no real element) they
 compute exactly this rule, empty windows included, and are used; otherwise a TE compute implements the
-rule (tests/ops/test_pool.py checks both paths).
+rule (tests/ops/test_pool.py checks both paths).  Relax's max pool is lowered by ``legalize_max_pool2d``
+(registered over TVM's rule), which keeps its layout (NHWC next to convolutions) and its schedule.
+
+NaN: every max pool (both paths, ADAPTIVE_MAX_POOL_2D too) gives NaN for a window holding a NaN anywhere,
+as numpy's max does, and its index points at the first NaN; a window whose real elements are all -inf
+gives -inf.  Sizes known only at execution (batch, H, W) are TIR expressions of the spec's formulas; a
+window larger than the padded input at execution gives an empty output (not checked at run time).
 """
 
 from __future__ import annotations

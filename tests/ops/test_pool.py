@@ -451,7 +451,7 @@ def test_adaptive_pool2d_quantized(op):
 def test_spec_size_max_pool2d_keeps_nan(config):
     """Where the spec's ceil_mode size differs from Relax's pool (windows that start in the padding), the
     pool is a TE compute: a window holding a NaN gives NaN wherever in the window it is (numpy's max).
-    Relax's own pool still keeps a NaN only as the window's last element (docs/reliability.md)."""
+    Relax's own pool does too (test_max_pool2d_nan_anywhere_in_window)."""
     ceil_mode = True
     inputs, _ = pool_case(OP.MAX_POOL_2D, CONFIGS[config], ceil_mode, nna.FuseCode.RELU, seed=3)
     x = inputs[0].value.copy()
