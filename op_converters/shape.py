@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tvm_ffi
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d
 from nnadapter_tvm.op_converters.registry import converter
@@ -17,7 +18,7 @@ def reshape(args: OpArgs) -> relax.Expr:
     The element count must match (a -1: divide evenly); a -1 beside a 0 of a zero-element input is
     ambiguous and refused, as numpy does.  With dimensions unknown until execution the count is checked
     at execution (INVALID_DIMENSIONS naming the operation); a -1 whose other dimensions hold 0 elements
-    at execution then stands for 0.
+    at execution is ambiguous there too and refused, as numpy and onnxruntime refuse it.
 
     Reference: the spec; Paddle's reshape for 0 and -1.
     """
@@ -97,11 +98,18 @@ def reshape_checked(args: OpArgs, x: relax.Expr, dims: list, i: int, what: str) 
             args.fail(f"{what}: the input's {total} elements {in_shape} do not divide by {known} for the -1", i)
         return _reshape(x, [total // known if isinstance(d, int) and d == -1 else d for d in dims])
     total = tirx.const(total, "int64") if isinstance(total, int) else total
-    if any(isinstance(d, int) and d == -1 for d in dims):
-        divisor = max(known, 1) if isinstance(known, int) else tirx.max(known, tirx.const(1, "int64"))
-        rest = tirx.floordiv(total, divisor)
-        condition = tirx.EQ(known * rest, total)
-        needs = f"a multiple of {_product(dims)} elements (the dimensions besides the -1)"
+    rest = _cancelled_rest(in_shape, dims)
+    if rest is not None or any(isinstance(d, int) and d == -1 for d in dims):
+        if rest is None:
+            divisor = max(known, 1) if isinstance(known, int) else tirx.max(known, tirx.const(1, "int64"))
+            rest = tirx.floordiv(total, divisor)
+        # else: the -1 follows from the input's own dims, statically where they cancel
+        nonzero = tirx.NE(tirx.const(known, "int64") if isinstance(known, int) else known, tirx.const(0, "int64"))
+        condition = tirx.And(tirx.EQ(known * rest, total), nonzero)
+        needs = (
+            f"a multiple of {_product(dims)} elements (the dimensions besides the -1, which must not hold 0 "
+            "elements: the -1 would be ambiguous)"
+        )
         dims = [rest if isinstance(d, int) and d == -1 else d for d in dims]
     else:
         condition = tirx.EQ(tirx.const(known, "int64") if isinstance(known, int) else known, total)
@@ -109,6 +117,32 @@ def reshape_checked(args: OpArgs, x: relax.Expr, dims: list, i: int, what: str) 
     flat = args.emit(relax.op.memory.view(x, relax.ShapeExpr([total])))
     message = f"{what} needs {needs}, the input {_dims(in_shape)} has another count at execution"
     return relax.op.memory.view(args.require(flat, condition, message, i), relax.ShapeExpr(dims))
+
+
+def _cancelled_rest(in_shape: list, dims: list):
+    """The size a -1 stands for when the target's symbolic dims are among the input's (``[n, 3, 4]`` to
+    ``[n, -1]`` gives 12, exactly and statically), else None."""
+    if [d for d in dims if isinstance(d, int)].count(-1) != 1:
+        return None
+    remaining = [d for d in in_shape if not isinstance(d, int)]
+    total = 1
+    for d in in_shape:
+        total *= d if isinstance(d, int) else 1
+    known = 1
+    for d in dims:
+        if isinstance(d, int):
+            known *= 1 if d == -1 else d
+            continue
+        match = next((k for k, r in enumerate(remaining) if tvm_ffi.structural_equal(r, d)), None)
+        if match is None:
+            return None
+        del remaining[match]
+    if known == 0 or total % known:
+        return None
+    rest = total // known
+    for d in remaining:
+        rest = rest * d
+    return rest
 
 
 def _reshape(x: relax.Expr, dims: list) -> relax.Expr:

@@ -148,10 +148,13 @@ def test_reshape_unknown_dims_valid_at_execution(dims, fed, shape):
     np.testing.assert_array_equal(_reshape_unknown(dims, x, shape), _reshape_ref(x, shape))
 
 
-def test_reshape_minus_one_beside_zero_elements_at_execution_is_zero():
-    """[?, 3] fed [0, 3] to [0, -1]: ambiguous (numpy refuses); at execution it resolves to 0 rather
-    than divide by the 0 elements of the other dimensions."""
-    assert _reshape_unknown([UNKNOWN, 3], np.zeros((0, 3), "float32"), [0, -1]).shape == (0, 0)
+def test_reshape_minus_one_beside_zero_elements_at_execution_is_refused():
+    """[?, 3] fed [0, 3] to [0, -1]: ambiguous, and refused at execution as numpy and onnxruntime refuse
+    it (no division by the 0 elements of the other dimensions); fed [2, 3] it is [2, 3]."""
+    assert _reshape_unknown([UNKNOWN, 3], np.ones((2, 3), "float32"), [0, -1]).shape == (2, 3)
+    with pytest.raises(nna.NNAdapterError) as info:
+        _reshape_unknown([UNKNOWN, 3], np.zeros((0, 3), "float32"), [0, -1])
+    assert info.value.code == nna.ResultCode.INVALID_DIMENSIONS and "ambiguous" in str(info.value)
 
 
 # -- FLATTEN ------------------------------------------------------------------
