@@ -663,6 +663,15 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
         _vectorize_inner(sch, inner, lanes)
         _parallel(sch, spatial[:-1], work=work if total else None)
         sch.decompose_reduction(block, reduce[0])
+    elif spatial and reduce and last_spatial_is_last_axis and inner_extent is None and lanes >= 2:
+        # A symbolic contiguous axis (a width): whole vectors of it run inside the reduction, the
+        # tail apart (partition hint, see ``_vectorize_inner``).
+        outer, inner = sch.split(spatial[-1], [None, lanes])
+        sch.reorder(*spatial[:-1], outer, *reduce, inner)
+        sch.vectorize(inner)
+        sch.annotate(outer, "pragma_loop_partition_hint", 1)
+        _parallel(sch, spatial[:-1], work=work)
+        sch.decompose_reduction(block, reduce[0])
     else:
         _parallel(sch, spatial, work=work)
 

@@ -356,10 +356,11 @@ def test_symbolic_attention_products_and_softmax():
 
 @pytest.mark.parametrize(
     "op",
-    ["max_pool", "avg_pool", "global_mean", "softmax", "transpose", "concat", "pad", "broadcast_add"],
+    ["max_pool", "avg_pool", "global_mean", "softmax", "transpose", "concat", "pad", "broadcast_add", "conv_transpose"],
 )
 def test_symbolic_generic_ops(op):
-    """Pools, reductions, softmax and injective kernels on NCHW inputs with N, H, W unknown."""
+    """Pools, reductions, softmax, injective kernels and TVM's own conv2d_transpose (a reduction whose
+    contiguous axis, the width, is symbolic) on NCHW inputs with N, H, W unknown."""
     shape = (1, 19, 9, 11)
 
     def body(bb, x):
@@ -377,6 +378,8 @@ def test_symbolic_generic_ops(op):
             return bb.emit(relax.op.concat([x, bb.emit(relax.op.nn.relu(x))], axis=1))
         if op == "pad":
             return bb.emit(relax.op.nn.pad(x, [0, 0, 0, 0, 1, 2, 3, 0]))
+        if op == "conv_transpose":
+            return bb.emit(relax.op.nn.conv2d_transpose(x, _fixed(19, 4, 2, 2), strides=2))
         return bb.emit(relax.op.add(x, _fixed(1, 19, 1, 1)))
 
     sizes = [[shape], [(2, 19, 4, 33)], [(1, 19, 1, 1)]]
