@@ -69,6 +69,9 @@ class Compilation:
         self._model_outputs: list[int] = []
         self._input_types: list[OperandType] = []
         self._output_types: list[OperandType] = []
+        self._signature: list | None = None
+        self._named = False
+        self._direct = False
 
     # -- the three cases --------------------------------------------------------------
     def finish(self) -> None:
@@ -223,32 +226,53 @@ class Compilation:
 
     def _load_runnable_programs(self) -> None:
         """Load now what can run in this process; the rest (e.g. aarch64 code on x86) only ships."""
+        self._signature = None
+        self._named = any(t.dimension_names for t in self._input_types)
+        # One subgraph taking the model's inputs and giving its outputs in order: run without the routing.
+        self._direct = (
+            len(self._steps) == 1
+            and self._steps[0].inputs == self._model_inputs
+            and self._steps[0].outputs == self._model_outputs
+        )
         for step in self._steps:
             if step.driver.can_run_here()[0]:
                 step.load(self.context.properties)
 
     # -- execution ----------------------------------------------------------------------
-    def run(self, inputs: Sequence[np.ndarray]) -> list[tvm.runtime.Tensor]:
-        """Run the subgraphs in order, handing tensors across; returns the model outputs."""
-        self._check_finished("execution")
+    def run(self, inputs: Sequence[np.ndarray | tvm.runtime.Tensor]) -> list[tvm.runtime.Tensor]:
+        """Run the subgraphs in order, handing tensors across (one device's stay on it); returns the
+        model outputs as the tensors the last subgraphs gave (the caller copies them out, once)."""
+        if not self.finished:
+            self._check_finished("execution")
+        if self._direct:
+            step = self._steps[0]
+            program = step.program or self._load_step(step)
+            try:
+                return program.run(inputs)
+            except (*TVM_ERRORS, MemoryError) as err:
+                raise step.execution_error(inputs, err) from None
         values: dict[int, object] = dict(zip(self._model_inputs, inputs))
         for step in self._steps:
-            if step.program is None:
-                ok, why = step.driver.can_run_here()
-                if not ok:
-                    fail(
-                        f"device {step.driver.name} cannot run in this process ({why}); "
-                        "its compiled cache can be deployed to such a device",
-                        ResultCode.DEVICE_NOT_FOUND,
-                    )
-                step.load(self.context.properties)
+            program = step.program or self._load_step(step)
             arguments = [values[k] for k in step.inputs]
             try:
-                results = step.program.run(arguments)
+                results = program.run(arguments)
             except (*TVM_ERRORS, MemoryError) as err:
                 raise step.execution_error(arguments, err) from None
             values.update(zip(step.outputs, results))
         return [values[k] for k in self._model_outputs]
+
+    def _load_step(self, step: _Step) -> Program:
+        """The program of a subgraph not loaded at finish(): loaded now if it can run here."""
+        ok, why = step.driver.can_run_here()
+        if not ok:
+            fail(
+                f"device {step.driver.name} cannot run in this process ({why}); "
+                "its compiled cache can be deployed to such a device",
+                ResultCode.DEVICE_NOT_FOUND,
+            )
+        step.load(self.context.properties)
+        return step.program
 
     @property
     def devices_used(self) -> list[str]:
@@ -271,6 +295,23 @@ class Compilation:
     @property
     def input_types(self) -> list[OperandType]:
         return self._input_types
+
+    @property
+    def input_signature(self) -> list[tuple[np.dtype, tuple[int, ...] | None, tuple[int, ...]]]:
+        """Per input: its element type, its dimensions when all are known (else None), its dimensions
+        (UNKNOWN where open); what a run's quick check of numpy inputs compares against."""
+        signature = self._signature
+        if signature is None:
+            signature = self._signature = [
+                (np.dtype(t.dtype), tuple(t.dimensions) if t.is_static() else None, tuple(t.dimensions))
+                for t in self._input_types
+            ]
+        return signature
+
+    @property
+    def named_dimensions(self) -> bool:
+        """Whether some inputs' UNKNOWN dimensions bear names (each run checks they agree)."""
+        return self._named
 
     @property
     def output_types(self) -> list[OperandType]:

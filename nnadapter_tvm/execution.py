@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import tvm
+import tvm_ffi
 
 from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail
@@ -96,21 +98,16 @@ class Execution:
     def compute(self) -> None:
         input_types = self.compilation.input_types
         output_types = self.compilation.output_types
-        missing = [i for i in range(len(input_types)) if i not in self._inputs]
-        check(not missing, f"inputs {missing} were not set (set_input)")
-        missing = [i for i in range(len(output_types)) if i not in self._outputs]
-        check(not missing, f"outputs {missing} were not set (set_output)")
+        if len(self._inputs) != len(input_types):
+            missing = [i for i in range(len(input_types)) if i not in self._inputs]
+            check(not missing, f"inputs {missing} were not set (set_input)")
+        if len(self._outputs) != len(output_types):
+            missing = [i for i in range(len(output_types)) if i not in self._outputs]
+            check(not missing, f"outputs {missing} were not set (set_output)")
         arrays = [self._read_input(i, t) for i, t in enumerate(input_types)]
-        check_shared_dimensions([t.dimension_names for t in input_types], [a.shape for a in arrays])
-        try:
-            results = self.compilation.run(arrays)
-            # A failure of the compiled code (an assertion on the inputs' dimensions, an allocation) comes
-            # back from Compilation.run as an NNAdapterError naming it; these catch what is left.
-        except MemoryError as err:
-            fail(f"execution ran out of memory: {err or 'MemoryError'}", ResultCode.OUT_OF_MEMORY)
-        except TVM_ERRORS as err:
-            lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
-            fail(f"execution failed: {lines[-1] if lines else err}", ResultCode.INVALID_DIMENSIONS)
+        if self.compilation.named_dimensions:
+            check_shared_dimensions([t.dimension_names for t in input_types], [a.shape for a in arrays])
+        results = _run(self.compilation, arrays)
         for i, t in enumerate(output_types):
             try:
                 self._write_output(i, t, results[i])
@@ -119,64 +116,81 @@ class Execution:
 
     def _read_input(self, index: int, declared: OperandType) -> np.ndarray:
         memory, access = self._inputs[index]
-        t = declared.copy()
-        where = f"input {index} ({declared.describe()})"
-        try:
-            data = access(memory, t)
-        except NNAdapterError:
-            raise
-        except Exception as err:
-            fail(f"{where}: the access callback raised {type(err).__name__}: {err}")
-        dims = list(t.dimensions)
-        if isinstance(data, np.ndarray) and (not dims or UNKNOWN in dims) and data.ndim == len(declared.dimensions):
+        if access is _array_access:
+            data, dims = memory, list(declared.dimensions)  # the shorthand reads nothing from the type
+        else:
+            t = declared.copy()
+            try:
+                data = access(memory, t)
+            except NNAdapterError:
+                raise
+            except Exception as err:
+                fail(f"{_where(index, declared)}: the access callback raised {type(err).__name__}: {err}")
+            dims = list(t.dimensions)
+        want_dims = declared.dimensions
+        is_array = isinstance(data, np.ndarray)
+        if is_array and (not dims or UNKNOWN in dims) and data.ndim == len(want_dims):
             dims = list(data.shape)  # the array itself says the dimensions
-        check(
-            len(dims) == len(declared.dimensions), f"{where}: got rank {len(dims)}, expected {len(declared.dimensions)}"
-        )
-        for axis, (want, got) in enumerate(zip(declared.dimensions, dims)):
+        if len(dims) != len(want_dims):
+            fail(f"{_where(index, declared)}: got rank {len(dims)}, expected {len(want_dims)}")
+        for axis, (want, got) in enumerate(zip(want_dims, dims)):
             if got == UNKNOWN or got < 0:
                 fail(
-                    f"{where}: dimension {axis} is still unknown; the access callback must set it",
+                    f"{_where(index, declared)}: dimension {axis} is still unknown; the access callback must set it",
                     ResultCode.INVALID_DIMENSIONS,
                 )
             if want != UNKNOWN and want != got:
-                fail(f"{where}: dimension {axis} is {got}, expected {want}", ResultCode.INVALID_DIMENSIONS)
+                fail(
+                    f"{_where(index, declared)}: dimension {axis} is {got}, expected {want}",
+                    ResultCode.INVALID_DIMENSIONS,
+                )
+        dtype = np.dtype(declared.dtype)
+        if is_array:
+            if data.dtype != dtype:
+                fail(f"{_where(index, declared)}: data has dtype {data.dtype}, expected {dtype}")
+            if data.shape == tuple(dims):
+                return data if data.flags.c_contiguous else np.ascontiguousarray(data)
+            count = math.prod(dims)
+            if data.size != count:
+                fail(f"{_where(index, declared)}: data has {data.size} elements, dimensions {dims} need {count}")
+            return np.ascontiguousarray(data).reshape(dims)
         try:
             view = memoryview(data)
         except TypeError:
-            fail(f"{where}: the access callback returned {type(data).__name__}, expected a buffer (numpy array, bytes)")
-        dtype = np.dtype(declared.dtype)
-        count = int(np.prod(dims, dtype=np.int64))
-        if isinstance(data, np.ndarray):
-            if data.dtype != dtype:
-                fail(f"{where}: data has dtype {data.dtype}, expected {dtype}")
-            if data.size != count:
-                fail(f"{where}: data has {data.size} elements, dimensions {dims} need {count}")
-            return np.ascontiguousarray(data).reshape(dims)
+            fail(
+                f"{_where(index, declared)}: the access callback returned {type(data).__name__}, "
+                "expected a buffer (numpy array, bytes)"
+            )
+        count = math.prod(dims)
         if view.nbytes != count * dtype.itemsize:
-            fail(f"{where}: buffer is {view.nbytes} bytes, dimensions {dims} of {dtype} need {count * dtype.itemsize}")
+            fail(
+                f"{_where(index, declared)}: buffer is {view.nbytes} bytes, dimensions {dims} of {dtype} "
+                f"need {count * dtype.itemsize}"
+            )
         return np.frombuffer(view.cast("B"), dtype=dtype).reshape(dims)
 
     def _write_output(self, index: int, declared: OperandType, result: tvm.runtime.Tensor) -> None:
         memory, access = self._outputs[index]
-        value = result.numpy()
-        t = declared.copy(dimensions=list(value.shape))
-        where = f"output {index} ({t.describe()})"
+        value = host_view(result)  # no copy on the host: the one copy is into the caller's buffer
+        t = declared.copy()
+        t.dimensions = list(value.shape)
         try:
             buffer = access(memory, t)
         except NNAdapterError:
             raise
         except Exception as err:
-            fail(f"{where}: the access callback raised {type(err).__name__}: {err}")
+            fail(f"output {index} ({t.describe()}): the access callback raised {type(err).__name__}: {err}")
         if isinstance(buffer, np.ndarray):
             if buffer.dtype != value.dtype or buffer.size < value.size or not buffer.flags.writeable:
                 fail(
-                    f"{where}: the access callback returned a {buffer.dtype} array of {buffer.size} elements "
-                    f"(writeable={buffer.flags.writeable}), expected a writeable {value.dtype} array of {value.size}"
+                    f"output {index} ({t.describe()}): the access callback returned a {buffer.dtype} array of "
+                    f"{buffer.size} elements (writeable={buffer.flags.writeable}), expected a writeable "
+                    f"{value.dtype} array of {value.size}"
                 )
             if buffer.shape == value.shape:
                 np.copyto(buffer, value)
                 return
+        where = f"output {index} ({t.describe()})"
         try:
             view = memoryview(buffer)
         except TypeError:
@@ -186,7 +200,7 @@ class Execution:
         nbytes = value.nbytes
         if view.nbytes < nbytes:
             fail(f"{where}: buffer is {view.nbytes} bytes, the output needs {nbytes}")
-        view.cast("B")[:nbytes] = value.tobytes()
+        view.cast("B")[:nbytes] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
 
     def destroy(self) -> None:
         self._inputs.clear()
@@ -197,3 +211,93 @@ class Execution:
 
     def __exit__(self, *exc: object) -> None:
         self.destroy()
+
+
+def _where(index: int, declared: OperandType) -> str:
+    """How an input is named in errors (made only when one is raised: describe() is not free)."""
+    return f"input {index} ({declared.describe()})"
+
+
+def _run(compilation: Compilation, arrays: Sequence[np.ndarray | tvm.runtime.Tensor]) -> list[tvm.runtime.Tensor]:
+    """``compilation.run`` with the failures it leaves to its caller shaped into NNAdapterErrors."""
+    try:
+        return compilation.run(arrays)
+        # A failure of the compiled code (an assertion on the inputs' dimensions, an allocation) comes
+        # back from Compilation.run as an NNAdapterError naming it; these catch what is left.
+    except MemoryError as err:
+        fail(f"execution ran out of memory: {err or 'MemoryError'}", ResultCode.OUT_OF_MEMORY)
+    except TVM_ERRORS as err:
+        lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+        fail(f"execution failed: {lines[-1] if lines else err}", ResultCode.INVALID_DIMENSIONS)
+
+
+def host_view(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:
+    """``value`` as a numpy array: a tensor in host memory is viewed (DLPack, no copy), one on a
+    device is copied to the host."""
+    if isinstance(value, np.ndarray):
+        return value
+    if not isinstance(value, tvm_ffi.Tensor):
+        return np.asarray(value)
+    if value.__dlpack_device__()[0] == tvm_ffi.DLDeviceType.kDLCPU:
+        return np.from_dlpack(value)
+    return value.numpy()
+
+
+def host_copy(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:
+    """A tensor's value in a new numpy array the caller owns: one copy (from a device: its copy to the
+    host); a numpy array as it is."""
+    if isinstance(value, np.ndarray):
+        return value
+    if not isinstance(value, tvm_ffi.Tensor):
+        return np.asarray(value)
+    if value.__dlpack_device__()[0] == tvm_ffi.DLDeviceType.kDLCPU:
+        return np.array(np.from_dlpack(value))
+    return value.numpy()
+
+
+def run_arrays(
+    compilation: Compilation,
+    arrays: Sequence[np.ndarray | tvm.runtime.Tensor],
+    on_device: bool = False,
+    checked: bool = False,
+) -> list:
+    """One inference without access callbacks, for the runtime's own callers (the ONNX Predictor and
+    its plan): the outputs in order, each copied once into a new numpy array, or with ``on_device``
+    left as the tensors the compiled code returned (a next subgraph on the same device reads them
+    without a copy). Numpy ``arrays`` whose element type and dimensions match the compilation's
+    inputs run at once (``checked``: the caller checked them at its boundary); any other input takes
+    the path of ``Execution.compute``, whose checks name what is wrong (or which reshapes it).
+    Safe from several threads: the state it reuses (the VM and its ``main``) is per thread."""
+    if not checked and not _fits(compilation, arrays):
+        execution = Execution(compilation)
+        outputs = execution.use_arrays([host_view(a) for a in arrays])
+        execution.compute()
+        return outputs
+    results = _run(compilation, arrays)
+    if on_device:
+        return results
+    try:
+        return [host_copy(r) for r in results]
+    except MemoryError:
+        fail("out of memory copying the outputs out", ResultCode.OUT_OF_MEMORY)
+
+
+def _fits(compilation: Compilation, arrays: Sequence[np.ndarray | tvm.runtime.Tensor]) -> bool:
+    """Whether ``arrays`` are what the compilation takes (a tensor: the compiled code checks it)."""
+    signature = compilation.input_signature
+    if len(arrays) != len(signature):
+        return False
+    for a, (dtype, static, dims) in zip(arrays, signature):
+        if not isinstance(a, np.ndarray):
+            continue
+        if a.dtype != dtype or not a.flags.c_contiguous:
+            return False
+        if static is not None:
+            if a.shape != static:
+                return False
+        elif len(a.shape) != len(dims) or any(want != UNKNOWN and want != got for want, got in zip(dims, a.shape)):
+            return False
+    if compilation.named_dimensions:
+        shapes = [a.shape if isinstance(a, np.ndarray) else tuple(int(d) for d in a.shape) for a in arrays]
+        check_shared_dimensions([t.dimension_names for t in compilation.input_types], shapes)
+    return True

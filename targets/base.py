@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax
 
 from nnadapter_tvm.types import DeviceType, OperationType
@@ -49,12 +50,23 @@ class Property:
 
 
 class Program:
-    """A loaded, runnable module: the spec's ``program`` of ``execute_program``."""
+    """A loaded, runnable module: the spec's ``program`` of ``execute_program``.
+
+    ``run`` is the hot path of every inference. Per thread it keeps the Relax VM, its ``main`` (looked
+    up once) and the aligned staging buffers of the inputs it had to copy. A host input that is
+    contiguous, writable and 64-byte aligned is passed to the VM without a copy (DLPack); any other
+    is copied once into the staging buffer, because TVM's kernels assume 64-byte aligned data
+    (``tvm.runtime.from_dlpack`` requires it: the generated code does not guard misaligned access).
+    """
+
+    ALIGNMENT = 64
 
     def __init__(self, module: tvm.runtime.Module, device: tvm.runtime.Device):
         self.module = module
         self.device = device
         self._local = threading.local()
+        # On the host a numpy array and a CPU tensor share memory both ways (DLPack).
+        self._on_host = device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
 
     @property
     def vm(self) -> relax.VirtualMachine:
@@ -65,14 +77,71 @@ class Program:
         return vm
 
     def run(self, inputs: Sequence[np.ndarray | tvm.runtime.Tensor]) -> list[tvm.runtime.Tensor]:
-        return list(self.vm["main"](*[self._on_device(x) for x in inputs]))
+        """``main`` on ``inputs`` (numpy arrays, or tensors: one already on this device is not copied);
+        the output tensors, which live on this device until the caller reads them."""
+        local = self._local
+        main = getattr(local, "main", None)
+        if main is None:
+            main = local.main = self.vm["main"]
+            local.staging = {}
+        staged: list[int] | None = None
+        arguments = []
+        for k, x in enumerate(inputs):
+            if isinstance(x, tvm_ffi.Tensor):
+                if x.device == self.device:
+                    arguments.append(x)  # the previous subgraph ran here: no copy
+                    continue
+                x = np.from_dlpack(x) if x.__dlpack_device__()[0] == tvm_ffi.DLDeviceType.kDLCPU else x.numpy()
+            elif not isinstance(x, np.ndarray):
+                x = np.asarray(x)
+            if self._on_host:
+                if x.flags.c_contiguous and x.flags.writeable:
+                    tensor = _from_dlpack(x)
+                    if tensor is not None and tensor.data_ptr() % self.ALIGNMENT == 0:
+                        arguments.append(tensor)
+                        continue
+                tensor = self._stage(local.staging, k, x)
+                if tensor is not None:
+                    arguments.append(tensor)
+                    staged = [*(staged or []), k]
+                    continue
+            arguments.append(tvm.runtime.tensor(x, self.device))  # another device, or no DLPack (bfloat16)
+        results = main(*arguments)
+        results = [results] if isinstance(results, tvm_ffi.Tensor) else list(results)
+        if staged:
+            self._release_aliased(local.staging, staged, results)
+        return results
 
-    def _on_device(self, x: np.ndarray | tvm.runtime.Tensor) -> tvm.runtime.Tensor:
-        if isinstance(x, tvm.runtime.Tensor):
-            if x.device == self.device:
-                return x  # the previous subgraph ran here: no copy
-            x = x.numpy()
-        return tvm.runtime.tensor(x, self.device)
+    def _stage(self, staging: dict, k: int, x: np.ndarray) -> tvm_ffi.Tensor | None:
+        """``x`` copied into this thread's aligned buffer for input ``k`` (grown when too small);
+        None where numpy cannot share the element type over DLPack."""
+        buffer = staging.get(k)
+        if buffer is None or buffer[1].size < x.nbytes:
+            raw = np.empty(x.nbytes + self.ALIGNMENT, np.uint8)
+            offset = -_from_dlpack(raw).data_ptr() % self.ALIGNMENT
+            aligned = raw[offset : offset + x.nbytes]
+            buffer = staging[k] = (_from_dlpack(aligned).data_ptr(), aligned)
+        view = buffer[1][: x.nbytes].view(x.dtype).reshape(x.shape)
+        np.copyto(view, x)
+        return _from_dlpack(view)
+
+    @staticmethod
+    def _release_aliased(staging: dict, staged: list[int], results: list) -> None:
+        """A staging buffer that an output shares (``main`` returned an input, or a reshape of one: a
+        view) now belongs to that output: the next call stages into a new one."""
+        for k in staged:
+            start, buffer = staging[k]
+            end = start + buffer.size
+            if any(start <= r.data_ptr() < end for r in results if isinstance(r, tvm_ffi.Tensor)):
+                del staging[k]
+
+
+def _from_dlpack(x: np.ndarray) -> tvm_ffi.Tensor | None:
+    """A tensor sharing ``x``'s memory; None where numpy does not export its element type."""
+    try:
+        return tvm_ffi.from_dlpack(x)
+    except (BufferError, TypeError, ValueError):
+        return None
 
 
 class Driver(abc.ABC):

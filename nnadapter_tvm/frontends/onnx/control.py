@@ -29,6 +29,7 @@ import onnx
 import onnx.shape_inference
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.execution import host_copy, host_view
 from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Shape, Unit, Value, node_label
 from nnadapter_tvm.types import NNAdapterError, ResultCode
 
@@ -556,9 +557,12 @@ class ControlNode:
     """Runs a ``ControlUnit``: ``run(inputs)`` takes the unit's inputs and gives its outputs."""
 
     def __init__(self, unit: ControlUnit):
+        from nnadapter_tvm.frontends.onnx import plan  # plan imports this module: bound once, not per run
+
         self.unit = unit
         self.node = unit.node
         self.label = unit.label
+        self._run_steps = plan.run_steps
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         given: list[np.ndarray | None] = [None] * len(self.unit.node.input)
@@ -571,10 +575,10 @@ class ControlNode:
             return self._loop(given, inputs)
         return self._scan(given, inputs)
 
-    def _body(self, body: Body, own: list[np.ndarray], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        from nnadapter_tvm.frontends.onnx.plan import run_steps
-
-        return run_steps(body.graph, body.steps, [*own, *(inputs[k] for k in body.captured)])
+    def _body(self, body: Body, own: list, inputs: Sequence[np.ndarray]) -> list:
+        """The body's outputs as its plan left them: tensors stay on their device (a next iteration,
+        or the subgraph after the node, reads them without a copy); see ``host_view``/``host_copy``."""
+        return self._run_steps(body.graph, body.steps, [*own, *(inputs[k] for k in body.captured)], on_device=True)
 
     def _scalar(self, array: np.ndarray, what: str) -> np.generic:
         if array.size != 1:
@@ -586,7 +590,7 @@ class ControlNode:
         body = self.unit.bodies["then_branch" if cond else "else_branch"]
         if body.graph is None:
             fail(f"{self.label}: its {body.attr} cannot run: {body.error}", ResultCode.FEATURE_NOT_SUPPORTED)
-        return self._body(body, [], inputs)[: len(self.unit.outputs)]
+        return self._body(body, [], inputs)[: len(self.unit.outputs)]  # on the device, as the branch left them
 
     def _loop(self, given: list, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         unrolled = self.unit.unrolled
@@ -597,7 +601,7 @@ class ControlNode:
         if unrolled:  # one body per iteration, made for the constant trip count
             limit = unrolled
         keep = True if cond is None else bool(self._scalar(cond, "the condition"))
-        carried = [np.asarray(a) for a in given[2:]]
+        carried = list(given[2:])  # then the body's outputs as they are: on the device between iterations
         n = len(carried)
         k_scans = len(first.graph.outputs) - 1 - n
         scans: list[list[np.ndarray]] = [[] for _ in range(k_scans)]
@@ -608,12 +612,12 @@ class ControlNode:
                 outs = self._body(self.unit.bodies[f"body#{i}"], [np.array(keep), *carried], inputs)
             else:
                 outs = self._body(first, [np.array(i, np.int64), np.array(keep), *carried], inputs)
-            keep = bool(self._scalar(np.asarray(outs[0]), "the body's condition output"))
-            carried = [np.asarray(a) for a in outs[1 : n + 1]]
+            keep = bool(self._scalar(host_view(outs[0]), "the body's condition output"))
+            carried = outs[1 : n + 1]
             for k in range(k_scans):
-                scans[k].append(np.asarray(outs[1 + n + k]))
+                scans[k].append(host_view(outs[1 + n + k]))  # a view: each iteration's tensor is its own
             i += 1
-        results = carried + [
+        results = [host_copy(c) for c in carried] + [
             self._stack(s, first.graph.outputs[1 + n + k], 0, False, n + k) for k, s in enumerate(scans)
         ]
         return results[: len(self.unit.outputs)]
@@ -663,16 +667,16 @@ class ControlNode:
         for t in range(length):
             slices = [np.take(x, length - 1 - t if d else t, axis=a) for x, a, d in zip(xs, in_axes, in_dirs)]
             outs = self._body(body, [*states, *slices], inputs)
-            states = [np.asarray(a) for a in outs[:n]]
+            states = outs[:n]  # on the device between iterations
             for k in range(k_scans):
-                scans[k].append(np.asarray(outs[n + k]))
+                scans[k].append(host_view(outs[n + k]))
         out_axes = [0] * k_scans if batched else self._ints(attrs, "scan_output_axes", k_scans)
         out_dirs = [0] * k_scans if batched else self._ints(attrs, "scan_output_directions", k_scans)
         stacked = [
             self._stack(s, body.graph.outputs[n + k], out_axes[k], bool(out_dirs[k]), n + k)
             for k, s in enumerate(scans)
         ]
-        return states + stacked
+        return [host_copy(s) for s in states] + stacked
 
     def _output_name(self, k: int) -> str:
         names = self.unit.node.output

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.execution import host_copy, host_view, run_arrays
 from nnadapter_tvm.frontends.onnx.control import ControlNode, ControlUnit
 from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Unit, Value, precision_of
 from nnadapter_tvm.frontends.onnx.host import HostNode
@@ -172,32 +173,35 @@ def all_subgraphs(steps: Sequence[Subgraph | HostStep]) -> list[Subgraph]:
     return found
 
 
-def run_steps(graph: ImportedGraph, steps: Sequence[Subgraph | HostStep], arrays: Sequence[np.ndarray]) -> list:
-    """Run the plan of ``graph`` on its input ``arrays`` (every subgraph compiled); its outputs in order."""
-    env: dict[int, np.ndarray] = {id(value): array for value, array in zip(graph.inputs, arrays)}
+def run_steps(
+    graph: ImportedGraph, steps: Sequence[Subgraph | HostStep], arrays: Sequence, on_device: bool = False
+) -> list:
+    """Run the plan of ``graph`` on its inputs (numpy arrays, or tensors; every subgraph compiled); its
+    outputs in order. Between subgraphs a value stays where the compiled code left it (a tensor on
+    its device: a next subgraph on that device reads it without a copy); a host node reads a view of
+    it. The outputs are numpy arrays the caller owns (a tensor's one copy), or with ``on_device`` the
+    values as they are (a control node's body hands them to its next iteration)."""
+    env: dict[int, object] = {id(value): array for value, array in zip(graph.inputs, arrays)}
     for step in steps:
-        if isinstance(step, HostStep):
-            results = step.node.run([_read(env, v) for v in step.unit.inputs])
+        if type(step) is HostStep:
+            results = step.node.run([host_view(_read(env, v)) for v in step.unit.inputs])
             outputs = step.unit.outputs
         else:
-            results = execute(step.compilation, [_read(env, v) for v in step.inputs])
+            results = run_arrays(step.compilation, [_read(env, v) for v in step.inputs], on_device=True)
             outputs = step.outputs
         for value, array in zip(outputs, results):
             env[id(value)] = array
-    return [_read(env, v) for v in graph.outputs]
+    if on_device:
+        return [_read(env, v) for v in graph.outputs]
+    return [host_copy(_read(env, v)) for v in graph.outputs]
 
 
 def execute(compilation: Compilation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """One execution of a compiled subgraph on ``arrays``."""
-    from nnadapter_tvm.execution import Execution
-
-    execution = Execution(compilation)
-    outputs = execution.use_arrays(list(arrays))
-    execution.compute()
-    return outputs
+    """One execution of a compiled subgraph on ``arrays``; its outputs as new numpy arrays."""
+    return run_arrays(compilation, list(arrays))
 
 
-def _read(env: dict[int, np.ndarray], value: Value) -> np.ndarray:
+def _read(env: dict[int, object], value: Value) -> object:
     if value.is_const:
         return value.const
     return env[id(value)]

@@ -14,10 +14,10 @@ from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check
-from nnadapter_tvm.execution import Execution, check_shared_dimensions
+from nnadapter_tvm.execution import check_shared_dimensions, run_arrays
 from nnadapter_tvm.frontends.onnx import plan_cache
 from nnadapter_tvm.frontends.onnx.plan_cache import Port
-from nnadapter_tvm.types import NNAdapterError
+from nnadapter_tvm.types import UNKNOWN, NNAdapterError
 
 if TYPE_CHECKING:
     import onnx
@@ -191,37 +191,93 @@ class Predictor:
         return list(self._output_names)
 
     def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Outputs in the graph's order; ``inputs`` by name, or a list in the graph's input order."""
+        """Outputs in the graph's order; ``inputs`` by name, or a list in the graph's input order.
+
+        Safe from several threads at once. The inputs are checked here, once; each output is a new
+        array (copied once from the compiled code's result). Between subgraphs on one device the
+        values stay on it."""
         arrays = self._feeds(inputs)
         if self.single_subgraph:
-            return _execute(self.compilations[0], arrays)
-        from nnadapter_tvm.frontends.onnx.plan import run_steps
+            return run_arrays(self.compilations[0], arrays, checked=self._checked)
+        run_steps = self._run_steps
+        if run_steps is None:
+            from nnadapter_tvm.frontends.onnx.plan import run_steps
 
+            self._run_steps = run_steps
         return run_steps(self.graph, self.steps, arrays)
 
+    _run_steps = None  # plan.run_steps, imported on first use (a model loaded through the index needs none)
+
+    @property
+    def _checked(self) -> bool:
+        """Whether the checks of ``_feeds`` are all the compiled subgraph's own (then nothing repeats
+        them): same element types and dimensions, so that a fed array is what it takes."""
+        checked = self.__dict__.get("_checked_value")
+        if checked is None:
+            signature = self.compilations[0].input_signature
+            checked = self._checked_value = len(signature) == len(self._inputs) and all(
+                p.dtype is not None
+                and np.dtype(p.dtype) == dtype
+                and p.shape is not None
+                and tuple(UNKNOWN if d is None else int(d) for d in p.shape) == dims
+                for p, (dtype, _, dims) in zip(self._inputs, signature)
+            )
+        return checked
+
     def _feeds(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The inputs as arrays in the graph's order, checked (the one check of a run's inputs)."""
         declared = self._inputs
+        expected = self._expected
+        if expected is None:  # first run: what each input must be, worked out once
+            self._names = [p.name for p in declared]
+            self._named = any(p.dim_names for p in declared)
+            expected = self._expected = [_Expected(p) for p in declared]
         if isinstance(inputs, Mapping):
-            names = {p.name for p in declared}
-            unknown = sorted(set(inputs) - names)
-            check(not unknown, f"unknown input name(s) {unknown}; the model's inputs are {sorted(names)}")
-            missing = [p.name for p in declared if p.name not in inputs]
-            check(not missing, f"missing input(s) {missing}")
-            arrays = [inputs[p.name] for p in declared]
+            names = self._names
+            if len(inputs) == len(names) and all(n in inputs for n in names):
+                arrays = [inputs[n] for n in names]
+            else:
+                known = set(names)
+                unknown = sorted(set(inputs) - known)
+                check(not unknown, f"unknown input name(s) {unknown}; the model's inputs are {sorted(known)}")
+                missing = [n for n in names if n not in inputs]
+                check(not missing, f"missing input(s) {missing}")
+                arrays = [inputs[n] for n in names]
         else:
             arrays = list(inputs)
             check(len(arrays) == len(declared), f"{len(arrays)} inputs given, the model has {len(declared)}")
-        arrays = [p.check(np.asarray(a)) for p, a in zip(declared, arrays)]
-        labels = [f"input '{p.name}'" for p in declared]
-        check_shared_dimensions([p.dim_names for p in declared], [a.shape for a in arrays], labels)
+        arrays = [e.check(a) for e, a in zip(expected, arrays)]
+        if self._named:
+            labels = [f"input '{p.name}'" for p in declared]
+            check_shared_dimensions([p.dim_names for p in declared], [a.shape for a in arrays], labels)
         return arrays
 
+    _expected: list | None = None  # per input, its _Expected (made on the first run)
 
-def _execute(compilation: Compilation, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    execution = Execution(compilation)
-    outputs = execution.use_arrays(arrays)
-    execution.compute()
-    return outputs
+
+class _Expected:
+    """An input's quick check: an array of the element type and dimensions the port declares passes
+    as it is; any other goes through ``Port.check``, which converts it or says what is wrong."""
+
+    __slots__ = ("dtype", "port", "shape", "static")
+
+    def __init__(self, port: Port):
+        self.port = port
+        self.dtype = None if port.dtype is None else np.dtype(port.dtype)
+        self.shape = port.shape
+        self.static = port.shape is not None and None not in port.shape
+
+    def check(self, array: object) -> np.ndarray:
+        if type(array) is np.ndarray and array.dtype == self.dtype and array.flags.c_contiguous:
+            shape = self.shape
+            if self.static:
+                if array.shape == shape:
+                    return array
+            elif shape is None or (
+                array.ndim == len(shape) and all(d is None or d == n for d, n in zip(shape, array.shape))
+            ):
+                return array
+        return self.port.check(np.asarray(array))
 
 
 def _source_bytes(model: object) -> bytes | None:
