@@ -14,6 +14,7 @@ from nnadapter_tvm.errors import TVM_ERRORS, check, fail
 from nnadapter_tvm.types import UNKNOWN, NNAdapterError, OperandType, ResultCode
 
 Access = Callable[[object, OperandType], object]
+_HOST = tvm_ffi.DLDeviceType.kDLCPU
 
 
 def _array_access(memory: object, operand_type: OperandType) -> object:
@@ -234,25 +235,17 @@ def _run(compilation: Compilation, arrays: Sequence[np.ndarray | tvm.runtime.Ten
 def host_view(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:
     """``value`` as a numpy array: a tensor in host memory is viewed (DLPack, no copy), one on a
     device is copied to the host."""
-    if isinstance(value, np.ndarray):
-        return value
-    if not isinstance(value, tvm_ffi.Tensor):
-        return np.asarray(value)
-    if value.__dlpack_device__()[0] == tvm_ffi.DLDeviceType.kDLCPU:
-        return np.from_dlpack(value)
-    return value.numpy()
+    if isinstance(value, tvm_ffi.Tensor):
+        return np.from_dlpack(value) if value.__dlpack_device__()[0] == _HOST else value.numpy()
+    return value if isinstance(value, np.ndarray) else np.asarray(value)
 
 
 def host_copy(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:
     """A tensor's value in a new numpy array the caller owns: one copy (from a device: its copy to the
     host); a numpy array as it is."""
-    if isinstance(value, np.ndarray):
-        return value
-    if not isinstance(value, tvm_ffi.Tensor):
-        return np.asarray(value)
-    if value.__dlpack_device__()[0] == tvm_ffi.DLDeviceType.kDLCPU:
-        return np.array(np.from_dlpack(value))
-    return value.numpy()
+    if isinstance(value, tvm_ffi.Tensor):
+        return np.array(np.from_dlpack(value)) if value.__dlpack_device__()[0] == _HOST else value.numpy()
+    return value if isinstance(value, np.ndarray) else np.asarray(value)
 
 
 def run_arrays(

@@ -66,7 +66,7 @@ class Program:
         self.device = device
         self._local = threading.local()
         # On the host a numpy array and a CPU tensor share memory both ways (DLPack).
-        self._on_host = device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
+        self._on_host = device.dlpack_device_type() == _HOST
 
     @property
     def vm(self) -> relax.VirtualMachine:
@@ -87,19 +87,21 @@ class Program:
         staged: list[int] | None = None
         arguments = []
         for k, x in enumerate(inputs):
-            if isinstance(x, tvm_ffi.Tensor):
-                if x.device == self.device:
-                    arguments.append(x)  # the previous subgraph ran here: no copy
-                    continue
-                x = np.from_dlpack(x) if x.__dlpack_device__()[0] == tvm_ffi.DLDeviceType.kDLCPU else x.numpy()
-            elif not isinstance(x, np.ndarray):
-                x = np.asarray(x)
-            if self._on_host:
+            if type(x) is np.ndarray and self._on_host:
+                # The common case: a host array shared as it is when TVM's kernels may read it in place.
                 if x.flags.c_contiguous and x.flags.writeable:
                     tensor = _from_dlpack(x)
                     if tensor is not None and tensor.data_ptr() % self.ALIGNMENT == 0:
                         arguments.append(tensor)
                         continue
+            elif isinstance(x, tvm_ffi.Tensor):
+                if x.device == self.device:
+                    arguments.append(x)  # the previous subgraph ran here: no copy
+                    continue
+                x = np.from_dlpack(x) if x.__dlpack_device__()[0] == _HOST else x.numpy()
+            else:
+                x = np.asarray(x)
+            if self._on_host:
                 tensor = self._stage(local.staging, k, x)
                 if tensor is not None:
                     arguments.append(tensor)
@@ -107,33 +109,64 @@ class Program:
                     continue
             arguments.append(tvm.runtime.tensor(x, self.device))  # another device, or no DLPack (bfloat16)
         results = main(*arguments)
-        results = [results] if isinstance(results, tvm_ffi.Tensor) else list(results)
+        if isinstance(results, tvm_ffi.Tensor):
+            results = [results]
+        else:  # a tuple: read through the FFI directly (the Array's Python iterator costs ~1.5 us an item)
+            results = [_ARRAY_GET(results, i) for i in range(_ARRAY_SIZE(results))]
         if staged:
             self._release_aliased(local.staging, staged, results)
         return results
 
     def _stage(self, staging: dict, k: int, x: np.ndarray) -> tvm_ffi.Tensor | None:
-        """``x`` copied into this thread's aligned buffer for input ``k`` (grown when too small);
-        None where numpy cannot share the element type over DLPack."""
-        buffer = staging.get(k)
-        if buffer is None or buffer[1].size < x.nbytes:
+        """``x`` copied into this thread's aligned buffer for input ``k`` (grown when too small), and
+        the tensor over it (kept while the next calls' shapes are the same); None where numpy cannot
+        share the element type over DLPack."""
+        entry = staging.get(k)
+        if entry is not None and entry.shape == x.shape and entry.dtype == x.dtype:
+            np.copyto(entry.view, x)
+            return entry.tensor
+        if entry is None or entry.buffer.size < x.nbytes:
             raw = np.empty(x.nbytes + self.ALIGNMENT, np.uint8)
             offset = -_from_dlpack(raw).data_ptr() % self.ALIGNMENT
-            aligned = raw[offset : offset + x.nbytes]
-            buffer = staging[k] = (_from_dlpack(aligned).data_ptr(), aligned)
-        view = buffer[1][: x.nbytes].view(x.dtype).reshape(x.shape)
+            buffer = raw[offset : offset + x.nbytes]
+        else:
+            buffer = entry.buffer
+        view = buffer[: x.nbytes].view(x.dtype).reshape(x.shape)
         np.copyto(view, x)
-        return _from_dlpack(view)
+        tensor = _from_dlpack(view)
+        if tensor is None:
+            return None
+        start = _from_dlpack(buffer).data_ptr()
+        staging[k] = _Staged(buffer, start, start + buffer.size, x.shape, x.dtype, view, tensor)
+        return tensor
 
     @staticmethod
     def _release_aliased(staging: dict, staged: list[int], results: list) -> None:
         """A staging buffer that an output shares (``main`` returned an input, or a reshape of one: a
         view) now belongs to that output: the next call stages into a new one."""
         for k in staged:
-            start, buffer = staging[k]
-            end = start + buffer.size
-            if any(start <= r.data_ptr() < end for r in results if isinstance(r, tvm_ffi.Tensor)):
+            entry = staging[k]
+            if any(entry.start <= r.data_ptr() < entry.end for r in results if isinstance(r, tvm_ffi.Tensor)):
                 del staging[k]
+
+
+@dataclasses.dataclass
+class _Staged:
+    """An input's aligned staging buffer (bytes ``start``..``end``), and its view and tensor for the
+    last shape and element type staged."""
+
+    buffer: np.ndarray
+    start: int
+    end: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    view: np.ndarray
+    tensor: tvm_ffi.Tensor
+
+
+_HOST = tvm_ffi.DLDeviceType.kDLCPU
+_ARRAY_SIZE = tvm_ffi.get_global_func("ffi.ArraySize")
+_ARRAY_GET = tvm_ffi.get_global_func("ffi.ArrayGetItem")
 
 
 def _from_dlpack(x: np.ndarray) -> tvm_ffi.Tensor | None:

@@ -181,30 +181,52 @@ def run_steps(
     its device: a next subgraph on that device reads it without a copy); a host node reads a view of
     it. The outputs are numpy arrays the caller owns (a tensor's one copy), or with ``on_device`` the
     values as they are (a control node's body hands them to its next iteration)."""
-    env: dict[int, object] = {id(value): array for value, array in zip(graph.inputs, arrays)}
-    for step in steps:
-        if type(step) is HostStep:
-            results = step.node.run([host_view(_read(env, v)) for v in step.unit.inputs])
-            outputs = step.unit.outputs
+    route = _route(graph, steps)
+    env = dict(route.consts)
+    env.update(zip(route.inputs, arrays))
+    for host, step, reads, writes in route.steps:
+        if host:
+            results = step.node.run([host_view(env[k]) for k in reads])
         else:
-            results = run_arrays(step.compilation, [_read(env, v) for v in step.inputs], on_device=True)
-            outputs = step.outputs
-        for value, array in zip(outputs, results):
-            env[id(value)] = array
+            results = run_arrays(step.compilation, [env[k] for k in reads], on_device=True)
+        env.update(zip(writes, results))
     if on_device:
-        return [_read(env, v) for v in graph.outputs]
-    return [host_copy(_read(env, v)) for v in graph.outputs]
+        return [env[k] for k in route.outputs]
+    return [host_copy(env[k]) for k in route.outputs]
+
+
+class _Route:
+    """Where each step of a plan reads its inputs and writes its outputs (keys of the values by id),
+    and the constants it reads: worked out once per plan, not on every run (a loop body runs often)."""
+
+    def __init__(self, graph: ImportedGraph, steps: Sequence[Subgraph | HostStep]):
+        self.plan = steps
+        self.consts: dict[int, np.ndarray] = {}
+        self.inputs = [id(v) for v in graph.inputs]
+        self.steps: list[tuple[bool, Subgraph | HostStep, list[int], list[int]]] = []
+        for step in steps:
+            host = isinstance(step, HostStep)
+            reads, writes = (step.unit.inputs, step.unit.outputs) if host else (step.inputs, step.outputs)
+            self.steps.append((host, step, [self._key(v) for v in reads], [id(v) for v in writes]))
+        self.outputs = [self._key(v) for v in graph.outputs]
+
+    def _key(self, value: Value) -> int:
+        if value.is_const:
+            self.consts[id(value)] = value.const
+        return id(value)
+
+
+def _route(graph: ImportedGraph, steps: Sequence[Subgraph | HostStep]) -> _Route:
+    routes = graph.__dict__.setdefault("_plan_routes", {})
+    route = routes.get(id(steps))
+    if route is None or route.plan is not steps:
+        route = routes[id(steps)] = _Route(graph, steps)
+    return route
 
 
 def execute(compilation: Compilation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """One execution of a compiled subgraph on ``arrays``; its outputs as new numpy arrays."""
     return run_arrays(compilation, list(arrays))
-
-
-def _read(env: dict[int, object], value: Value) -> object:
-    if value.is_const:
-        return value.const
-    return env[id(value)]
 
 
 def single_model(graph: ImportedGraph) -> Model:

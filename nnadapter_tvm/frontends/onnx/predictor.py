@@ -232,7 +232,7 @@ class Predictor:
             self._names = [p.name for p in declared]
             self._named = any(p.dim_names for p in declared)
             expected = self._expected = [_Expected(p) for p in declared]
-        if isinstance(inputs, Mapping):
+        if type(inputs) is dict or isinstance(inputs, Mapping):
             names = self._names
             if len(inputs) == len(names) and all(n in inputs for n in names):
                 arrays = [inputs[n] for n in names]
