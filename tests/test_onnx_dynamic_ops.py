@@ -192,3 +192,41 @@ def test_reduce_without_keepdims_on_an_unknown_batch(op: str) -> None:
     """The kept-axes result squeezed to the output shape (it used to be reshaped to a target holding None)."""
     node = helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=0)
     _run_against_onnxruntime(node, ["N", 3, "W"] if op != "ReduceProd" else ["N", 3, 5], [(2, 3, 5), (4, 3, 5)], 13)
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+        {"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+    ],
+    ids=["nearest_asymmetric", "linear_align_corners"],
+)
+def test_resize_to_the_size_of_another_input(attrs: dict) -> None:
+    """F.interpolate(x, size=skip.shape[2:]): sizes = Concat(Shape(x)[:2], Shape(skip)[2:]), known only as
+    expressions of the inputs' dims; RESIZE_* reads them through OpArgs.shape_values."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", C, "h", "w"])
+    skip = helper.make_tensor_value_info("skip", TensorProto.FLOAT, ["N", C, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * 4)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["xs"], end=2),
+        helper.make_node("Shape", ["skip"], ["ss"], start=2),
+        helper.make_node("Concat", ["xs", "ss"], ["sizes"], axis=0),
+        helper.make_node("Resize", ["x", "", "", "sizes"], ["r"], **attrs),
+        helper.make_node("Add", ["r", "skip"], ["y"]),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x, skip], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    predictor = nna.Predictor(model)
+    assert predictor.host_node_count == 0
+    session = ort.InferenceSession(model.SerializeToString())
+    rng = np.random.default_rng(7)
+    for n, (h, w), (hh, ww) in [(1, (3, 4), (6, 8)), (2, (5, 5), (9, 11))]:
+        feeds = {
+            "x": rng.uniform(-1, 1, (n, C, h, w)).astype("float32"),
+            "skip": rng.uniform(-1, 1, (n, C, hh, ww)).astype("float32"),
+        }
+        (got,) = predictor.run(feeds)
+        (want,) = session.run(None, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -83,8 +83,6 @@ def _probe_inputs(ctx: NodeContext, probe: np.ndarray) -> list[np.ndarray | None
         if v is None:
             arrays.append(None)
             continue
-        if not v.is_const:
-            ctx.unsupported(f"{v.describe()}: the resize's scales or sizes must be known at import")
         array = ctx.const(i)  # the output size depends on it
         if ctx.op_type == "Resize" and i == 3 and array.size == 4 and ctx.attr("axes", None) is None:
             array = np.concatenate([[1, 1], array[2:]]).astype(array.dtype)  # sizes: N, C of the probe
@@ -146,6 +144,8 @@ def resize(ctx: NodeContext) -> Value:
     if x.dtype != np.float32:
         ctx.unsupported(f"{x.dtype} input: RESIZE_* compute in float32")
     n, c, h, w = (None if d is None or d < 0 else d for d in x.shape)
+    if ctx.op_type == "Resize" and ctx.opset >= 11 and ctx.has(3) and _computed(ctx.input(3)):
+        return _resize_to_computed_sizes(ctx, x, (n, c, h, w), mode != "nearest", what)
     scales = _onnx_scales(ctx, x)
     dynamic = h is None or w is None
     probes = [(h, w)] if not dynamic else [(h or a, w or b) for a, b in zip(_PROBE_SIZES, reversed(_PROBE_SIZES))]
@@ -183,6 +183,53 @@ def resize(ctx: NodeContext) -> Value:
             for image, e in zip(images, expected)
         ):
             return _emit(ctx, x, (n, c, *out_hw), config, scales if None in out_hw else None)
+    ctx.unsupported(f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
+
+
+def _computed(v: Value) -> bool:
+    """Whether ``v`` is computed from shapes (its elements tracked at import), not a constant or data."""
+    return not v.is_const and v.elements is not None
+
+
+# (input size, output size) pairs per axis on which a configuration is checked when the output size is
+# computed from shapes (F.interpolate(x, size=y.shape[2:])): up and down, by integer and other ratios,
+# a 1-pixel output.
+_SIZE_PROBES = ((3, 6), (5, 15), (7, 3), (4, 6), (6, 4), (8, 8), (5, 1))
+
+
+def _resize_to_computed_sizes(ctx: NodeContext, x: Value, dims: tuple, linear: bool, what: str) -> Value:
+    """Resize whose ``sizes`` [N, C, H, W] is computed from shapes: RESIZE_* gets its [H, W] (a SLICE, whose
+    values the operation reads as TIR expressions over the model's dims, or at execution), and the ratio
+    in / out of the sizes, in a configuration checked on probe pairs of sizes."""
+    sizes = ctx.input(3)
+    n, c = dims[:2]
+    if sizes.shape != (4,) or ctx.attr("axes", None) is not None:
+        ctx.unsupported(f"sizes {sizes.describe()}: a computed sizes input must hold 4 values [N, C, H, W]")
+    known = sizes.elements or (None,) * 4
+    if any(k is not None and d is not None and k != d for k, d in zip(known[:2], (n, c))):
+        ctx.unsupported(f"sizes {known} change N or C of {x.describe()}: NNAdapter resizes H and W only")
+    rng = np.random.default_rng(0)
+    for config in _candidates(linear, None):
+        agrees = True
+        for in_h, out_h in _SIZE_PROBES:
+            in_w, out_w = out_h, in_h  # also the swapped pair along W
+            image = rng.random((1, 1, in_h, in_w)).astype(F32)
+            arrays = [image] + [None] * (ctx.input_count - 1)
+            arrays[1] = ctx.const(1) if ctx.has(1) and ctx.input(1).is_const else None
+            arrays[3] = np.asarray([1, 1, out_h, out_w], "int64")
+            expected = host.evaluate(ctx.node, arrays, ctx.opset)[0]
+            if not np.allclose(_mirror(image, (out_h, out_w), config), expected, rtol=0, atol=2e-6 if linear else 0):
+                agrees = False
+                break
+        if agrees:
+            hw = ctx.emit(
+                O.SLICE, [sizes, ctx.i32([0]), ctx.i32([2]), ctx.i32([4]), ctx.i32([1])], shape=(2,), dtype=sizes.dtype
+            )
+            inputs = [x, hw, ctx.f32(np.zeros([0], F32)), ctx.boolean(config["align_corners"])]
+            if linear:
+                inputs.append(ctx.i32(config["align_mode"]))
+            shape = (n, c, *known[2:])
+            return ctx.emit(O.RESIZE_LINEAR if linear else O.RESIZE_NEAREST, inputs, shape=shape)
     ctx.unsupported(f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
 
 
