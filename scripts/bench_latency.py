@@ -3,8 +3,9 @@
 where the runtime's own bookkeeping, not the kernels, sets the time (issue 13's latency target: at most
 2x onnxruntime on the tiny model).
 
-    python scripts/bench_latency.py [--rounds 7] [--block 200] [--models tiny,loop,if,silero]
+    python scripts/bench_latency.py [--rounds 15] [--block-ms 30] [--models tiny,loop,if,silero]
                                     [--save before.json] [--compare before.json] [--cache-dir DIR]
+                                    [--property-only]
 
 Models (built with onnx.helper, weights from a fixed seed):
 
@@ -16,12 +17,13 @@ Models (built with onnx.helper, weights from a fixed seed):
 - ``silero``: silero_vad.onnx (an If on the sample rate, Ifs in the decoder, an LSTM) on 512 samples
   at 16 kHz, where /tmp/realmodels/silero_vad.onnx exists.
 
-Both runners use one thread: ``TVM_NUM_THREADS=1`` for us, ``intra_op_num_threads=1`` (and one inter-op
-thread) for onnxruntime, both in this process. After a warm-up, each runs ``--block`` calls in turn (ours
-x N, onnxruntime x N) for ``--rounds`` rounds; a round's figure per runner is the mean per call of its
-block, and the ratio printed is the median of the per-round ratios ours / onnxruntime (min and max
-beside it). ``--save`` writes the figures as JSON; ``--compare`` prints a saved run (before a change)
-next to this one (after).
+Both runners use one thread: ``TVM_NUM_THREADS=1`` for us (in the environment before TVM is
+imported, and as the context property), ``intra_op_num_threads=1`` (and one inter-op thread) for
+onnxruntime, both in this process. After a warm-up, each runs N calls in turn (ours x N, onnxruntime
+x N; N makes the slower runner's block last ``--block-ms``) for ``--rounds`` rounds; a round's figure
+per runner is the mean per call of its block, and the ratio printed is the median of the per-round
+ratios ours / onnxruntime (min and max beside it), with each runner's fastest block. ``--save`` writes
+the figures as JSON; ``--compare`` prints a saved run (before a change) next to this one (after).
 """
 
 from __future__ import annotations
@@ -34,9 +36,13 @@ import sys
 import time
 from collections.abc import Callable
 
-# Before TVM starts its thread pool: the context property TVM_NUM_THREADS=1 (runtime.config_threadpool)
-# alone leaves each kernel launch paying for the pool's other worker (about 15 us on a 2-core machine).
-os.environ.setdefault("TVM_NUM_THREADS", "1")
+# Before TVM is imported: with the context property TVM_NUM_THREADS=1 alone (runtime.config_threadpool
+# at load) each kernel launch still pays ~15 us for TVM's thread pool on a 2-core machine; the variable
+# read at import removes that. ``--property-only`` measures without it.
+if "--property-only" in sys.argv:
+    os.environ.pop("TVM_NUM_THREADS", None)
+else:
+    os.environ.setdefault("TVM_NUM_THREADS", "1")
 
 import numpy as np
 import onnx
@@ -154,7 +160,7 @@ def _block(call: Callable[[], object], n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
-def measure(name: str, rounds: int, block: int, cache_dir: str | None) -> dict:
+def measure(name: str, rounds: int, block_ms: float, cache_dir: str | None) -> dict:
     model, feeds = MODELS[name]()
     data = model.SerializeToString()
     predictor = nna.Predictor(data, devices=["llvm"], context_properties="TVM_NUM_THREADS=1;", cache_dir=cache_dir)
@@ -172,9 +178,10 @@ def measure(name: str, rounds: int, block: int, cache_dir: str | None) -> dict:
     def run_theirs() -> object:
         return session.run(None, feeds)
 
-    n = max(1, block // (8 if name in ("loop", "silero") else 1))
-    _block(run_ours, n)
-    _block(run_theirs, n)
+    # Blocks of about ``block_ms`` for the slower runner: long enough that one preemption by another job
+    # on the machine does not decide a block, short enough for rounds to alternate often.
+    slowest = max(_block(run_ours, 20), _block(run_theirs, 20))
+    n = max(5, int(block_ms / 1000 / slowest))
     us, them = [], []
     for _ in range(rounds):
         us.append(_block(run_ours, n) * 1e6)
@@ -183,6 +190,8 @@ def measure(name: str, rounds: int, block: int, cache_dir: str | None) -> dict:
     return {
         "ours_us": statistics.median(us),
         "ort_us": statistics.median(them),
+        "ours_best_us": min(us),
+        "ort_best_us": min(them),
         "ratio": statistics.median(ratios),
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
@@ -193,12 +202,17 @@ def measure(name: str, rounds: int, block: int, cache_dir: str | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--block", type=int, default=200, help="calls per block (loop, silero: an eighth)")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--block-ms", type=float, default=30.0, help="length of a block of calls (the slower runner's)")
     parser.add_argument("--models", default="tiny,loop,if,silero")
     parser.add_argument("--save", help="write the figures to this JSON file")
     parser.add_argument("--compare", help="a JSON file saved by --save (before), printed beside this run")
     parser.add_argument("--cache-dir", help="compiled models are cached here (a second run skips compiling)")
+    parser.add_argument(
+        "--property-only",
+        action="store_true",
+        help="leave TVM_NUM_THREADS out of the environment (one thread through the context property only)",
+    )
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     if "silero" in names and not os.path.exists(SILERO):
@@ -209,15 +223,17 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.compare) as f:
             before = json.load(f)
     results = {}
-    print("# one thread each (TVM_NUM_THREADS=1, onnxruntime intra_op_num_threads=1), alternating blocks;")
+    where = "context property only" if args.property_only else "environment and context property"
+    print(f"# one thread each (TVM_NUM_THREADS=1: {where}; onnxruntime intra_op_num_threads=1), alternating blocks;")
     print("# per call: median of the rounds' block means; ratio: median of the per-round ratios [min-max]")
-    header = f"{'model':8} {'ours us':>9} {'ort us':>8} {'ratio':>6} {'[min-max]':>13}"
+    print("# best: the fastest block of each runner (the floor, where other jobs on the machine interfere least)")
+    header = f"{'model':8} {'ours us':>9} {'ort us':>8} {'ratio':>6} {'[min-max]':>13} {'best: ours':>11} {'ort':>6}"
     print(header + ("  | before: ours us, ratio" if before else ""))
     for name in names:
-        r = results[name] = measure(name, args.rounds, args.block, args.cache_dir)
+        r = results[name] = measure(name, args.rounds, args.block_ms, args.cache_dir)
         line = (
             f"{name:8} {r['ours_us']:9.1f} {r['ort_us']:8.1f} {r['ratio']:6.2f} "
-            f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]"
+            f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}] {r['ours_best_us']:11.1f} {r['ort_best_us']:6.1f}"
         )
         if name in before:
             b = before[name]
