@@ -135,6 +135,9 @@ def conv_2d_transpose(args: OpArgs) -> relax.Expr:
     y = args.emit_te(
         transposed, with_plain_dims(args, x, "conv2d_transpose_in"), w, primfunc_name_hint="conv2d_transpose"
     )
+    # Its output dims too: convolutions fused after it failed FuseTIR on expression dims ("All shape inputs
+    # are expected to be single tirx var").
+    y = with_plain_dims(args, y, "conv2d_transpose_out")
     if any(grow):
         y = relax.op.nn.pad(y, [0, 0, 0, 0, 0, grow[0], 0, grow[1]])
     return fuse(args, _add_bias(args, y, 2, c_out), 10)

@@ -230,3 +230,29 @@ def test_resize_to_the_size_of_another_input(attrs: dict) -> None:
         (got,) = predictor.run(feeds)
         (want,) = session.run(None, feeds)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_unet_block_conv_transpose_concat_conv() -> None:
+    """A U-Net decoder step on symbolic sizes: a strided Conv down, ConvTranspose up, Concat with the skip
+    input, Conv (the CPU pipeline's FuseTIR failed on the transposed convolution's expression dims)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * 4)
+    rng = np.random.default_rng(0)
+    shapes = [("w1", (8, 4, 3, 3)), ("wt", (8, 4, 2, 2)), ("w2", (5, 8, 3, 3))]
+    inits = [onnx.numpy_helper.from_array(rng.uniform(-1, 1, s).astype("float32"), n) for n, s in shapes]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["d"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("ConvTranspose", ["d", "wt"], ["u"], strides=[2, 2], kernel_shape=[2, 2]),
+        helper.make_node("Concat", ["u", "x"], ["c"], axis=1),
+        helper.make_node("Conv", ["c", "w2"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    predictor = nna.Predictor(model)
+    session = ort.InferenceSession(model.SerializeToString())
+    for n, h, w in [(1, 8, 8), (2, 6, 10)]:
+        feed = rng.uniform(-1, 1, (n, 4, h, w)).astype("float32")
+        np.testing.assert_allclose(predictor.run([feed])[0], session.run(None, {"x": feed})[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(nna.NNAdapterError):  # odd sizes: the upsampled map no longer matches the skip input
+        predictor.run([rng.uniform(-1, 1, (1, 4, 7, 8)).astype("float32")])
