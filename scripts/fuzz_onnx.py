@@ -13,6 +13,7 @@ line is a summary for docs/reliability.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     vocabulary = [o for o in args.ops.split(",") if o] or None
     tally: Counter = Counter()
+    seen: set[str] = set()
     findings: dict[str, dict] = {}
     start = time.time()
     batches = -(-args.graphs // args.batch)
@@ -53,7 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         draw = fuzz_onnx.Draw(data)
         try:
             cases = [fuzz_onnx.draw_graph(draw, f"g{k}_", args.nodes, vocabulary) for k in range(args.batch)]
-            results = fuzz_onnx.run_graphs(cases)
+            # hypothesis mutates earlier examples, so a batch may repeat graphs already run: run and
+            # count each graph (model and feeds) once.
+            fresh = {_key(c): c for c in cases if _key(c) not in seen}
+            tally["repeated"] += len(cases) - len(fresh)
+            seen.update(fresh)
+            if not fresh:
+                return
+            results = fuzz_onnx.run_graphs(list(fresh.values()))
         except Exception as err:  # the harness's own fault: counted, never the end of the run
             tally["harness_error"] += 1
             print(f"\nharness error: {type(err).__name__}: {err}", file=sys.stderr)
@@ -94,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _key(case: fuzz_onnx.Case) -> str:
+    digest = hashlib.sha256(case.model.SerializeToString(deterministic=True))
+    for name in sorted(case.feeds):
+        digest.update(name.encode() + case.feeds[name].tobytes())
+    return digest.hexdigest()
+
+
 def _write_summary(path: Path, tally: Counter, findings: dict, start: float) -> dict:
     """The campaign's figures so far (rewritten after every batch, so that an interrupted campaign
     still has them)."""
@@ -103,6 +119,7 @@ def _write_summary(path: Path, tally: Counter, findings: dict, start: float) -> 
         **{s: tally[s] for s in ("ok", "differs", "error", "ambiguous", "refused", "invalid")},
         "distinct": {k: f["count"] for k, f in sorted(findings.items())},
         "harness_error": tally["harness_error"],
+        "repeated_not_rerun": tally["repeated"],
         "seconds": round(time.time() - start),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
