@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from dynutil import check_sizes, compile_op
+from dynutil import check_sizes, compile_op, execute
 from oputil import (
     UNKNOWN,
     Const,
@@ -650,3 +650,25 @@ def test_adaptive_max_pool2d_nan_anywhere_in_bin(dims):
     else:
         compilation = compile_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, [Out(dims=[UNKNOWN, 1, 2, 3])])
         check_sizes(compilation, [([x], [expected])], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
+def test_pool2d_window_larger_than_an_input_known_at_execution(op):
+    """The spec's output size floor((H + pads - k) / s) + 1 is 0 or less when the padded input is smaller
+    than the window: with H known only at execution that fails the execution (INVALID_DIMENSIONS naming
+    the operation and kernel_shape), as a static H fails the compilation, instead of an empty output."""
+    inputs, _ = pool_case(op, CONFIGS["k3s2_pad_asym"], False, nna.FuseCode.NONE)
+    dims = [UNKNOWN, 3, UNKNOWN, UNKNOWN]
+    inputs[0] = In(inputs[0].value, dims=dims)
+    compilation = compile_op(op, inputs, [Out(dims=dims)])
+    kind = "max" if op == OP.MAX_POOL_2D else "avg"
+    x = rand(1, 3, 3, 4, seed=9)  # 3 + 0 + 2 rows >= 3: fine
+    expected = pool2d_ref(x, kind, [3, 3], [2, 2], [0, 2, 1, 1], False)
+    check_sizes(compilation, [([x], [expected])], rtol=RTOL, atol=ATOL)
+    expect_error(
+        lambda: execute(compilation, [rand(1, 3, 0, 4)]),  # 0 + 0 + 2 rows < 3
+        op.name,
+        "'kernel_shape'",
+        "exceeds the padded input",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
