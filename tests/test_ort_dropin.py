@@ -219,6 +219,8 @@ def test_caching_by_default_and_its_switches(tmp_path: Path, monkeypatch: pytest
     assert list(cache.glob("*.nnc"))
     again = nort.InferenceSession(path)  # a PathLike too
     assert again.predictor.loaded_from_cache
+    assert _args(again.get_inputs()) == _args(first.get_inputs())
+    assert _args(again.get_outputs()) == _args(first.get_outputs())
     feed = _feed()
     np.testing.assert_array_equal(again.run(None, feed)[0], first.run(None, feed)[0])
 
