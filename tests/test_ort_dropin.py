@@ -274,3 +274,15 @@ def test_swapped_in_for_onnxruntime_an_application_runs_unchanged(tmp_path: Path
     )
     out = subprocess.run([sys.executable, "-c", app], capture_output=True, text=True, timeout=600, check=True)
     assert out.stdout.split() == ["nnadapter_tvm.onnxruntime", "NNAdapterExecutionProvider", str(np.float32(48.0))]
+
+
+def test_partition_config_option_keeps_nodes_on_the_host_with_the_same_answers(sessions: tuple) -> None:
+    ref, _ = sessions
+    data = _model().SerializeToString()
+    session = nort.InferenceSession(
+        data, providers=[("NNAdapterExecutionProvider", {"partition_config": "Relu", "cache_dir": None})]
+    )
+    assert session.predictor.host_node_count == 1
+    feed = _feed()
+    for got, want in zip(session.run(None, feed), ref.run(None, feed)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
