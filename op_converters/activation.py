@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import clamp
 from nnadapter_tvm.op_converters.registry import converter
@@ -78,6 +79,10 @@ def clip(args: OpArgs) -> relax.Expr:
     """
     x = args.tensor(0)
     low, high = _one_value(args, 1), _one_value(args, 2)
+    if all(args.operand(i).is_constant and not np.isnan(args.value(i)).any() for i in (1, 2)):
+        # Bounds first: a NaN x fails both comparisons and passes through (helpers.clamp), with no
+        # boolean mask that would keep the fused kernel (hard-swish's) off the vector schedules.
+        return relax.op.minimum(high, relax.op.maximum(low, x))
     clipped = relax.op.minimum(relax.op.maximum(x, low), high)
     return relax.op.where(relax.op.isnan(x), x, clipped)
 
