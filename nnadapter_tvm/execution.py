@@ -281,16 +281,19 @@ def _fits(compilation: Compilation, arrays: Sequence[np.ndarray | tvm.runtime.Te
     if len(arrays) != len(signature):
         return False
     for a, (dtype, static, dims) in zip(arrays, signature):
-        if not isinstance(a, np.ndarray):
-            continue
-        if a.dtype != dtype or not a.flags.c_contiguous:
-            return False
-        if static is not None:
-            if a.shape != static:
+        if isinstance(a, np.ndarray):
+            if a.dtype != dtype or not a.flags.c_contiguous:
                 return False
-        elif len(a.shape) != len(dims) or any(want != UNKNOWN and want != got for want, got in zip(dims, a.shape)):
+        elif not isinstance(a, tvm_ffi.Tensor):
+            return False
+        # A tensor's element type is the compiled code's to check (reading it costs 1 us); its dimensions
+        # are checked here: a previous subgraph may give [1] where this one takes a scalar (reshaped below).
+        shape = a.shape
+        if static is not None:
+            if shape != static:
+                return False
+        elif len(shape) != len(dims) or any(want != UNKNOWN and want != got for want, got in zip(dims, shape)):
             return False
     if compilation.named_dimensions:
-        shapes = [a.shape if isinstance(a, np.ndarray) else tuple(int(d) for d in a.shape) for a in arrays]
-        check_shared_dimensions([t.dimension_names for t in compilation.input_types], shapes)
+        check_shared_dimensions([t.dimension_names for t in compilation.input_types], [a.shape for a in arrays])
     return True

@@ -89,7 +89,7 @@ class Program:
         for k, x in enumerate(inputs):
             if type(x) is np.ndarray and self._on_host:
                 # The common case: a host array shared as it is when TVM's kernels may read it in place.
-                if x.flags.c_contiguous and x.flags.writeable:
+                if x.flags.c_contiguous and x.flags.writeable and x.size:
                     tensor = _from_dlpack(x)
                     if tensor is not None and tensor.data_ptr() % self.ALIGNMENT == 0:
                         arguments.append(tensor)
@@ -101,7 +101,7 @@ class Program:
                 x = np.from_dlpack(x) if x.__dlpack_device__()[0] == _HOST else x.numpy()
             else:
                 x = np.asarray(x)
-            if self._on_host:
+            if self._on_host and x.size:  # numpy gives an empty array zero strides, which TVM calls not compact
                 tensor = self._stage(local.staging, k, x)
                 if tensor is not None:
                     arguments.append(tensor)

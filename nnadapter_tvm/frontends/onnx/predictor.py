@@ -277,7 +277,10 @@ class _Expected:
                 array.ndim == len(shape) and all(d is None or d == n for d, n in zip(shape, array.shape))
             ):
                 return array
-        return self.port.check(np.asarray(array))
+        array = np.asarray(array)
+        checked = self.port.check(array)
+        # np.ascontiguousarray (in Port.check) makes a scalar 1-D: keep the shape that was checked.
+        return checked if checked.shape == array.shape else checked.reshape(array.shape)
 
 
 def _source_bytes(model: object) -> bytes | None:
