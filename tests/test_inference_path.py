@@ -197,3 +197,30 @@ def test_operand_type_copy_is_independent() -> None:
     assert changed.dimensions == [4, 3] and t.dimensions == [4, nna.UNKNOWN]
     with pytest.raises(nna.NNAdapterError, match="negative"):
         t.copy(dimensions=[4, -5])
+
+
+def test_numpy_scalars_and_empty_arrays() -> None:
+    """A numpy scalar fed to a scalar input stays a scalar; an empty array reaches TVM as a compact tensor
+    (numpy gives it zero strides). Reference: onnxruntime."""
+    model = _model(
+        [
+            helper.make_node("Clip", ["x", "lo", "hi"], ["c"]),
+            helper.make_node("ReduceSum", ["e", "axes"], ["s"], keepdims=1),
+        ],
+        [
+            helper.make_tensor_value_info("x", F, [3, 4]),
+            helper.make_tensor_value_info("lo", F, []),
+            helper.make_tensor_value_info("hi", F, []),
+            helper.make_tensor_value_info("e", F, [2, 0, 4]),
+        ],
+        [helper.make_tensor_value_info("c", F, [3, 4]), helper.make_tensor_value_info("s", F, [2, 1, 4])],
+        [numpy_helper.from_array(np.array([1], "int64"), "axes")],
+    )
+    predictor = nna.Predictor(model)
+    x = np.random.default_rng(6).standard_normal((3, 4)).astype("float32")
+    feeds = {"x": x, "lo": np.float32(-0.5), "hi": np.float32(0.25), "e": np.zeros((2, 0, 4), "float32")}
+    got = predictor.run(feeds)
+    want = _ort(model, {k: np.asarray(v) for k, v in feeds.items()})
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-6)
