@@ -33,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=fuzz_onnx.CORPUS / "new", help="where minimized cases go")
     parser.add_argument("--ops", default="", help="comma-separated operators to draw from (default: all)")
+    parser.add_argument(
+        "--engine",
+        choices=("random", "hypothesis"),
+        default="random",
+        help="who answers the generator's choices: a seeded random.Random (default: every graph new) or "
+        "hypothesis (as CI does; it mutates earlier examples, so graphs repeat)",
+    )
     parser.add_argument("--minutes", type=float, default=0, help="stop drawing batches after this long (0: no limit)")
     args = parser.parse_args(argv)
 
@@ -46,13 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     batches = -(-args.graphs // args.batch)
 
-    @settings(max_examples=batches, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @seed(args.seed)
-    @given(st.data())
-    def batch(data) -> None:
+    def batch(draw: fuzz_onnx.Draw) -> None:
         if args.minutes and time.time() - start > args.minutes * 60:
             return  # out of time: the remaining examples are skipped (raising would make hypothesis shrink)
-        draw = fuzz_onnx.Draw(data)
         try:
             cases = [fuzz_onnx.draw_graph(draw, f"g{k}_", args.nodes, vocabulary) for k in range(args.batch)]
             # hypothesis mutates earlier examples, so a batch may repeat graphs already run: run and
@@ -95,7 +98,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         _write_summary(args.out / "summary.json", tally, findings, start)
 
-    batch()
+    if args.engine == "hypothesis":
+        settings(max_examples=batches, deadline=None, database=None, suppress_health_check=list(HealthCheck))(
+            seed(args.seed)(given(st.data())(lambda data: batch(fuzz_onnx.Draw(data))))
+        )()
+    else:
+        for b in range(batches):
+            if args.minutes and time.time() - start > args.minutes * 60:
+                break
+            batch(fuzz_onnx.RandomDraw(args.seed * 1_000_003 + b))
     print(file=sys.stderr)
     for key, found in sorted(findings.items()):
         print(f"{found['count']:5d}  {key}: {found['detail'][:200]}")

@@ -56,6 +56,22 @@ class Draw:
         return self._data.draw(self._st.floats(low, high, allow_nan=False, allow_infinity=False))
 
 
+class RandomDraw(Draw):
+    """The same choices from a seeded ``random.Random``: for long campaigns, where hypothesis' habit of
+    mutating earlier examples repeats graphs (in one run, 1,733 repeats to 517 new graphs)."""
+
+    def __init__(self, seed: int):
+        import random
+
+        self._rng = random.Random(seed)
+
+    def int(self, low: int, high: int) -> int:
+        return self._rng.randint(low, high)
+
+    def float(self, low: float, high: float) -> float:
+        return self._rng.uniform(low, high)
+
+
 # =================================================================================================
 # The graph being built
 # =================================================================================================
