@@ -815,6 +815,19 @@ def _schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) -
     sch.decompose_reduction(block, rh)
 
 
+def _tiles_whole_batches(tile: int, extents: list[int]) -> bool:
+    """Whether tiles of ``tile`` fused rows never straddle a batch boundary of any row axis: for every
+    inner block of rows (the product of the trailing extents), the tile divides it or it divides the
+    tile.  Checking the last extent alone let a tile of 12 over [5, 2, 4] rows straddle the batches of
+    8 rows, and TVM then computed rows 16-19 from rows 0-3."""
+    block = 1
+    for extent in reversed(extents[1:]):
+        block *= extent
+        if tile % block and block % tile:
+            return False
+    return True
+
+
 def _schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
     lanes, regs = vector_lanes(target), vector_registers(target)
     epilogue = _epilogue_blocks(sch, block)
@@ -824,7 +837,7 @@ def _schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> No
     vectors = max(nb // lanes, 1)
     extents = [_extent(sch, lp) for lp in rows]
     fused_tile = _row_tile(_product(extents), max((regs - 4) // vectors, 1), lo=2) if None not in extents else 0
-    if len(rows) == 1 or (fused_tile and (fused_tile % extents[-1] == 0 or extents[-1] % fused_tile == 0)):
+    if len(rows) == 1 or (fused_tile and _tiles_whole_batches(fused_tile, extents)):
         outer, m = [], sch.fuse(*rows) if len(rows) > 1 else rows[0]
     else:
         # Rows are fused only when no tile straddles two batches ([2, 77] rows in tiles of 14 computed

@@ -135,8 +135,28 @@ def test_epilogue_with_an_independent_producer_matches_unscheduled():
 
 @pytest.mark.parametrize(
     "a_shape, n",
-    [((1, 17), 1000), ((3, 64), 10), ((5, 33), 48), ((2, 3, 5), 7), ((16, 20), 35), ((2, 77, 64), 96)],
-    ids=["gemv-padded", "small-n", "rows", "batched", "tail", "batched-rows-not-dividing"],
+    [
+        ((1, 17), 1000),
+        ((3, 64), 10),
+        ((5, 33), 48),
+        ((2, 3, 5), 7),
+        ((16, 20), 35),
+        ((2, 77, 64), 96),
+        ((5, 2, 4, 3), 6),
+        ((5, 6, 2, 1), 5),
+        ((2, 9, 4, 8), 8),
+    ],
+    ids=[
+        "gemv-padded",
+        "small-n",
+        "rows",
+        "batched",
+        "tail",
+        "batched-rows-not-dividing",
+        "4d-tile-straddling-outer-batches",
+        "4d-k1",
+        "4d-gqa-attention",
+    ],
 )
 def test_matmul_matches_unscheduled(a_shape, n):
     k = a_shape[-1]
