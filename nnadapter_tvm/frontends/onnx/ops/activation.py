@@ -219,14 +219,16 @@ def _one_value(ctx: NodeContext, bound: Value) -> Value:
 
 @onnx_op("Clip")
 def clip(ctx: NodeContext) -> Value:
-    """Clip -> CLIP (floats; an absent bound is -inf / +inf); integers -> MAX / MIN with the given bounds.
-    As CLIP and ONNX say, every element becomes max where min > max."""
+    """Clip -> CLIP (floats; an absent bound is the type's lowest / largest finite value, ONNX's
+    numeric_limits default, so an infinity becomes finite as in onnxruntime); integers -> MAX / MIN with
+    the given bounds. As CLIP and ONNX say, every element becomes max where min > max."""
     x = ctx.input(0)
     low = _clip_bound(ctx, x, 1, "min", -3.4028234663852886e38)
     high = _clip_bound(ctx, x, 2, "max", 3.4028234663852886e38)
     if is_float(x):
-        low = low if low is not None else scalar(ctx, -np.inf, x)
-        high = high if high is not None else scalar(ctx, np.inf, x)
+        limits = np.finfo(x.dtype)
+        low = low if low is not None else scalar(ctx, limits.min, x)
+        high = high if high is not None else scalar(ctx, limits.max, x)
         return ctx.emit(O.CLIP, [x, _one_value(ctx, low), _one_value(ctx, high)], shape=x.shape)
     result = x
     if low is not None:
