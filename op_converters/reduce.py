@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import at_least_1d, nan_max, where_empty
+from nnadapter_tvm.op_converters.helpers import at_least_1d, is_nan, nan_max, where_empty
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax, te, tirx
 
@@ -48,9 +48,49 @@ def arg_max_min(args: OpArgs) -> relax.Expr:
     )
     keepdim = args.bool(2)
     dtype = index_dtype(args, 3, Precision.INT64)
-    fn = relax.op.argmax if args.type == O.ARG_MAX else relax.op.argmin
-    y = at_least_1d(fn(x, axis, keepdim), rank if keepdim else rank - 1)
+    largest = args.type == O.ARG_MAX
+    if str(x.ty.dtype).startswith("float"):
+        y = args.emit_te(lambda t: _float_arg_extreme(t, axis, keepdim, largest), x)
+    else:
+        y = (relax.op.argmax if largest else relax.op.argmin)(x, axis, keepdim)
+    y = at_least_1d(y, rank if keepdim else rank - 1)
     return relax.op.astype(y, dtype) if dtype != "int64" else y
+
+
+def _float_arg_extreme(x: te.Tensor, axis: int, keepdim: bool, largest: bool) -> te.Tensor:
+    """numpy's argmax / argmin over ``axis``: the first NaN if any (NaN is the extreme), else the first
+    largest / smallest value.  TOPI's started from the lowest finite value with index -1, so a row of
+    -inf (+inf for the min) gave -1, and skipped NaN."""
+
+    def combine(acc, new):
+        (ia, va), (ib, vb) = acc, new
+        nan_a, nan_b = is_nan(va), is_nan(vb)
+        better = tirx.Or(vb > va if largest else vb < va, tirx.And(nan_b, tirx.Not(nan_a)))
+        tie = tirx.Or(tirx.EQ(vb, va), tirx.And(nan_b, nan_a))
+        take = tirx.Or(ia < 0, tirx.Or(better, tirx.And(tie, ib < ia)))
+        return tirx.Select(take, ib, ia), tirx.Select(take, vb, va)
+
+    def identity(index_dtype, value_dtype):
+        return tirx.const(-1, index_dtype), tirx.const(0, value_dtype)
+
+    reducer = te.comm_reducer(combine, identity, name="arg_extreme")
+    k = te.reduce_axis((0, x.shape[axis]), name="k")
+    rank = len(x.shape)
+    out_shape = [1 if a == axis else x.shape[a] for a in range(rank) if keepdim or a != axis]
+
+    def body(*index):
+        outer = iter(index)
+        full = []
+        for a in range(rank):
+            if a == axis:
+                if keepdim:
+                    next(outer)
+                full.append(k)
+            else:
+                full.append(next(outer))
+        return reducer((k.var.astype("int64"), x[tuple(full)]), axis=k)
+
+    return te.compute(out_shape, body, name="arg_max" if largest else "arg_min")[0]
 
 
 _REDUCERS = {O.REDUCE_MAX: relax.op.max, O.REDUCE_MEAN: relax.op.mean, O.REDUCE_SUM: relax.op.sum}

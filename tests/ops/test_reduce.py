@@ -84,6 +84,19 @@ def test_arg_max_min_ties_take_first_index(op):
 
 
 @pytest.mark.parametrize("op", [OP.ARG_MAX, OP.ARG_MIN], ids=lambda o: o.name)
+def test_arg_max_min_infinities_and_nan_as_numpy(op):
+    """Rows of -inf / +inf only (TOPI's start from the lowest finite value gave -1 for them), and NaN
+    anywhere: numpy returns the first NaN, for argmax and argmin alike."""
+    inf, nan = np.inf, np.nan
+    x = np.array(
+        [[-inf, -inf, -inf], [inf, inf, inf], [1, nan, 3], [nan, 2, nan], [2, 5, 5], [0, -1, -1], [-inf, 0, inf]],
+        "float32",
+    )
+    for axis in (0, 1):
+        check_op(op, [In(x), i32([axis]), b8([False]), i32([7])], arg_ref(op, x, axis, False, "int64"))
+
+
+@pytest.mark.parametrize("op", [OP.ARG_MAX, OP.ARG_MIN], ids=lambda o: o.name)
 def test_arg_max_min_q8(op):
     # Quantization makes many ties: the first index still wins, on the dequantized values.
     q, real = q8_input(rand(3, 4, 5, seed=11), 0.25)
