@@ -301,15 +301,16 @@ def test_a_successful_compile_leaves_no_temporary_files(fresh_tmpdir, tmp_path):
 
 
 def test_converter_failure_after_others_leaves_nothing(fresh_tmpdir, tmp_path):
-    """relu converts, then RESHAPE's shape is a model input (not a constant): refused."""
+    """relu converts, then RESHAPE's constant shape [4, 2] cannot hold the 6 elements: refused."""
     m = nna.Model()
     x = m.add_operand(nna.OperandType(P.FLOAT32, [2, 3]))
     y = m.add_operand(nna.OperandType(P.FLOAT32, [2, 3]))
     m.add_operation(OP.RELU, [x], [y])
     shape = m.add_operand(nna.OperandType(P.INT32, [2]))
-    z = m.add_operand(nna.OperandType(P.FLOAT32, [3, 2]))
+    m.set_operand_value(shape, np.array([4, 2], "int32"))
+    z = m.add_operand(nna.OperandType(P.FLOAT32, [4, 2]))
     m.add_operation(OP.RESHAPE, [y, shape], [z])
-    m.identify_inputs_and_outputs([x, shape], [z])
+    m.identify_inputs_and_outputs([x], [z])
     m.finish()
     with pytest.raises(nna.NNAdapterError):
         nna.Compilation(m, context(), cache_token=TOKEN, cache_dir=tmp_path / "cache").finish()
