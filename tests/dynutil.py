@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from oputil import Out, build_model
+from oputil import Out, build_model, execute
 
 import nnadapter_tvm as nna
 
@@ -16,27 +16,6 @@ def compile_op(op_type, inputs: Sequence, outputs: Sequence[Out], device: str = 
     compilation = nna.Compilation(model, nna.Context([nna.Device.acquire(device)]))
     compilation.finish()
     return compilation
-
-
-def execute(compilation: nna.Compilation, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """One execution of ``compilation`` on ``feeds``; outputs take the sizes the execution reports."""
-    _, output_types = compilation.query_inputs_and_outputs()
-    execution = nna.Execution(compilation)
-    for i, feed in enumerate(feeds):
-        execution.set_input(i, np.ascontiguousarray(feed))
-    results: list[np.ndarray | None] = [None] * len(output_types)
-
-    def make_access(i: int):
-        def access(memory, operand_type: nna.OperandType):
-            results[i] = np.empty(operand_type.dimensions, operand_type.dtype)
-            return results[i]
-
-        return access
-
-    for i in range(len(output_types)):
-        execution.set_output(i, None, make_access(i))
-    execution.compute()
-    return results
 
 
 def check_sizes(

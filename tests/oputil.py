@@ -100,6 +100,11 @@ def run_model(
     context = nna.Context([nna.Device.acquire(device)], properties)
     compilation = nna.Compilation(model, context)
     compilation.finish()
+    return execute(compilation, feeds)
+
+
+def execute(compilation: nna.Compilation, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One execution of ``compilation`` on ``feeds``; outputs take the sizes the execution reports."""
     _, output_types = compilation.query_inputs_and_outputs()
     execution = nna.Execution(compilation)
     for i, feed in enumerate(feeds):
