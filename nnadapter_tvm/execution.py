@@ -45,6 +45,16 @@ def check_shared_dimensions(
                 )
 
 
+def _call_access(access: Access, memory: object, operand_type: OperandType, where: str) -> object:
+    """The caller's access callback; what it raises (other than NNAdapterError) fails naming ``where``."""
+    try:
+        return access(memory, operand_type)
+    except NNAdapterError:
+        raise
+    except Exception as err:
+        fail(f"{where}: the access callback raised {type(err).__name__}: {err}")
+
+
 class Execution:
     """``NNAdapterExecution``: ``set_input``/``set_output`` then ``compute()``.
 
@@ -121,12 +131,7 @@ class Execution:
             data, dims = memory, list(declared.dimensions)  # the shorthand reads nothing from the type
         else:
             t = declared.copy()
-            try:
-                data = access(memory, t)
-            except NNAdapterError:
-                raise
-            except Exception as err:
-                fail(f"{_where(index, declared)}: the access callback raised {type(err).__name__}: {err}")
+            data = _call_access(access, memory, t, _where(index, declared))
             dims = list(t.dimensions)
         want_dims = declared.dimensions
         is_array = isinstance(data, np.ndarray)
@@ -175,12 +180,7 @@ class Execution:
         value = host_view(result)  # no copy on the host: the one copy is into the caller's buffer
         t = declared.copy()
         t.dimensions = list(value.shape)
-        try:
-            buffer = access(memory, t)
-        except NNAdapterError:
-            raise
-        except Exception as err:
-            fail(f"output {index} ({t.describe()}): the access callback raised {type(err).__name__}: {err}")
+        buffer = _call_access(access, memory, t, f"output {index} ({t.describe()})")
         if isinstance(buffer, np.ndarray):
             if buffer.dtype != value.dtype or buffer.size < value.size or not buffer.flags.writeable:
                 fail(
