@@ -11,6 +11,7 @@ from __future__ import annotations
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import (
     check_window,
+    conv_geometry,
     fuse,
     pair,
     rank4,
@@ -47,17 +48,9 @@ def conv_2d(args: OpArgs) -> relax.Expr:
     Reference: the spec; Paddle's conv2d for groups and SAME.
     """
     x, w = args.tensor(0), args.tensor(1)
-    _, c_in, h, wd = rank4(args, x, 0)
-    c_out, c_per_group, kh, kw = rank4(args, w, 1)
-    strides = pair(args, 5, [1, 1])
-    group = args.int(6, 1)
-    dilations = pair(args, 7, [1, 1])
-    if group <= 0 or (isinstance(c_in, int) and c_in % group) or c_out % group:
-        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", 6)
-    if isinstance(c_in, int) and c_per_group * group != c_in:
-        args.fail(f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}", 1)
-    pads = spatial_pads(args, 3, 4, [h, wd], [kh, kw], strides, dilations)
-    check_window(args, [h, wd], pads, [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1], 1)
+    x_dims, w_dims = rank4(args, x, 0), rank4(args, w, 1)
+    strides, group, dilations, pads = conv_geometry(args, 3, x_dims, w_dims)
+    c_out = w_dims[0]
     y = relax.op.nn.conv2d(x, w, strides=strides, padding=relax_padding(pads), dilation=dilations, groups=group)
     return fuse(args, _add_bias(args, y, 2, c_out), 8)
 

@@ -155,6 +155,24 @@ def assert_dims(args: OpArgs, condition: tirx.PrimExpr, dim: tirx.PrimExpr, mess
     ctx.checks.append(RuntimeCheck(condition, f"{args.operation.describe()}{where}: {message}"))
 
 
+def conv_geometry(args: OpArgs, first: int, x_dims: list, w_dims: list) -> tuple[list[int], int, list[int], list[int]]:
+    """A convolution's auto_pad, pads, strides, group and dilations, the consecutive operands from
+    ``first`` (CONV_2D's order), checked against the [N, C_in, H, W] input and [C_out, C_in / group, kh,
+    kw] filter dims: (strides, group, dilations, pads as [top, bottom, left, right])."""
+    _, c_in, h, wd = x_dims
+    c_out, c_per_group, kh, kw = w_dims
+    strides = pair(args, first + 2, [1, 1])
+    group = args.int(first + 3, 1)
+    dilations = pair(args, first + 4, [1, 1])
+    if group <= 0 or (isinstance(c_in, int) and c_in % group) or c_out % group:
+        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", first + 3)
+    if isinstance(c_in, int) and c_per_group * group != c_in:
+        args.fail(f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}", 1)
+    pads = spatial_pads(args, first, first + 1, [h, wd], [kh, kw], strides, dilations)
+    check_window(args, [h, wd], pads, [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1], 1)
+    return strides, group, dilations, pads
+
+
 def relax_padding(pads: list[int]) -> list[int]:
     """[top, bottom, left, right] (spec) -> [top, left, bottom, right] (Relax)."""
     top, bottom, left, right = pads

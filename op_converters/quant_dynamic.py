@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import check_window, pair, rank4, relax_padding, spatial_pads
+from nnadapter_tvm.op_converters.helpers import conv_geometry, rank4, relax_padding
 from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax
 
@@ -182,15 +182,7 @@ def conv_2d_integer(args: OpArgs) -> relax.Expr:
     w_zp = _zero_point(args, 3, f"one value or [C_out] = [{c_out}] values", (1, c_out))
     if w_zp is not None and args.shape(args.raw_tensor(3)) not in ([], [1]):
         w_zp = relax.op.reshape(w_zp, [c_out, 1, 1, 1])
-    strides = pair(args, 6, [1, 1])
-    group = args.int(7, 1)
-    dilations = pair(args, 8, [1, 1])
-    if group <= 0 or (isinstance(c_in, int) and c_in % group) or c_out % group:
-        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", 7)
-    if isinstance(c_in, int) and c_per_group * group != c_in:
-        args.fail(f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}", 1)
-    pads = spatial_pads(args, 4, 5, [h, wd], [kh, kw], strides, dilations)
-    check_window(args, [h, wd], pads, [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1], 1)
+    strides, group, dilations, pads = conv_geometry(args, 4, [None, c_in, h, wd], [c_out, c_per_group, kh, kw])
     geometry = {"strides": strides, "padding": relax_padding(pads), "dilation": dilations, "groups": group}
     xs = _shifted_int32(x, x_zp)
     shifted_w = _const_shifted(args, 1, 3, [c_out, 1, 1, 1])
