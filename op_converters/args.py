@@ -232,7 +232,28 @@ class OpArgs:
         shape = bb.match_cast(bb.emit(relax.op.tensor_to_shape(value)), relax.ShapeType([v]))
         ok = condition(v)
         bb.match_cast(shape, relax.ShapeType([tirx.Select(ok, v, tirx.Select(v > 0, v - k, v + k))]))
-        self._ctx.checks.append(RuntimeCheck(ok, f"{self.operation.describe()} {self.name(i)}: {message}"))
+        self.record_check(ok, message, i)
+
+    def require_dims(self, condition: Any, dim: Any, message: str, i: int | None = None) -> None:
+        """Fail the execution with INVALID_DIMENSIONS and ``message`` (naming this operation and operand
+        ``i``) unless ``condition``, over the model's symbolic dimensions, holds.
+
+        The guard is a match_cast of the shape value (``dim``) to (select(condition, dim, dim + k)) for the
+        check's number k, as ``require`` does, but on a shape rather than a tensor: no tensor passes
+        through it, so ConvertLayout and fusion never see it (a tensor guard after a convolution, moved
+        into NHWC, crashed FuseTIR).
+        """
+        bb = self._ctx.bb
+        k = len(self._ctx.checks) + 1
+        shape = bb.emit(relax.ShapeExpr([dim]))
+        bb.match_cast(shape, relax.ShapeType([tirx.Select(condition, dim, dim + k)]))
+        self.record_check(condition, message, i)
+
+    def record_check(self, condition: Any, message: str, i: int | None = None) -> None:
+        """Record ``condition`` as a run-time check of this operation: an execution whose sizes break it is
+        reported with ``message``, naming this operation and operand ``i``.  The caller guards it."""
+        where = f" {self.name(i)}" if i is not None else ""
+        self._ctx.checks.append(RuntimeCheck(condition, f"{self.operation.describe()}{where}: {message}"))
 
 
 def _shape(expr: relax.Expr) -> list:

@@ -80,17 +80,8 @@ def _unify_unknown_dims(args: OpArgs, x: relax.Expr, y: relax.Expr) -> relax.Exp
         f"shape {_describe(ys)} must equal {_describe(xs)} where both are unknown until execution "
         "(runtime broadcasting of two unknown dimensions is not supported)"
     )
-    _record_check(args, functools.reduce(tirx.And, conditions), message, 1)
+    args.record_check(functools.reduce(tirx.And, conditions), message, 1)
     return args.match_cast(y, dims)
-
-
-def _record_check(args: OpArgs, condition: tirx.PrimExpr, message: str, i: int) -> None:
-    """Record ``condition`` as a run-time check of this operation, as ``OpArgs.require`` does, without its
-    guard: a failed execution whose input sizes break it is reported with ``message``."""
-    from nnadapter_tvm.runtime_check import RuntimeCheck
-
-    where = f"{args.operation.describe()} {args.name(i)}"
-    args._ctx.checks.append(RuntimeCheck(condition, f"{where}: {message}"))
 
 
 def _describe(shape: list) -> str:

@@ -125,34 +125,14 @@ def spatial_pads(
 
 def check_window(args: OpArgs, in_hw: list, pads: list[int], window: list[int], i: int) -> None:
     """Fail naming input ``i`` where a static padded input is smaller than the (dilated) window; where the
-    size is known only at execution, the execution fails instead (``assert_dims``), rather than giving an
+    size is known only at execution, the execution fails instead (``OpArgs.require_dims``), rather than giving an
     empty output."""
     for axis, size, before, after, k in zip(("height", "width"), in_hw, pads[0::2], pads[1::2], window):
         if isinstance(size, int) and size + before + after < k:
             args.fail(f"the window's {axis} {k} exceeds the padded input's ({size} + {before} + {after})", i)
         elif not isinstance(size, int):
             message = f"the window's {axis} {k} exceeds the padded input's ({{size}} + {before} + {after})"
-            assert_dims(args, size + before + after >= k, size, message.replace("{size}", str(size)), i)
-
-
-def assert_dims(args: OpArgs, condition: tirx.PrimExpr, dim: tirx.PrimExpr, message: str, i: int) -> None:
-    """Fail the execution with INVALID_DIMENSIONS and ``message`` (naming this operation and operand ``i``)
-    unless ``condition``, over the model's symbolic dimensions, holds.
-
-    The guard is a match_cast of the shape value (``dim``) to (select(condition, dim, dim + k)) for the
-    check's number k, as ``OpArgs.require`` does, but on a shape rather than a tensor: no tensor passes
-    through it, so ConvertLayout and fusion never see it (a tensor guard after a convolution, moved into
-    NHWC, crashed FuseTIR).  The check is recorded where ``OpArgs.require`` records its own; OpArgs has no
-    public way to do so yet.
-    """
-    from nnadapter_tvm.runtime_check import RuntimeCheck
-
-    ctx = args._ctx  # private: OpArgs has no public way to record a check yet
-    k = len(ctx.checks) + 1
-    shape = ctx.bb.emit(relax.ShapeExpr([dim]))
-    ctx.bb.match_cast(shape, relax.ShapeType([tirx.Select(condition, dim, dim + k)]))
-    where = f" {args.name(i)}" if i is not None else ""
-    ctx.checks.append(RuntimeCheck(condition, f"{args.operation.describe()}{where}: {message}"))
+            args.require_dims(size + before + after >= k, size, message.replace("{size}", str(size)), i)
 
 
 def conv_geometry(args: OpArgs, first: int, x_dims: list, w_dims: list) -> tuple[list[int], int, list[int], list[int]]:
