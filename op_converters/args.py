@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from nnadapter_tvm.convert import ConvertContext
 
 _REQUIRED = object()
+# Operands are read by the spec's name (``args.int("group", 1)``) or, where a loop needs it, by position.
+Key = int | str
 
 
 class OpArgs:
@@ -33,10 +35,26 @@ class OpArgs:
         self.operation = operation
         self.type = operation.type
         self._ctx = ctx
-        schema = SCHEMAS.get(operation.type)
+        self._schema = SCHEMAS.get(operation.type)
         self._names = (
-            [a.name for _, a in assign_slots(self.type.name, "input", schema.inputs, self.count)] if schema else []
+            [a.name for _, a in assign_slots(self.type.name, "input", self._schema.inputs, self.count)]
+            if self._schema
+            else []
         )
+
+    def index(self, key: Key) -> int:
+        """The position of operand ``key``: an int is a position, a str one of the spec's operand names
+        (``op_schema``).  A trailing optional operand that was omitted resolves to its schema position,
+        at or past ``count``, so ``has`` says False and readers return their default.  A variadic slot's
+        name resolves to its first operand."""
+        if isinstance(key, int):
+            return key
+        if key in self._names:
+            return self._names.index(key)
+        slots = [a.name for a in self._schema.inputs] if self._schema else []
+        if key not in slots:
+            raise KeyError(f"{self.type.name} has no operand named {key!r} (operands: {', '.join(slots)})")
+        return max(slots.index(key), self.count)  # omitted: past the operands given
 
     # -- description --------------------------------------------------------------
     @property
@@ -47,39 +65,51 @@ class OpArgs:
     def output_count(self) -> int:
         return len(self.operation.outputs)
 
-    def name(self, i: int) -> str:
+    def name(self, i: Key) -> str:
+        i = self.index(i)
         label = f"input {i}"
-        return f"{label} '{self._names[i]}'" if i < len(self._names) else label
+        if i < len(self._names):
+            return f"{label} '{self._names[i]}'"
+        slots = self._schema.inputs if self._schema else ()
+        if i < len(slots) and not any(a.variadic for a in slots):
+            return f"{label} '{slots[i].name}'"
+        return label
 
-    def fail(self, message: str, i: int | None = None, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NoReturn:
+    def fail(self, message: str, i: Key | None = None, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NoReturn:
+        i = None if i is None else self.index(i)
         where = f" {self.name(i)}" if i is not None else ""
         fail(f"{self.operation.describe()}{where}: {message}", code)
 
-    def operand(self, i: int) -> Operand:
+    def operand(self, i: Key) -> Operand:
+        i = self.index(i)
         return self.operation.inputs[i]
 
-    def input_type(self, i: int) -> OperandType:
+    def input_type(self, i: Key) -> OperandType:
+        i = self.index(i)
         return self.operation.inputs[i].type
 
     def output_type(self, i: int = 0) -> OperandType:
         return self.operation.outputs[i].type
 
-    def has(self, i: int) -> bool:
+    def has(self, i: Key) -> bool:
         """Whether operand ``i`` was given (omitted trailing and empty constants count as absent)."""
+        i = self.index(i)
         if i >= self.count:
             return False
         operand = self.operand(i)
         return not (operand.is_constant and operand.type.is_static() and operand.type.element_count() == 0)
 
     # -- tensors ------------------------------------------------------------------
-    def tensor(self, i: int) -> relax.Expr:
+    def tensor(self, i: Key) -> relax.Expr:
         """Operand ``i`` as a Relax expression, dequantized to float32 if quantized."""
+        i = self.index(i)
         if not self.has(i):
             self.fail("is required", i)
         return self._ctx.dequantized(self.operand(i))
 
-    def raw_tensor(self, i: int) -> relax.Expr:
+    def raw_tensor(self, i: Key) -> relax.Expr:
         """Operand ``i`` in its storage dtype (no dequantization)."""
+        i = self.index(i)
         if not self.has(i):
             self.fail("is required", i)
         return self._ctx.expr(self.operand(i))
@@ -93,7 +123,8 @@ class OpArgs:
         return [int(d) if isinstance(d, int) or hasattr(d, "value") else d for d in _shape(expr)]
 
     # -- constant attributes ------------------------------------------------------
-    def value(self, i: int, default: Any = _REQUIRED) -> np.ndarray:
+    def value(self, i: Key, default: Any = _REQUIRED) -> np.ndarray:
+        i = self.index(i)
         if not self.has(i):
             if default is _REQUIRED:
                 self.fail("is required", i)
@@ -108,7 +139,8 @@ class OpArgs:
             value = dequantize_array(value, operand.type)
         return value
 
-    def int(self, i: int, default: Any = _REQUIRED) -> int:
+    def int(self, i: Key, default: Any = _REQUIRED) -> int:
+        i = self.index(i)
         value = self.value(i, default)
         if value is default and default is not _REQUIRED:
             return default
@@ -116,13 +148,15 @@ class OpArgs:
             self.fail(f"must hold one value, got {np.size(value)}", i)
         return int(np.reshape(value, -1)[0])
 
-    def ints(self, i: int, default: Any = _REQUIRED) -> list[int]:
+    def ints(self, i: Key, default: Any = _REQUIRED) -> list[int]:
+        i = self.index(i)
         value = self.value(i, default)
         if value is default and default is not _REQUIRED:
             return default
         return [int(v) for v in np.reshape(value, -1)]
 
-    def float(self, i: int, default: Any = _REQUIRED) -> float:
+    def float(self, i: Key, default: Any = _REQUIRED) -> float:
+        i = self.index(i)
         value = self.value(i, default)
         if value is default and default is not _REQUIRED:
             return default
@@ -130,10 +164,11 @@ class OpArgs:
             self.fail(f"must hold one value, got {np.size(value)}", i)
         return float(np.reshape(value, -1)[0])
 
-    def shape_values(self, i: int) -> list | None:
+    def shape_values(self, i: Key) -> list | None:
         """Operand ``i``'s elements where compile time knows them: Python ints for static values, TIR
         expressions over the model's symbolic dimensions for computed shapes (op_converters.shape_values);
         None where they depend on data (then ``runtime_shape`` reads them at execution)."""
+        i = self.index(i)
         from nnadapter_tvm.op_converters import shape_values
 
         if not self.has(i):
@@ -141,27 +176,31 @@ class OpArgs:
         values = shape_values.values_of(self, i, self._ctx.known)
         return None if values is None else shape_values.as_ints(values)
 
-    def runtime_shape(self, i: int, count: int, name: str) -> list[tirx.Var]:
+    def runtime_shape(self, i: Key, count: int, name: str) -> list[tirx.Var]:
         """Operand ``i`` (a 1-D integer tensor of ``count`` elements read at execution) as ``count`` new
         symbolic dimensions bound to its values when the function runs."""
+        i = self.index(i)
         tensor = self.raw_tensor(i)
         dims = [tirx.Var(f"{name}{k}", "int64") for k in range(count)]
         shape = self.emit(relax.op.tensor_to_shape(relax.op.astype(tensor, "int64")))
         self.match_cast(shape, dims)
         return dims
 
-    def bool(self, i: int, default: Any = _REQUIRED) -> bool:
+    def bool(self, i: Key, default: Any = _REQUIRED) -> bool:
+        i = self.index(i)
         return bool(self.int(i, default))
 
-    def axis(self, i: int, rank: int, default: Any = _REQUIRED) -> int:
+    def axis(self, i: Key, rank: int, default: Any = _REQUIRED) -> int:
         """An axis operand normalized to [0, rank); out of range fails naming the range."""
+        i = self.index(i)
         axis = self.int(i, default)
         if not -rank <= axis < rank:
             self.fail(f"axis {axis} is out of range [-{rank}, {rank}) for a rank-{rank} input", i)
         return axis % rank
 
-    def axes(self, i: int, rank: int, default: Any = _REQUIRED, what: str = "") -> list[int]:
+    def axes(self, i: Key, rank: int, default: Any = _REQUIRED, what: str = "") -> list[int]:
         """An axes operand normalized to [0, rank); out-of-range or repeated axes fail naming operand ``i``."""
+        i = self.index(i)
         axes = self.ints(i, default)
         norm = []
         for a in axes:
@@ -191,7 +230,7 @@ class OpArgs:
         expr: relax.Expr,
         condition: Any,
         message: str,
-        i: int | None = None,
+        i: Key | None = None,
         code: ResultCode = ResultCode.INVALID_PARAMETER,
     ) -> relax.Expr:
         """``expr`` guarded by ``condition`` (a TIR boolean over symbolic dimensions, or a bool).
@@ -201,6 +240,7 @@ class OpArgs:
         execution raises INVALID_DIMENSIONS with ``message``, naming this operation and operand ``i``.
         Conditions must not divide by a dimension that may be 0 (write ``max(d, 1)``).
         """
+        i = None if i is None else self.index(i)
         if isinstance(condition, bool):
             known: bool | None = condition
         else:
@@ -213,7 +253,7 @@ class OpArgs:
         where = f" {self.name(i)}" if i is not None else ""
         return self._ctx.require(expr, condition, f"{self.operation.describe()}{where}: {message}")
 
-    def check_value(self, value: relax.Expr, condition: Callable[[tirx.Var], Any], message: str, i: int) -> None:
+    def check_value(self, value: relax.Expr, condition: Callable[[tirx.Var], Any], message: str, i: Key) -> None:
         """Assert at execution a condition on a value computed from *data*: ``value`` is an int64
         tensor of shape [1] (e.g. the worst index, one reduction over the indices); unless
         ``condition(v)`` holds for it, execution fails with INVALID_DIMENSIONS and ``message`` naming
@@ -226,6 +266,7 @@ class OpArgs:
         bound.  Consumers must therefore be safe on unchecked values (GATHER's take wraps), the
         execution failing once the guard runs.
         """
+        i = self.index(i)
         bb = self._ctx.bb
         k = len(self._ctx.checks) + 1
         v = tirx.Var(f"value{k}", "int64")
@@ -234,7 +275,7 @@ class OpArgs:
         bb.match_cast(shape, relax.ShapeType([tirx.Select(ok, v, tirx.Select(v > 0, v - k, v + k))]))
         self.record_check(ok, message, i)
 
-    def require_dims(self, condition: Any, dim: Any, message: str, i: int | None = None) -> None:
+    def require_dims(self, condition: Any, dim: Any, message: str, i: Key | None = None) -> None:
         """Fail the execution with INVALID_DIMENSIONS and ``message`` (naming this operation and operand
         ``i``) unless ``condition``, over the model's symbolic dimensions, holds.
 
@@ -243,15 +284,17 @@ class OpArgs:
         through it, so ConvertLayout and fusion never see it (a tensor guard after a convolution, moved
         into NHWC, crashed FuseTIR).
         """
+        i = None if i is None else self.index(i)
         bb = self._ctx.bb
         k = len(self._ctx.checks) + 1
         shape = bb.emit(relax.ShapeExpr([dim]))
         bb.match_cast(shape, relax.ShapeType([tirx.Select(condition, dim, dim + k)]))
         self.record_check(condition, message, i)
 
-    def record_check(self, condition: Any, message: str, i: int | None = None) -> None:
+    def record_check(self, condition: Any, message: str, i: Key | None = None) -> None:
         """Record ``condition`` as a run-time check of this operation: an execution whose sizes break it is
         reported with ``message``, naming this operation and operand ``i``.  The caller guards it."""
+        i = None if i is None else self.index(i)
         where = f" {self.name(i)}" if i is not None else ""
         self._ctx.checks.append(RuntimeCheck(condition, f"{self.operation.describe()}{where}: {message}"))
 
