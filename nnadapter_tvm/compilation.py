@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tvm
 
-from nnadapter_tvm import cache
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail
 from nnadapter_tvm.model import Model
-from nnadapter_tvm.partition import assign_devices, partition
-from nnadapter_tvm.runtime_check import RuntimeCheck
+from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime.partition import assign_devices, partition
+from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.targets import DRIVERS, Driver, Program
 from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
 
@@ -105,7 +105,7 @@ class Compilation:
     # -- compile ------------------------------------------------------------------------
     def _compile(self) -> None:
         # Imported here: a process that only loads caches never needs the converters.
-        from nnadapter_tvm.convert import convert_subgraph
+        from nnadapter_tvm.runtime.convert import convert_subgraph
 
         model = self.model
         check(model is not None and model.finished, "the model must be finished (Model.finish()) before compiling")

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check, fail
 from nnadapter_tvm.targets import DRIVERS, Property
-from nnadapter_tvm.tuning import TuningDatabase
+from nnadapter_tvm.tools.tuning import TuningDatabase
 from nnadapter_tvm.types import OperationType
 
 

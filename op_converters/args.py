@@ -12,11 +12,11 @@ from tvm import relax, tirx
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.model import Operand, Operation, assign_slots
 from nnadapter_tvm.op_schema import SCHEMAS
-from nnadapter_tvm.runtime_check import RuntimeCheck
+from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, OperandType, ResultCode, is_quantized
 
 if TYPE_CHECKING:
-    from nnadapter_tvm.convert import ConvertContext
+    from nnadapter_tvm.runtime.convert import ConvertContext
 
 _REQUIRED = object()
 # Operands are read by the spec's name (``args.int("group", 1)``) or, where a loop needs it, by position.

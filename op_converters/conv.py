@@ -8,6 +8,8 @@ for the result to be right.
 
 from __future__ import annotations
 
+from tvm import relax, te, tirx, topi
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import (
     check_window,
@@ -20,8 +22,6 @@ from nnadapter_tvm.op_converters.helpers import (
     with_plain_dims,
 )
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, te, tirx, topi
-
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import ResultCode
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import functools
 
 import tvm
+from tvm import relax, te, tirx
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import check_broadcast, fuse
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, te, tirx
-
 from nnadapter_tvm.types import OperationType as O
 
 _BINARY = {

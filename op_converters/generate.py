@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from tvm import relax, te, tirx
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.reduce import index_dtype
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, te, tirx
-
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import ResultCode
 

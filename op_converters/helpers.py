@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from nnadapter_tvm.op_converters.args import OpArgs
 from tvm import relax, te, tirx
 
+from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.types import AutoPad, FuseCode, ResultCode
 
 

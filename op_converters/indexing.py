@@ -7,11 +7,11 @@ scale comes back bit-exact: dequantize, move, requantize is the identity on the 
 from __future__ import annotations
 
 import numpy as np
-from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.runtime_check import VALUE, data_checks_enabled
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.runtime.runtime_check import VALUE, data_checks_enabled
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import PadMode, ResultCode
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from tvm import relax
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import check_broadcast
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax
-
 from nnadapter_tvm.types import OperationType as O
 
 _COMPARE = {

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from tvm import relax, tirx
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d, fuse, where_empty
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.op_converters.shape import reshape_checked
-from tvm import relax, tirx
-
 from nnadapter_tvm.types import OperationType as O
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax, te, tirx
 
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import ResultCode
 

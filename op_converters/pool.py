@@ -38,6 +38,8 @@ import functools
 from collections.abc import Callable
 
 import tvm
+from tvm import relax, sym, te, tirx
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import (
     check_window,
@@ -49,8 +51,6 @@ from nnadapter_tvm.op_converters.helpers import (
     spatial_pads,
 )
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, sym, te, tirx
-
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
 

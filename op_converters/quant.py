@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax
 
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import QUANT_PER_CHANNEL
 from nnadapter_tvm.types import OperationType as O
 

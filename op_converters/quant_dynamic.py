@@ -20,11 +20,11 @@ the product is an int32 convolution / matrix product (``out_dtype`` int32 on int
 from __future__ import annotations
 
 import numpy as np
+from tvm import relax
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import conv_geometry, rank4, relax_padding
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax
-
 from nnadapter_tvm.types import OperationType as O
 
 # Largest |x - x_zero_point| of 8-bit operands of one type (uint8 - uint8 or int8 - int8).

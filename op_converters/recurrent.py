@@ -31,10 +31,10 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.registry import converter
 from tvm import relax, te, tirx
 
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import RecurrentActivation as A
 from nnadapter_tvm.types import RecurrentDirection, ResultCode

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from tvm import relax, te, tirx
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d, is_nan, nan_max, where_empty
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, te, tirx
-
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import tvm_ffi
+from tvm import relax, tirx
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, tirx
-
 from nnadapter_tvm.types import OperationType as O
 
 

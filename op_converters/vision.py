@@ -16,11 +16,11 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from tvm import relax, te, tirx
+
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import rank4
 from nnadapter_tvm.op_converters.registry import converter
-from tvm import relax, te, tirx
-
 from nnadapter_tvm.types import InterpolateMode, PadMode, ResultCode
 from nnadapter_tvm.types import OperationType as O
 

@@ -25,9 +25,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nnadapter_tvm.benchmark import LIGHT_DIR, model_inputs
 from nnadapter_tvm.frontends.onnx import Predictor
-from nnadapter_tvm.runtime_check import DATA_CHECKS_ENV, VALUE
+from nnadapter_tvm.runtime.runtime_check import DATA_CHECKS_ENV, VALUE
+from nnadapter_tvm.tools.benchmark import LIGHT_DIR, model_inputs
 
 
 def embedding_model(

@@ -231,10 +231,10 @@ class Runner:
 def schedule_rules(model: nna.Model) -> dict[str, str]:
     """Which default CPU rule scheduled each kernel of ``model`` (built here, outside the cache)."""
     import tvm
+
+    from nnadapter_tvm.runtime.convert import convert_model
     from nnadapter_tvm.targets import cpu_schedule
     from nnadapter_tvm.targets.llvm import LlvmDriver
-
-    from nnadapter_tvm.convert import convert_model
 
     mod, _ = convert_model(model)
     target = LlvmDriver().tvm_target({})

@@ -8,7 +8,7 @@ schedules, next to onnxruntime on the equivalent ONNX graph, at the same thread 
 Cases (built through the public NNAdapter API; the ONNX graph is made with onnx.helper from the same
 weights): ``conv3x3`` 64->64 on 56x56 with bias and ReLU, ``conv1x1`` 64->256 on 56x56 with bias,
 ``depthwise`` 3x3 on 32x112x112 with bias and ReLU6, ``fc`` 2048->1000 (batch 1), ``builtin``
-(nnadapter_tvm/builtin_model.py, batch 1).  ``--onnx`` adds models of onnx's backend/test/data/light
+(nnadapter_tvm/tools/builtin_model.py, batch 1).  ``--onnx`` adds models of onnx's backend/test/data/light
 (``light_<name>.onnx``) imported with ``nnadapter_tvm.frontends.onnx``; ``--onnx all`` takes the
 eight CNNs of the performance target.  Times are the minimum over ``--repeat`` runs of
 ``Execution.compute`` (after a warm-up), onnxruntime's the minimum of as many ``InferenceSession.run``
@@ -30,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import builtin_model
+from nnadapter_tvm.tools import builtin_model
 from nnadapter_tvm.types import AutoPad, FuseCode, OperandType
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision as P

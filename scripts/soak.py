@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import builtin_model
+from nnadapter_tvm.tools import builtin_model
 
 MIB = 1 << 20
 

@@ -17,11 +17,11 @@ import shutil
 import struct
 
 import tvm
-from nnadapter_tvm.targets.base import Program, Property
-from nnadapter_tvm.targets.llvm import LlvmDriver, _csv
 from tvm import relax
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.targets.base import Program, Property
+from nnadapter_tvm.targets.llvm import LlvmDriver, _csv
 from nnadapter_tvm.types import ResultCode
 
 DEFAULT_MTRIPLE = "aarch64-linux-gnu"

@@ -50,9 +50,10 @@ from collections.abc import Callable
 
 import tvm
 import tvm_ffi
-from nnadapter_tvm.targets.base import is_scheduled
 from tvm import relax, s_tir, te, tirx, topi
 from tvm.target import codegen
+
+from nnadapter_tvm.targets.base import is_scheduled
 
 log = logging.getLogger("nnadapter_tvm")
 

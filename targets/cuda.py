@@ -18,10 +18,10 @@ import re
 import shutil
 
 import tvm
-from nnadapter_tvm.targets.base import Program, Property
-from nnadapter_tvm.targets.gpu import GpuDriver
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.targets.base import Program, Property
+from nnadapter_tvm.targets.gpu import GpuDriver
 from nnadapter_tvm.types import ResultCode
 
 log = logging.getLogger("nnadapter_tvm")

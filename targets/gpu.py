@@ -34,12 +34,12 @@ from collections.abc import Iterator
 
 import tvm
 import tvm_ffi
-from nnadapter_tvm.targets.base import SCHEDULED, Driver, is_scheduled
 from tvm import relax, s_tir, tirx
 from tvm.s_tir import dlight as dl
 from tvm.support import cc
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.targets.base import SCHEDULED, Driver, is_scheduled
 from nnadapter_tvm.types import DeviceType, OperationType, ResultCode
 
 log = logging.getLogger("nnadapter_tvm")

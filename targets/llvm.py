@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 
 import tvm
-from nnadapter_tvm.targets.base import Driver, Property
 from tvm import relax
 
-from nnadapter_tvm import tuning
+from nnadapter_tvm.targets.base import Driver, Property
+from nnadapter_tvm.tools import tuning
 
 log = logging.getLogger("nnadapter_tvm")
 

@@ -11,10 +11,10 @@ module compiles and exports here but runs only where TVM's runtime was built wit
 from __future__ import annotations
 
 import tvm
-from nnadapter_tvm.targets.base import Program, Property
-from nnadapter_tvm.targets.gpu import HOST_TRIPLES, GpuDriver, host_machine, llvm_host
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.targets.base import Program, Property
+from nnadapter_tvm.targets.gpu import HOST_TRIPLES, GpuDriver, host_machine, llvm_host
 from nnadapter_tvm.types import ResultCode
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import builtin_model
+from nnadapter_tvm.tools import builtin_model
 
 P = nna.Precision
 

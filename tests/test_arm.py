@@ -22,13 +22,14 @@ import time
 
 import numpy as np
 import pytest
-from nnadapter_tvm.targets import DRIVERS
-from nnadapter_tvm.targets.arm import ArmDriver, elf_machine, host_is_aarch64
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import builtin_model, cache, deploy, remote
-from nnadapter_tvm.cli import main
-from nnadapter_tvm.token import model_token
+from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime.token import model_token
+from nnadapter_tvm.targets import DRIVERS
+from nnadapter_tvm.targets.arm import ArmDriver, elf_machine, host_is_aarch64
+from nnadapter_tvm.tools import builtin_model, deploy, remote
+from nnadapter_tvm.tools.cli import main
 
 EM_AARCH64 = 183
 ARM = DRIVERS["arm"]
@@ -196,7 +197,7 @@ def llvm_cache(tmp_path_factory):
 
 def run_remote(*args: str, stdin: bytes = b"") -> tuple[int, dict]:
     proc = subprocess.run(
-        [sys.executable, "-m", "nnadapter_tvm.remote", *args], input=stdin, capture_output=True, check=False
+        [sys.executable, "-m", "nnadapter_tvm.tools.remote", *args], input=stdin, capture_output=True, check=False
     )
     result = deploy._parse_result(proc.stdout.decode())
     assert result is not None, proc.stderr.decode()
@@ -377,7 +378,7 @@ def deploy_argv(facts: dict[str, str], *extra: str) -> list[str]:
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nnadapter_tvm.cli", *argv], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "nnadapter_tvm.tools.cli", *argv], capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from nnadapter_tvm import benchmark
+from nnadapter_tvm.tools import benchmark
 
 
 def test_tuning_db_specs_apply_per_model_or_to_all():

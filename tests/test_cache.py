@@ -7,8 +7,8 @@ import pytest
 from conftest import add_relu_ref, build_add_relu
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import cache
-from nnadapter_tvm.token import model_token
+from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime.token import model_token
 
 TOKEN = "0123456789abcdefABCDEF0123456789"
 

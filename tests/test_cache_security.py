@@ -8,7 +8,7 @@ from conftest import add_relu_ref, build_add_relu
 from oputil import expect_error
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import cache
+from nnadapter_tvm.runtime import cache
 
 TOKEN_A = "A" * 32
 TOKEN_B = "B" * 32

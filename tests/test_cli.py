@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 
-from nnadapter_tvm.cli import main
+from nnadapter_tvm.tools.cli import main
 
 
 def test_devices(capsys):
@@ -16,7 +16,7 @@ def test_devices(capsys):
 
 
 def test_run_twice_second_loads_from_cache(tmp_path):
-    cmd = [sys.executable, "-m", "nnadapter_tvm.cli", "run", "--cache-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "nnadapter_tvm.tools.cli", "run", "--cache-dir", str(tmp_path)]
     first = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     second = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     token = re.search(r"token: ([0-9a-f]{32})", first).group(1)

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import builtin_model, cache
+from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.tools import builtin_model
 
 THREADS = 8
 COMPUTES_PER_THREAD = 250  # add_relu: 8 x 250 = 2000 computes at once

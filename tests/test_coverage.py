@@ -5,8 +5,8 @@ import pathlib
 import re
 
 import pytest
-from nnadapter_tvm.op_converters import supported_operations
 
+from nnadapter_tvm.op_converters import supported_operations
 from nnadapter_tvm.op_schema import SCHEMAS
 from nnadapter_tvm.types import STANDARD_OPERATIONS, OperationType
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
-from nnadapter_tvm.targets import cpu_schedule
-from nnadapter_tvm.targets import llvm as llvm_target
-from nnadapter_tvm.targets.llvm import LlvmDriver
 from tvm import relax
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import builtin_model
+from nnadapter_tvm.targets import cpu_schedule
+from nnadapter_tvm.targets import llvm as llvm_target
+from nnadapter_tvm.targets.llvm import LlvmDriver
+from nnadapter_tvm.tools import builtin_model
 
 TARGET = LlvmDriver().tvm_target({})
 RNG = np.random.default_rng(0)

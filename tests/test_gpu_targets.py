@@ -19,13 +19,13 @@ import tempfile
 import numpy as np
 import pytest
 import tvm
-from nnadapter_tvm.targets import DRIVERS, gpu
 from oputil import Const, In, Out, b8, build_model, f32, fuse, i32, rand, run_model
 from tvm import te
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import builtin_model
-from nnadapter_tvm.convert import convert_model
+from nnadapter_tvm.runtime.convert import convert_model
+from nnadapter_tvm.targets import DRIVERS, gpu
+from nnadapter_tvm.tools import builtin_model
 
 OP = nna.OperationType
 P = nna.Precision

@@ -5,8 +5,8 @@ import pytest
 from oputil import expect_error
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import builtin_model
-from nnadapter_tvm.partition import assign_devices, partition
+from nnadapter_tvm.runtime.partition import assign_devices, partition
+from nnadapter_tvm.tools import builtin_model
 
 P, OP = nna.Precision, nna.OperationType
 

@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.cli import main
 from nnadapter_tvm.frontends.onnx import PartitionConfig, import_model, load_model
+from nnadapter_tvm.tools.cli import main
 
 F = TensorProto.FLOAT
 

@@ -14,8 +14,8 @@ import pytest
 from onnx import numpy_helper
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.benchmark import LIGHT_DIR
-from nnadapter_tvm.benchmark import LIGHT_MODELS as MODELS
+from nnadapter_tvm.tools.benchmark import LIGHT_DIR
+from nnadapter_tvm.tools.benchmark import LIGHT_MODELS as MODELS
 
 # onnx's runner compares these models with rtol 1e-3 and atol 1e-7 on its dummy input; the
 # softmax outputs are probabilities, so absolute differences are what matter.

@@ -2,10 +2,10 @@
 
 import pathlib
 
-from nnadapter_tvm import opdoc
+from nnadapter_tvm.tools import opdoc
 
 DOC = pathlib.Path(__file__).parents[1] / "docs" / "operators.md"
 
 
 def test_operators_doc_is_current():
-    assert DOC.read_text() == opdoc.render(), "regenerate: python -m nnadapter_tvm.opdoc > docs/operators.md"
+    assert DOC.read_text() == opdoc.render(), "regenerate: python -m nnadapter_tvm.tools.opdoc > docs/operators.md"

@@ -16,10 +16,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from nnadapter_tvm.targets import DRIVERS
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import cache
+from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.targets import DRIVERS
 
 P, OP, R = nna.Precision, nna.OperationType, nna.ResultCode
 MEMORY_CODES = (R.OUT_OF_MEMORY, R.INVALID_DIMENSIONS)

@@ -12,9 +12,9 @@ from conftest import build_add_relu
 from oputil import Const, In, Out, build_model, conv2d_ref, fuse, fuse_ref, i32, run_model
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import tuning
-from nnadapter_tvm.convert import convert_model
-from nnadapter_tvm.token import model_token
+from nnadapter_tvm.runtime.convert import convert_model
+from nnadapter_tvm.runtime.token import model_token
+from nnadapter_tvm.tools import tuning
 
 
 def fake_database(path, records: str = "") -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nnadapter_tvm.op_converters.quant_dynamic import integer_route
 from oputil import UNKNOWN, Const, In, Out, build_model, expect_error, i32, run_model
 
 import nnadapter_tvm as nna
+from nnadapter_tvm.op_converters.quant_dynamic import integer_route
 
 OP = nna.OperationType
 P = nna.Precision

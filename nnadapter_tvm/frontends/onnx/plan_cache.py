@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnadapter_tvm import cache
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import check, fail
-from nnadapter_tvm.token import codegen_setup
+from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime.token import codegen_setup
 from nnadapter_tvm.types import NNAdapterError
 
 SUFFIX = ".nnp"

@@ -92,7 +92,7 @@ class Predictor:
 
     def _import_and_compile(self, progress: Progress | None) -> None:
         from nnadapter_tvm.frontends.onnx.plan import all_subgraphs
-        from nnadapter_tvm.token import model_token
+        from nnadapter_tvm.runtime.token import model_token
 
         graph, steps = self.graph, self.steps
         # The bodies of control nodes (If/Loop/Scan) are compiled here too: running never compiles.

@@ -15,7 +15,7 @@ from nnadapter_tvm.errors import TVM_ERRORS, fail
 from nnadapter_tvm.model import Model, Operand, Operation
 from nnadapter_tvm.op_converters import shape_values
 from nnadapter_tvm.op_converters.args import OpArgs, dequantize_array
-from nnadapter_tvm.runtime_check import RuntimeCheck
+from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, UNKNOWN, OperandType, ResultCode, is_quantized
 
 

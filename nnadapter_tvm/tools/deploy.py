@@ -9,7 +9,7 @@ strictly: a board never seen before is refused unless ``accept_new_host_key`` (t
 ``--accept-new-host-key``) says to trust it on first use (``StrictHostKeyChecking=accept-new``);
 a board whose key changed is always refused.
 
-On the board, ``python -m nnadapter_tvm.remote`` does the work (see that module): the file is
+On the board, ``python -m nnadapter_tvm.tools.remote`` does the work (see that module): the file is
 streamed over ssh's stdin, checked (length, SHA-256, container) and written atomically, so a
 cut connection or a full disk leaves no partial file; the runner loads it from the cache with
 no model, compiles nothing and reports its outputs and latency.
@@ -29,13 +29,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from nnadapter_tvm import builtin_model, cache, remote
 from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.execution import Execution
 from nnadapter_tvm.model import Model
-from nnadapter_tvm.token import model_token
+from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime.token import model_token
+from nnadapter_tvm.tools import builtin_model, remote
 from nnadapter_tvm.types import NNAdapterError, Precision, ResultCode
 
 #: Where the board runner keeps models (``~`` is the board user's home).
@@ -157,8 +158,8 @@ class Board:
         return f"ssh to {self.where} failed: {last}"
 
     def remote(self, python: str, *args: str, stdin: bytes | None = None) -> dict:
-        """Run ``python -m nnadapter_tvm.remote ARGS`` on the board and return its JSON result."""
-        command = " ".join(shlex.quote(a) for a in [python, "-m", "nnadapter_tvm.remote", *args])
+        """Run ``python -m nnadapter_tvm.tools.remote ARGS`` on the board and return its JSON result."""
+        command = " ".join(shlex.quote(a) for a in [python, "-m", "nnadapter_tvm.tools.remote", *args])
         proc = self.run(command, stdin)
         result = _parse_result(proc.stdout.decode(errors="replace"))
         if result is None:
@@ -210,7 +211,7 @@ _PREFLIGHT = r"""dir={dir}
 last=; err=
 for py in {pythons}; do
   command -v "$py" >/dev/null 2>&1 || continue
-  out=$("$py" -m nnadapter_tvm.remote info --dir "$dir" 2>&1); rc=$?
+  out=$("$py" -m nnadapter_tvm.tools.remote info --dir "$dir" 2>&1); rc=$?
   case "$out" in *NNADAPTER_TVM_RESULT*) echo "NNA_PYTHON=$py"; printf '%s\n' "$out"; exit $rc;; esac
   last=$py; err=$out
 done

@@ -1,4 +1,4 @@
-"""The board side of ``nnadapter-tvm deploy``: run as ``python -m nnadapter_tvm.remote ...`` over ssh.
+"""The board side of ``nnadapter-tvm deploy``: run as ``python -m nnadapter_tvm.tools.remote ...`` over ssh.
 
 It never compiles anything: it needs this package, numpy and the TVM runtime only.
 
@@ -39,11 +39,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nnadapter_tvm import cache
 from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.execution import Execution
+from nnadapter_tvm.runtime import cache
 from nnadapter_tvm.types import NNAdapterError
 
 MARKER = "NNADAPTER_TVM_RESULT "
@@ -199,7 +199,7 @@ class _Failure(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nnadapter_tvm.remote", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nnadapter_tvm.tools.remote", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="machine, versions and free space of DIR")
     info.add_argument("--dir", required=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nnadapter_tvm import builtin_model, tuning
 from nnadapter_tvm.context import parse_properties
-from nnadapter_tvm.convert import convert_model
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.model import Model
+from nnadapter_tvm.runtime.convert import convert_model
 from nnadapter_tvm.targets import DRIVERS
+from nnadapter_tvm.tools import builtin_model, tuning
 from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 

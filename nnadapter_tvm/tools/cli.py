@@ -11,13 +11,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nnadapter_tvm import builtin_model, cache
 from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.context import Context, known_properties
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.execution import Execution
+from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime.token import model_token
 from nnadapter_tvm.targets import DRIVERS
-from nnadapter_tvm.token import model_token
+from nnadapter_tvm.tools import builtin_model
 from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 
@@ -100,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from nnadapter_tvm import deploy
+    from nnadapter_tvm.tools import deploy
 
     board = deploy.Board(
         host=args.host,
@@ -127,7 +128,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 def _add_deploy_parser(sub: argparse._SubParsersAction) -> None:
-    from nnadapter_tvm.deploy import BOARD_PYTHON, DEFAULT_REMOTE_DIR
+    from nnadapter_tvm.tools.deploy import BOARD_PYTHON, DEFAULT_REMOTE_DIR
 
     deploy = sub.add_parser(
         "deploy",
@@ -169,13 +170,13 @@ def _add_onnx_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from nnadapter_tvm import benchmark
+    from nnadapter_tvm.tools import benchmark
 
     return benchmark.main(args.rest)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from nnadapter_tvm import tune_command
+    from nnadapter_tvm.tools import tune_command
 
     return tune_command.main(args.rest)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from nnadapter_tvm.cache import FORMAT_VERSION, library_versions
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.model import Model
+from nnadapter_tvm.runtime.cache import FORMAT_VERSION, library_versions
 
 
 def model_token(model: Model, context: Context, extra: dict | None = None) -> str:

@@ -1,0 +1,2 @@
+"""The runtime's internals behind the API: conversion to Relax, device partitioning, the cache,
+run-time checks, model tokens."""

@@ -1,0 +1,1 @@
+"""Offline tools over the runtime: the command line, deployment to boards, benchmarks, tuning."""
