@@ -35,12 +35,35 @@ class HostNode:
         self._names = [n for n in node.input if n]
 
     def run(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        check = _CHECKS.get(self.node.op_type)
+        problem = check(self.node, inputs) if check else None
+        if problem:
+            fail(f"{self.node.op_type} '{self.node.name or self.node.output[0]}': {problem}")
         feeds = dict(zip(self._names, [x for x in inputs if x is not None]))
         try:
             results = self._evaluator.run(None, feeds)
         except Exception as err:
             fail(f"{self.node.op_type} '{self.node.name or self.node.output[0]}' failed on the host: {err}")
         return [np.asarray(r) for r in results]
+
+
+def _split_sizes(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> str | None:
+    """Split's sizes, read at execution, must cover the axis exactly (onnxruntime refuses otherwise; onnx's
+    evaluator would slice past the end and return a short last part)."""
+    if len(inputs) < 2 or inputs[1] is None:
+        return None
+    x, sizes = np.asarray(inputs[0]), np.reshape(inputs[1], -1)
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    if not -x.ndim <= axis < x.ndim:
+        return None  # the evaluator reports it
+    dim = x.shape[axis]
+    if (sizes < 0).any() or int(sizes.sum()) != dim:
+        return f"input 'split' {sizes.tolist()} must be non-negative sizes adding up to axis {axis}'s size {dim}"
+    return None
+
+
+# Checks of run-time values that onnx's reference evaluator does not make, by op type: a message, or None.
+_CHECKS = {"Split": _split_sizes}
 
 
 def _domain_version(node: onnx.NodeProto) -> int:

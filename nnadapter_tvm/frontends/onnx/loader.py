@@ -33,10 +33,7 @@ def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.Model
             fail(f"{source} is not an ONNX model: {err}")
         if proto is None or not proto.HasField("graph"):
             fail(f"{source} is not an ONNX model (no graph)")
-    try:
-        onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as err:
-        fail(f"{source} fails onnx.checker: {str(err).strip().splitlines()[0]}")
+    _check(proto, source)
     if proto.functions:
         proto = onnx.inliner.inline_local_functions(proto)
     try:
@@ -44,6 +41,26 @@ def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.Model
     except Exception as err:  # shape inference raises InferenceError and friends
         fail(f"{source}: ONNX shape inference failed: {err}", ResultCode.INVALID_PARAMETER)
     return proto
+
+
+def _check(proto: onnx.ModelProto, source: str) -> None:
+    """onnx.checker, except that a graph input or output may leave its tensor shape out (rank unknown),
+    as exporters write and onnxruntime accepts; the checker insists on the field.  The field is set
+    empty only while the checker runs, so shape inference still sees the rank as unknown."""
+    unshaped = [
+        info.type.tensor_type
+        for info in (*proto.graph.input, *proto.graph.output)
+        if info.type.HasField("tensor_type") and not info.type.tensor_type.HasField("shape")
+    ]
+    for tensor_type in unshaped:
+        tensor_type.shape.SetInParent()
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as err:
+        fail(f"{source} fails onnx.checker: {str(err).strip().splitlines()[0]}")
+    finally:
+        for tensor_type in unshaped:
+            tensor_type.ClearField("shape")
 
 
 def _parse(data: bytes, source: str) -> onnx.ModelProto:

@@ -1,0 +1,145 @@
+"""Values that arrive only at execution (indices, sizes, counts fed as graph inputs) are checked before they are
+trusted: wherever onnxruntime refuses a run, we refuse it too with an ``NNAdapterError`` naming the node and the
+operand, and where onnxruntime runs (ONNX defines clamping, e.g. Slice's bounds) we give its answer (issue 17).
+
+Each case is one ONNX node whose checked operand is a graph input, so neither importer can see the value; output
+types are left without a shape, as exporters often write them (onnx.checker insists on the field, onnxruntime
+does not, and neither do we).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import nnadapter_tvm.onnxruntime as nort
+from nnadapter_tvm import NNAdapterError
+
+ort = pytest.importorskip("onnxruntime")
+
+F32 = np.float32
+
+
+@pytest.fixture(autouse=True)
+def _cache_in_tmp(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Sessions cache by default: keep every test's cache out of the user's home.
+    monkeypatch.setenv("NNADAPTER_TVM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _vi(name: str, dtype: int, shape: list | None) -> onnx.ValueInfoProto:
+    return h.make_tensor_value_info(name, dtype, shape)
+
+
+def _one_node(op: str, inputs: list, outputs: list[str], **attrs) -> onnx.ModelProto:
+    """``op`` over graph inputs ``inputs`` ((name, dtype, shape), or '' for an omitted one)."""
+    node = h.make_node(op, [i[0] if i else "" for i in inputs], outputs, **attrs)
+    graph = h.make_graph(
+        [node],
+        op,
+        [_vi(*i) for i in inputs if i],
+        [_vi(o, T.FLOAT if op != "Range" else T.INT64, None) for o in outputs],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+X23 = ("x", T.FLOAT, [2, 3])
+CASES = {
+    # name: (model, feeds, a fragment of our message where onnxruntime refuses, None where it runs)
+    "Reshape to a shape of another element count": (
+        _one_node("Reshape", [X23, ("s", T.INT64, [2])], ["y"]),
+        {"x": np.ones((2, 3), F32), "s": np.array([4, 2])},
+        "'shape'",
+    ),
+    "Expand to an incompatible shape": (
+        _one_node("Expand", [X23, ("s", T.INT64, [2])], ["y"]),
+        {"x": np.ones((2, 3), F32), "s": np.array([4, 2])},
+        "'shape'",
+    ),
+    "Tile by a negative repeat": (
+        _one_node("Tile", [X23, ("r", T.INT64, [2])], ["y"]),
+        {"x": np.ones((2, 3), F32), "r": np.array([-1, 2])},
+        "'repeats'",
+    ),
+    "ConstantOfShape of a negative dimension": (
+        _one_node("ConstantOfShape", [("s", T.INT64, [2])], ["y"]),
+        {"s": np.array([-1, 2])},
+        "'shape'",
+    ),
+    "GatherElements index past the axis": (
+        _one_node("GatherElements", [X23, ("i", T.INT64, [2, 2])], ["y"], axis=1),
+        {"x": np.ones((2, 3), F32), "i": np.array([[0, 5], [1, 2]])},
+        "index 5 is out of range",
+    ),
+    "GatherND index past the last axis": (
+        _one_node("GatherND", [X23, ("i", T.INT64, [2, 2])], ["y"]),
+        {"x": np.ones((2, 3), F32), "i": np.array([[0, 5], [1, 2]])},
+        "index 5 is out of range",
+    ),
+    "GatherND index past the first axis": (
+        _one_node("GatherND", [X23, ("i", T.INT64, [2, 2])], ["y"]),
+        {"x": np.ones((2, 3), F32), "i": np.array([[3, 0], [1, 2]])},
+        "index 3 is out of range",
+    ),
+    "Gather index below -dim": (
+        _one_node("Gather", [X23, ("i", T.INT64, [2])], ["y"], axis=1),
+        {"x": np.ones((2, 3), F32), "i": np.array([0, -4])},
+        "index -4 is out of range",
+    ),
+    "Range with delta 0": (
+        _one_node("Range", [("a", T.INT64, []), ("b", T.INT64, []), ("c", T.INT64, [])], ["y"]),
+        {"a": np.array(0), "b": np.array(5), "c": np.array(0)},
+        "Range 'y'",
+    ),
+    "TopK with k past the axis": (
+        _one_node("TopK", [X23, ("k", T.INT64, [1])], ["y", "j"]),
+        {"x": np.ones((2, 3), F32), "k": np.array([5])},
+        "TopK 'y'",
+    ),
+    "RoiAlign batch index past the batch": (
+        _one_node("RoiAlign", [("x", T.FLOAT, [1, 1, 4, 4]), ("r", T.FLOAT, [1, 4]), ("b", T.INT64, [1])], ["y"]),
+        {"x": np.ones((1, 1, 4, 4), F32), "r": np.array([[0, 0, 2, 2]], F32), "b": np.array([3])},
+        "'batch_indices'",
+    ),
+    "Split sizes past the axis": (
+        _one_node("Split", [("x", T.FLOAT, [4]), ("s", T.INT64, [2])], ["y", "z"]),
+        {"x": np.arange(4, dtype=F32), "s": np.array([3, 3])},
+        "'split'",
+    ),
+    "Slice bounds far outside (ONNX clamps)": (
+        _one_node("Slice", [("x", T.FLOAT, [4]), ("s", T.INT64, [1]), ("e", T.INT64, [1])], ["y"]),
+        {"x": np.arange(4, dtype=F32), "s": np.array([-10]), "e": np.array([100])},
+        None,
+    ),
+    "Gather negative index in range (ONNX wraps)": (
+        _one_node("Gather", [X23, ("i", T.INT64, [2])], ["y"], axis=1),
+        {"x": np.arange(6, dtype=F32).reshape(2, 3), "i": np.array([-1, -3])},
+        None,
+    ),
+}
+
+
+# Open: ROI_ALIGN clamps its batch indices (op_converters, being split into families today).
+OPEN = {"RoiAlign batch index past the batch"}
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="open")) if c in OPEN else c for c in CASES]
+)
+def test_run_time_values_are_checked_like_onnxruntime(case: str) -> None:
+    model, feeds, refusal = CASES[case]
+    data = model.SerializeToString()
+    try:
+        expected = ort.InferenceSession(data).run(None, feeds)
+    except Exception:
+        expected = None
+    assert (expected is None) == (refusal is not None), f"onnxruntime {'ran' if expected else 'refused'} {case}"
+    session = nort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    if expected is None:
+        with pytest.raises(NNAdapterError, match=refusal):
+            session.run(None, feeds)
+        return
+    for ours, theirs in zip(session.run(None, feeds), expected):
+        np.testing.assert_array_equal(ours, theirs)
