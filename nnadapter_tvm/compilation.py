@@ -14,7 +14,7 @@ import numpy as np
 import tvm
 
 from nnadapter_tvm.context import Context
-from nnadapter_tvm.errors import TVM_ERRORS, check, fail
+from nnadapter_tvm.errors import TVM_ERRORS, check, fail, tvm_error_text
 from nnadapter_tvm.model import Model
 from nnadapter_tvm.runtime import cache
 from nnadapter_tvm.runtime.partition import assign_devices, partition
@@ -124,14 +124,17 @@ class Compilation:
                 try:
                     executable = driver.build(mod, props)
                 except TVM_ERRORS as err:
-                    fail(f"TVM failed to build for {driver.name}: {_last_line(err)}", ResultCode.DEVICE_INTERNAL_ERROR)
+                    fail(
+                        f"TVM failed to build for {driver.name}: {tvm_error_text(err)}",
+                        ResultCode.DEVICE_INTERNAL_ERROR,
+                    )
             with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
                 path = os.path.join(tmp, "module.so")
                 try:
                     driver.export(executable, path)
                 except (*TVM_ERRORS, OSError) as err:
                     fail(
-                        f"exporting the {driver.name} module failed: {_last_line(err)}",
+                        f"exporting the {driver.name} module failed: {tvm_error_text(err)}",
                         ResultCode.DEVICE_INTERNAL_ERROR,
                     )
                 blob = cache.read_file(path)
@@ -344,7 +347,7 @@ class _Step:
         allocated (OUT_OF_MEMORY: a dimension known only at execution made a tensor too big), or else
         TVM's own message (INVALID_DIMENSIONS: the shapes the compiled code asserts did not hold)."""
         shapes = [[int(d) for d in getattr(x, "shape", ())] for x in arguments]
-        text = _last_line(err) if str(err).strip() else type(err).__name__
+        text = tvm_error_text(err)
         failed = next((c for c in self.checks if c.fails_for(shapes)), None) or RuntimeCheck.numbered(self.checks, text)
         if failed is not None:
             return NNAdapterError(
@@ -367,7 +370,8 @@ class _Step:
                 self.program = self.driver.load(path, props)
             except TVM_ERRORS as err:
                 fail(
-                    f"the {self.driver.name} module does not load: {_last_line(err)}", ResultCode.DEVICE_INTERNAL_ERROR
+                    f"the {self.driver.name} module does not load: {tvm_error_text(err)}",
+                    ResultCode.DEVICE_INTERNAL_ERROR,
                 )
 
 
@@ -377,11 +381,6 @@ def _write_cache(path: str, data: bytes) -> None:
     except OSError as err:
         code = ResultCode.OUT_OF_MEMORY if err.errno == errno.ENOSPC else ResultCode.DEVICE_INTERNAL_ERROR
         fail(f"writing the cache file {path} failed: {err.strerror or err} (nothing was left behind)", code)
-
-
-def _last_line(err: Exception) -> str:
-    lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else type(err).__name__
 
 
 def _jsonable(value: object) -> object:

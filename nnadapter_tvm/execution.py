@@ -10,7 +10,7 @@ import tvm
 import tvm_ffi
 
 from nnadapter_tvm.compilation import Compilation
-from nnadapter_tvm.errors import TVM_ERRORS, check, fail
+from nnadapter_tvm.errors import TVM_ERRORS, check, fail, tvm_error_text
 from nnadapter_tvm.types import UNKNOWN, NNAdapterError, OperandType, ResultCode
 
 Access = Callable[[object, OperandType], object]
@@ -228,8 +228,7 @@ def _run(compilation: Compilation, arrays: Sequence[np.ndarray | tvm.runtime.Ten
     except MemoryError as err:
         fail(f"execution ran out of memory: {err or 'MemoryError'}", ResultCode.OUT_OF_MEMORY)
     except TVM_ERRORS as err:
-        lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
-        fail(f"execution failed: {lines[-1] if lines else err}", ResultCode.INVALID_DIMENSIONS)
+        fail(f"execution failed: {tvm_error_text(err)}", ResultCode.INVALID_DIMENSIONS)
 
 
 def host_view(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:

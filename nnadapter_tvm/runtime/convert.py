@@ -11,7 +11,7 @@ import tvm
 from tvm import relax, tirx
 
 from nnadapter_tvm import op_converters
-from nnadapter_tvm.errors import TVM_ERRORS, fail
+from nnadapter_tvm.errors import TVM_ERRORS, fail, tvm_error_text
 from nnadapter_tvm.model import Model, Operand, Operation
 from nnadapter_tvm.op_converters import shape_values
 from nnadapter_tvm.op_converters.args import OpArgs, dequantize_array
@@ -254,7 +254,7 @@ def convert_subgraph(
                     _bind_outputs(ctx, op, convert_fn(args))
                     shape_values.propagate(args, ctx.known)
                 except TVM_ERRORS as err:
-                    fail(f"{op.describe()}: TVM rejected the operation: {_first_line(err)}")
+                    fail(f"{op.describe()}: TVM rejected the operation: {tvm_error_text(err)}")
             exprs = []
             for operand in outputs:
                 expr = ctx.expr(operand)
@@ -265,8 +265,3 @@ def convert_subgraph(
     if checks is not None:
         checks.extend(ctx.checks)
     return bb.finalize(), dims
-
-
-def _first_line(err: Exception) -> str:
-    lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else type(err).__name__

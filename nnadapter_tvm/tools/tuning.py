@@ -24,7 +24,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from nnadapter_tvm.errors import fail
+from nnadapter_tvm.errors import fail, tvm_error_text
 from nnadapter_tvm.types import ResultCode
 
 WORKLOADS = "database_workload.json"
@@ -221,7 +221,7 @@ def tune(
         try:
             context.generate_design_space()
         except Exception as err:  # TVM's internal errors arrive as plain exceptions
-            summary["failed_kernels"].append(f"{name}: {str(err).strip().splitlines()[-1][:160]}")
+            summary["failed_kernels"].append(f"{name}: {tvm_error_text(err)[:160]}")
             continue
         contexts.append(context)
         weights.append(float(uses))
