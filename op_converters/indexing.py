@@ -56,20 +56,20 @@ def gather(args: OpArgs) -> relax.Expr:
     Reference: the spec; numpy.take / Paddle's gather for negative indices; onnxruntime refuses an
     out-of-range index the same way ("indices element out of data bounds").
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     rank = len(args.shape(x))
     if rank == 0:
-        args.fail("must have rank >= 1", 0)
-    axis = args.axis(2, rank, -1)  # the header's default; the table makes the operand required
+        args.fail("must have rank >= 1", "input")
+    axis = args.axis("axis", rank, -1)  # the header's default; the table makes the operand required
     dim = args.shape(x)[axis]
-    if not (args.operand(1).is_constant and _static(dim)):
-        indices = args.tensor(1)
+    if not (args.operand("indices").is_constant and _static(dim)):
+        indices = args.tensor("indices")
         count = 1
         for d in args.shape(indices):
             count = count * d
         if _static(dim) and dim == 0:
             if not (_static(count) and count == 0):
-                args.fail(f"axis {axis} has size 0: there are no elements to gather indices from", 0)
+                args.fail(f"axis {axis} has size 0: there are no elements to gather indices from", "input")
             return relax.op.take(x, indices, axis)
         if not _static(dim):
             # mode="wrap" takes each index modulo the axis size: never let it run with a size of 0.
@@ -78,16 +78,18 @@ def gather(args: OpArgs) -> relax.Expr:
                 x,
                 tirx.Or(dim > 0, no_indices),
                 f"axis {axis} has size 0 at execution: there are no elements to gather {_count(count)} index(es) from",
-                0,
+                "input",
             )
         if data_checks_enabled() and not (_static(count) and count == 0):
             _check_indices(args, indices, dim, count, f"axis {axis}")
         # Checked indices lie in [-dim, dim): "wrap" turns the negative ones into dim + index, and
         # keeps every read inside the input should the take run before the check (see check_value).
         return relax.op.take(x, indices, axis, mode="wrap")
-    values = args.value(1)
+    values = args.value("indices")
     if values.size and (values.min() < -dim or values.max() >= dim):
-        args.fail(f"indices must lie in [-{dim}, {dim}) for axis {axis} of size {dim}, got {values.tolist()}", 1)
+        args.fail(
+            f"indices must lie in [-{dim}, {dim}) for axis {axis} of size {dim}, got {values.tolist()}", "indices"
+        )
     # Built here rather than through args.tensor: that turns a rank-0 constant into shape [1].
     return relax.op.take(x, relax.const(np.where(values < 0, values + dim, values).astype(values.dtype)), axis)
 
@@ -123,7 +125,7 @@ def _check_indices(args: OpArgs, indices: relax.Expr, dim, count, what: str) -> 
         ok = tirx.And(v >= -dim, v < dim)
         return ok if _static(count) else tirx.Or(ok, tirx.EQ(count, tirx.const(0, "int64")))
 
-    args.check_value(worst, in_range, message, 1)
+    args.check_value(worst, in_range, message, "indices")
 
 
 def _count(count) -> str:
@@ -147,18 +149,18 @@ def slice_(args: OpArgs) -> relax.Expr:
 
     Reference: the spec and header (numpy slicing; Paddle's strided_slice clamping).
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     rank = len(shape)
-    starts, ends = _bounds(args, 2), _bounds(args, 3)
-    axes = args.ints(1) if args.has(1) else list(range(len(starts)))
-    steps = args.ints(4) if args.has(4) else [1] * len(axes)
-    for i, values in ((2, starts), (3, ends), (4, steps)):
+    starts, ends = _bounds(args, "starts"), _bounds(args, "ends")
+    axes = args.ints("axes") if args.has("axes") else list(range(len(starts)))
+    steps = args.ints("steps") if args.has("steps") else [1] * len(axes)
+    for name, values in (("starts", starts), ("ends", ends), ("steps", steps)):
         if len(values) != len(axes):
-            args.fail(f"holds {len(values)} values, expected one per sliced axis ({len(axes)}: {axes})", i)
-    norm = args.axes(1, rank) if args.has(1) else axes
+            args.fail(f"holds {len(values)} values, expected one per sliced axis ({len(axes)}: {axes})", name)
+    norm = args.axes("axes", rank) if args.has("axes") else axes
     if 0 in steps:
-        args.fail(f"steps must not be 0, got {steps}", 4)
+        args.fail(f"steps must not be 0, got {steps}", "steps")
     if not norm:
         return x
     bounds = [
@@ -187,15 +189,17 @@ def _whole_axis(start, end, step, dim) -> bool:
     return end >= _INT32_MAX or (_static(dim) and end >= dim)
 
 
-def _bounds(args: OpArgs, i: int) -> list:
+def _bounds(args: OpArgs, name: str) -> list:
     """SLICE's starts or ends: constants, or values computed from symbolic dimensions (shape_values),
     which Relax's strided_slice normalizes and clamps at execution as numpy does."""
-    if args.operand(i).is_constant:
-        return args.ints(i)
-    values = args.shape_values(i)
+    if args.operand(name).is_constant:
+        return args.ints(name)
+    values = args.shape_values(name)
     if values is None:
         args.fail(
-            "must be a constant or computed from dimensions (it depends on data)", i, ResultCode.FEATURE_NOT_SUPPORTED
+            "must be a constant or computed from dimensions (it depends on data)",
+            name,
+            ResultCode.FEATURE_NOT_SUPPORTED,
         )
     return values
 
@@ -209,28 +213,28 @@ def split(args: OpArgs) -> list[relax.Expr]:
 
     Reference: the spec; Paddle's split for a -1 size.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
-    axis = args.axis(1, len(shape))
-    sizes = args.ints(2)
+    axis = args.axis("axis", len(shape))
+    sizes = args.ints("split")
     dim = shape[axis]
     if not sizes:
-        args.fail("must hold at least one size", 2)
+        args.fail("must hold at least one size", "split")
     if sizes.count(-1) > 1 or any(s < -1 for s in sizes):
-        args.fail(f"sizes must be non-negative (one -1 may stand for the rest), got {sizes}", 2)
+        args.fail(f"sizes must be non-negative (one -1 may stand for the rest), got {sizes}", "split")
     if -1 in sizes:
         if not _static(dim):
-            args.fail(f"a -1 size needs a known dimension {axis}", 2, ResultCode.FEATURE_NOT_SUPPORTED)
+            args.fail(f"a -1 size needs a known dimension {axis}", "split", ResultCode.FEATURE_NOT_SUPPORTED)
         rest = dim - sum(s for s in sizes if s != -1)
         if rest < 0:
-            args.fail(f"sizes {sizes} exceed dimension {axis} ({dim})", 2)
+            args.fail(f"sizes {sizes} exceed dimension {axis} ({dim})", "split")
         sizes = [rest if s == -1 else s for s in sizes]
     if _static(dim) and sum(sizes) != dim:
-        args.fail(f"sizes {sizes} add up to {sum(sizes)}, dimension {axis} of the input is {dim}", 2)
+        args.fail(f"sizes {sizes} add up to {sum(sizes)}, dimension {axis} of the input is {dim}", "split")
     if not _static(dim):
         x = args.match_cast(x, [sum(sizes) if a == axis else d for a, d in enumerate(shape)])
     if args.output_count != len(sizes):
-        args.fail(f"has {args.output_count} output operands, split gives {len(sizes)} sizes {sizes}", 2)
+        args.fail(f"has {args.output_count} output operands, split gives {len(sizes)} sizes {sizes}", "split")
     if len(sizes) == 1:
         return [x]
     # One slice per piece rather than relax.op.split, which rejects zero-size pieces.
@@ -265,11 +269,11 @@ def stack(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; Paddle's stack for the axis range (negative axis + R + 1).
     """
-    tensors = _common_shape(args, args.tensors(0, args.count - 1))
+    tensors = _common_shape(args, args.tensors(0, args.index("axis")))
     rank = len(args.shape(tensors[0])) + 1
-    axis = args.int(args.count - 1)
+    axis = args.int("axis")
     if not -rank <= axis < rank:
-        args.fail(f"axis {axis} is out of range [-{rank}, {rank}) for rank-{rank - 1} inputs", args.count - 1)
+        args.fail(f"axis {axis} is out of range [-{rank}, {rank}) for rank-{rank - 1} inputs", "axis")
     return relax.op.stack(tensors, axis % rank)
 
 
@@ -282,13 +286,13 @@ def unstack(args: OpArgs) -> list[relax.Expr]:
 
     Reference: the header (not in the spec); Paddle's unstack.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
-    axis = args.axis(1, len(shape))
-    num = args.int(2)
+    axis = args.axis("axis", len(shape))
+    num = args.int("num")
     dim = shape[axis]
     if num <= 0 or (_static(dim) and num != dim):
-        args.fail(f"num {num} must equal the size of axis {axis} ({dim})", 2)
+        args.fail(f"num {num} must equal the size of axis {axis} ({dim})", "num")
     if not _static(dim):
         x = args.match_cast(x, [num if a == axis else d for a, d in enumerate(shape)])
     items = [relax.op.squeeze(relax.op.strided_slice(x, [axis], [i], [i + 1]), [axis]) for i in range(num)]
@@ -330,23 +334,23 @@ def roll(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.roll (Paddle's roll, which numpy's broadcasting extends).
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     rank = len(shape)
-    shifts = args.ints(1)
+    shifts = args.ints("shifts")
     if not shifts:
-        args.fail("must hold at least one shift", 1)
-    if not args.has(2):
+        args.fail("must hold at least one shift", "shifts")
+    if not args.has("axes"):
         flat = args.emit(relax.op.reshape(x, [-1]))
         rolled = args.emit_te(lambda t: _roll_te(t, {0: sum(shifts)}), flat)
         return relax.op.reshape(rolled, shape)
-    axes = args.ints(2)
+    axes = args.ints("axes")
     if len(shifts) != len(axes) and 1 not in (len(shifts), len(axes)):
-        args.fail(f"{len(shifts)} shifts do not match {len(axes)} axes (nor broadcast)", 1)
+        args.fail(f"{len(shifts)} shifts do not match {len(axes)} axes (nor broadcast)", "shifts")
     total: dict[int, int] = {}
     for s, a in zip(shifts * (len(axes) if len(shifts) == 1 else 1), axes * (len(shifts) if len(axes) == 1 else 1)):
         if not -rank <= a < rank:
-            args.fail(f"axis {a} is out of range [-{rank}, {rank})", 2)
+            args.fail(f"axis {a} is out of range [-{rank}, {rank})", "axes")
         total[a % rank] = total.get(a % rank, 0) + s
     return args.emit_te(lambda t: _roll_te(t, total), x)
 
@@ -360,35 +364,30 @@ def tile(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.tile / Paddle's tile (repeats must be positive).
     """
-    x = args.tensor(0)
-    if not args.operand(1).is_constant:
+    x = args.tensor("input")
+    if not args.operand("repeats").is_constant:
         return _tile_computed(args, x)
-    repeats = args.ints(1)
+    repeats = args.ints("repeats")
     if not repeats or any(r <= 0 for r in repeats):
-        args.fail(f"must hold positive repeat counts, got {repeats}", 1)
+        args.fail(f"must hold positive repeat counts, got {repeats}", "repeats")
     return relax.op.tile(x, repeats)
 
 
 def _tile_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
     """TILE by repeat counts computed from symbolic dimensions (or read at execution): the same
     numpy.tile, each count checked positive at execution."""
-    repeats = args.shape_values(1)
-    if repeats is None:
-        lengths = args.shape(args.raw_tensor(1))
-        if len(lengths) != 1 or not _static(lengths[0]):
-            args.fail(f"must be 1-D with a known length, got shape {lengths}", 1)
-        repeats = args.runtime_shape(1, lengths[0], "tile_r")
+    repeats = _computed_values(args, "repeats", "tile_r")
     if not repeats:
-        args.fail("must hold at least one repeat count", 1)
+        args.fail("must hold at least one repeat count", "repeats")
     if any(_static(r) and r <= 0 for r in repeats):
-        args.fail(f"must hold positive repeat counts, got {repeats}", 1)
+        args.fail(f"must hold positive repeat counts, got {repeats}", "repeats")
     symbolic = [r for r in repeats if not _static(r)]
     x = (
         args.require(
             x,
             tirx.all(*[r > 0 for r in symbolic]) if len(symbolic) > 1 else symbolic[0] > 0,
             "repeat counts must be positive at execution",
-            1,
+            "repeats",
         )
         if symbolic
         else x
@@ -397,6 +396,19 @@ def _tile_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
     n = max(rank, len(repeats))
     repeats = [1] * (n - len(repeats)) + list(repeats)
     return args.emit_te(lambda t: _tile_te(t, repeats), x)
+
+
+def _computed_values(args: OpArgs, name: str, dim_name: str) -> list:
+    """Operand ``name`` (TILE's repeats, EXPAND's shape), not a constant: its values computed from
+    symbolic dimensions (shape_values) or, where they depend on data, read at execution as new
+    symbolic dimensions ``dim_name0``, ``dim_name1``, ... (it must then be 1-D of a known length)."""
+    values = args.shape_values(name)
+    if values is None:
+        lengths = args.shape(args.raw_tensor(name))
+        if len(lengths) != 1 or not _static(lengths[0]):
+            args.fail(f"must be 1-D with a known length, got shape {lengths}", name)
+        values = args.runtime_shape(name, lengths[0], dim_name)
+    return values
 
 
 def _tile_te(x: te.Tensor, repeats: list) -> te.Tensor:
@@ -420,14 +432,14 @@ def expand(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; Paddle's expand_v2 for -1.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     in_shape = args.shape(x)
-    if not args.operand(1).is_constant:
+    if not args.operand("shape").is_constant:
         return _expand_computed(args, x)
-    target = args.ints(1)
+    target = args.ints("shape")
     diff = len(target) - len(in_shape)
     if diff < 0:
-        args.fail(f"{target} has fewer dimensions than the input {in_shape}", 1)
+        args.fail(f"{target} has fewer dimensions than the input {in_shape}", "shape")
     dims = []
     for i, t in enumerate(target):
         d = in_shape[i - diff] if i >= diff else None
@@ -435,9 +447,9 @@ def expand(args: OpArgs) -> relax.Expr:
             dims.append(d)
         elif t <= 0:
             where = "a new leading dimension" if d is None else f"dimension {i}"
-            args.fail(f"{where} must be positive{'' if d is None else ' or -1'}, got {t} in {target}", 1)
+            args.fail(f"{where} must be positive{'' if d is None else ' or -1'}, got {t} in {target}", "shape")
         elif d is not None and _static(d) and d not in (1, t):
-            args.fail(f"input dimension {i - diff} of size {d} cannot expand to {t} (target {target})", 1)
+            args.fail(f"input dimension {i - diff} of size {d} cannot expand to {t} (target {target})", "shape")
         else:
             dims.append(t)
     symbolic = [i for i, d in enumerate(in_shape) if not _static(d) and _static(dims[i + diff])]
@@ -450,7 +462,7 @@ def expand(args: OpArgs) -> relax.Expr:
         d, t = in_shape[i], dims[i + diff]
         condition = tirx.Or(tirx.EQ(d, tirx.const(1, "int64")), tirx.EQ(d, tirx.const(t, "int64")))
         message = f"input dimension {i} (unknown until execution) must be 1 or {t} to expand to {target}"
-        x = args.require(x, condition, message, 0)
+        x = args.require(x, condition, message, "input")
     return args.emit_te(lambda t: _expand_te(t, dims, set(symbolic)), x)
 
 
@@ -460,21 +472,16 @@ def _expand_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
     come from); any other size must match the input's dimension unless that is 1, checked at execution.
     """
     in_shape = args.shape(x)
-    target = args.shape_values(1)
-    if target is None:
-        lengths = args.shape(args.raw_tensor(1))
-        if len(lengths) != 1 or not _static(lengths[0]):
-            args.fail(f"must be 1-D with a known length, got shape {lengths}", 1)
-        target = args.runtime_shape(1, lengths[0], "expand_d")
+    target = _computed_values(args, "shape", "expand_d")
     diff = len(target) - len(in_shape)
     if diff < 0:
-        args.fail(f"has {len(target)} dimensions, fewer than the input's {len(in_shape)}", 1)
+        args.fail(f"has {len(target)} dimensions, fewer than the input's {len(in_shape)}", "shape")
     dims, conditions = [], []
     for i, t in enumerate(target):
         d = in_shape[i - diff] if i >= diff else None
         if d is None:
             if _static(t) and t < 0:
-                args.fail(f"a new leading dimension must be non-negative, got {t}", 1)
+                args.fail(f"a new leading dimension must be non-negative, got {t}", "shape")
             dims.append(t)
             if not _static(t):
                 conditions.append(t >= 0)
@@ -499,7 +506,8 @@ def _expand_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
         else:
             dims.append(d)
     for condition in conditions:
-        x = args.require(x, condition, "the input's dimensions cannot expand to the shape computed at execution", 1)
+        message = "the input's dimensions cannot expand to the shape computed at execution"
+        x = args.require(x, condition, message, "shape")
     symbolic = {a for a, d in enumerate(in_shape) if not _static(d)}
     return args.emit_te(lambda t: _expand_te(t, dims, symbolic), x)
 
@@ -544,28 +552,28 @@ def pad(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.pad, Paddle's pad2d/pad3d for the modes.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
-    pads = args.ints(1)
+    pads = args.ints("pads")
     if len(pads) != 2 * len(shape) or any(p < 0 for p in pads):
-        args.fail(f"must hold 2 * rank = {2 * len(shape)} non-negative values, got {pads}", 1)
-    mode = args.int(2)
+        args.fail(f"must hold 2 * rank = {2 * len(shape)} non-negative values, got {pads}", "pads")
+    mode = args.int("mode")
     if mode not in _RELAX_PAD:
         names = ", ".join(f"{m.name}={m.value}" for m in _RELAX_PAD)
-        args.fail(f"mode {mode} is not a supported padding mode (one of {names})", 2)
+        args.fail(f"mode {mode} is not a supported padding mode (one of {names})", "mode")
     if mode == PadMode.REFLECT:
         for axis, d in enumerate(shape):
             widest = max(pads[2 * axis : 2 * axis + 2])
             message = f"REFLECT pads {pads[2 * axis : 2 * axis + 2]} of axis {axis} must be below its size"
             if _static(d) and widest >= d:
-                args.fail(f"{message} {d}", 1)
+                args.fail(f"{message} {d}", "pads")
             if not _static(d) and widest:
-                x = args.require(x, d > widest, f"{message} (unknown until execution)", 1)
+                x = args.require(x, d > widest, f"{message} (unknown until execution)", "pads")
     value = 0
-    if mode == PadMode.CONSTANT and args.has(3):
-        value = args.value(3).reshape(-1)
+    if mode == PadMode.CONSTANT and args.has("value"):
+        value = args.value("value").reshape(-1)
         if value.size != 1:
-            args.fail(f"must hold one value, got {value.size}", 3)
+            args.fail(f"must hold one value, got {value.size}", "value")
         value = value[0].item()
     if not any(pads):
         return x
@@ -583,19 +591,19 @@ def channel_shuffle(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; Paddle's channel_shuffle (NCHW).
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     if len(shape) != 4:
-        args.fail(f"must be 4-D [N, C, H, W], got shape {shape}", 0)
+        args.fail(f"must be 4-D [N, C, H, W], got shape {shape}", "input")
     n, c, h, w = shape
-    group = args.float(1)
+    group = args.float("group")
     if not group.is_integer():
-        args.fail(f"group {group} must be an integer", 1)
+        args.fail(f"group {group} must be an integer", "group")
     group = int(group)
     if not _static(c):
-        args.fail("needs a known channel dimension", 0, ResultCode.FEATURE_NOT_SUPPORTED)
+        args.fail("needs a known channel dimension", "input", ResultCode.FEATURE_NOT_SUPPORTED)
     if group <= 0 or c % group:
-        args.fail(f"group {group} must be positive and divide the {c} channels", 1)
+        args.fail(f"group {group} must be positive and divide the {c} channels", "group")
     y = relax.op.reshape(x, [n, group, c // group, h, w])
     y = relax.op.permute_dims(y, [0, 2, 1, 3, 4])
     return relax.op.reshape(y, shape)
