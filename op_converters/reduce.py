@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d, is_nan, nan_max, where_empty
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
@@ -15,7 +15,7 @@ from nnadapter_tvm.types import Precision
 _INDEX_DTYPES = {int(Precision.INT32): "int32", int(Precision.INT64): "int64"}
 
 
-def index_dtype(args: OpArgs, i: int, default: Precision | None = None) -> str:
+def index_dtype(args: OpArgs, i: Key, default: Precision | None = None) -> str:
     """The dtype named by operand ``i`` (a Precision code, INT32 = 5 or INT64 = 7)."""
     code = args.int(i) if default is None else args.int(i, int(default))
     if code not in _INDEX_DTYPES:
@@ -34,20 +34,20 @@ def arg_max_min(args: OpArgs) -> relax.Expr:
     INVALID_DIMENSIONS execution error where it is known only then (numpy refuses it too).
     Reference: the spec; Paddle's arg_max/arg_min for ties.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     rank = len(shape)
-    axis = args.axis(1, rank)
+    axis = args.axis("axis", rank)
     what = "largest" if args.type == O.ARG_MAX else "smallest"
     x = args.require(
         x,
         shape[axis] > 0,
         f"axis {axis} has size 0{'' if isinstance(shape[axis], int) else ' at execution'}: an empty axis has no "
         f"{what} element",
-        0,
+        "input",
     )
-    keepdim = args.bool(2)
-    dtype = index_dtype(args, 3, Precision.INT64)
+    keepdim = args.bool("keepdim")
+    dtype = index_dtype(args, "dtype", Precision.INT64)
     largest = args.type == O.ARG_MAX
     if str(x.ty.dtype).startswith("float"):
         y = args.emit_te(lambda t: _float_arg_extreme(t, axis, keepdim, largest), x)
@@ -141,19 +141,19 @@ def reduce(args: OpArgs) -> relax.Expr:
     max(a, max(b)) == max(a + b)).
     Reference: the spec; the header for keepdim's default (true); numpy for empty reductions.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     rank = len(shape)
     axes = []
-    for a in args.ints(1, []):
+    for a in args.ints("axes", []):
         if not -rank <= a < rank:
-            args.fail(f"axis {a} is out of range [-{rank}, {rank}) for a rank-{rank} input", 1)
+            args.fail(f"axis {a} is out of range [-{rank}, {rank}) for a rank-{rank} input", "axes")
         if a % rank in axes:
-            args.fail(f"axis {a} is named twice in {args.ints(1)}", 1)
+            args.fail(f"axis {a} is named twice in {args.ints('axes')}", "axes")
         axes.append(a % rank)
     if not axes:
         axes = list(range(rank))
-    keepdim = args.bool(2, True)
+    keepdim = args.bool("keepdim", True)
     out_rank = rank if keepdim else rank - len(axes)
     dtype = str(x.ty.dtype)
     identity = _identity(args.type, dtype)
@@ -183,11 +183,11 @@ def cum_sum(args: OpArgs) -> relax.Expr:
     (Paddle's ``flatten`` attribute has no operand: NNAdapter always names an axis.)
     Reference: Paddle's cumsum; NNAdapter's reference kernel (math/cum_sum.h) for exclusive with reverse.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     rank = len(args.shape(x))
-    axis = args.axis(1, rank, -1)
-    exclusive = args.bool(2, False)
-    reverse = args.bool(3, False)
+    axis = args.axis("axis", rank, -1)
+    exclusive = args.bool("exclusive", False)
+    reverse = args.bool("reverse", False)
     if reverse:
         x = relax.op.flip(x, axis)
     y = relax.op.cumsum(x, axis, exclusive=exclusive)
@@ -208,18 +208,18 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     ``k`` must be a constant in [1, dim(axis)] (checked at execution where dim(axis) is known only then).
     Reference: Paddle's top_k_v2 (paddle.topk).
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     rank = len(shape)
-    k = args.int(1)
-    axis = args.axis(2, rank)
-    largest = args.bool(3)
-    args.bool(4)  # sorted: the order is always sorted (allowed either way)
-    dtype = index_dtype(args, 5)
+    k = args.int("k")
+    axis = args.axis("axis", rank)
+    largest = args.bool("largest")
+    args.bool("sorted")  # the order is always sorted (allowed either way)
+    dtype = index_dtype(args, "return_indices_dtype")
     if k < 1 or (isinstance(shape[axis], int) and k > shape[axis]):
-        args.fail(f"k {k} is out of range [1, {shape[axis]}] (the size of axis {axis})", 1)
+        args.fail(f"k {k} is out of range [1, {shape[axis]}] (the size of axis {axis})", "k")
     if not isinstance(shape[axis], int):
-        x = args.require(x, shape[axis] >= k, f"k {k} exceeds the size of axis {axis} at execution", 1)
+        x = args.require(x, shape[axis] >= k, f"k {k} exceeds the size of axis {axis} at execution", "k")
     key = _top_k_key(x, str(x.ty.dtype))
     if key is None:
         both = args.emit(relax.op.topk(x, k, axis, "both", largest, dtype))
