@@ -26,13 +26,13 @@ from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import ResultCode
 
 
-def _add_bias(args: OpArgs, y: relax.Expr, i: int, c_out: int) -> relax.Expr:
-    """``y`` plus the [C_out] bias of input ``i`` (an absent or empty operand means none)."""
-    if not args.has(i):
+def _add_bias(args: OpArgs, y: relax.Expr, c_out: int) -> relax.Expr:
+    """``y`` plus the [C_out] ``bias`` operand (an absent or empty operand means none)."""
+    if not args.has("bias"):
         return y
-    b = args.tensor(i)
+    b = args.tensor("bias")
     if args.shape(b) != [c_out]:
-        args.fail(f"bias shape {args.shape(b)} must be [C_out] = [{c_out}]", i)
+        args.fail(f"bias shape {args.shape(b)} must be [C_out] = [{c_out}]", "bias")
     return relax.op.add(y, relax.op.reshape(b, [1, c_out, 1, 1]))
 
 
@@ -47,12 +47,12 @@ def conv_2d(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; Paddle's conv2d for groups and SAME.
     """
-    x, w = args.tensor(0), args.tensor(1)
-    x_dims, w_dims = rank4(args, x, 0), rank4(args, w, 1)
-    strides, group, dilations, pads = conv_geometry(args, 3, x_dims, w_dims)
+    x, w = args.tensor("input"), args.tensor("filter")
+    x_dims, w_dims = rank4(args, x, "input"), rank4(args, w, "filter")
+    strides, group, dilations, pads = conv_geometry(args, x_dims, w_dims)
     c_out = w_dims[0]
     y = relax.op.nn.conv2d(x, w, strides=strides, padding=relax_padding(pads), dilation=dilations, groups=group)
-    return fuse(args, _add_bias(args, y, 2, c_out), 8)
+    return fuse(args, _add_bias(args, y, c_out))
 
 
 @converter(O.CONV_2D_TRANSPOSE)
@@ -75,42 +75,43 @@ def conv_2d_transpose(args: OpArgs) -> relax.Expr:
 
     Reference: Paddle's conv2d_transpose; NNAdapter's operation/conv2d_transpose.cc for shapes.
     """
-    x, w = args.tensor(0), args.tensor(1)
-    _, c_in, h, wd = rank4(args, x, 0)
-    w_in, c_out_per_group, kh, kw = rank4(args, w, 1)
-    strides = pair(args, 5, [1, 1])
-    group = args.int(6, 1)
-    dilations = pair(args, 7, [1, 1])
+    x, w = args.tensor("input"), args.tensor("filter")
+    _, c_in, h, wd = rank4(args, x, "input")
+    w_in, c_out_per_group, kh, kw = rank4(args, w, "filter")
+    strides = pair(args, "strides", [1, 1])
+    group = args.int("group", 1)
+    dilations = pair(args, "dilations", [1, 1])
     if group <= 0 or (isinstance(c_in, int) and c_in % group):
-        args.fail(f"group {group} must be positive and divide C_in={c_in}", 6)
+        args.fail(f"group {group} must be positive and divide C_in={c_in}", "group")
     if isinstance(c_in, int) and w_in != c_in:
-        args.fail(f"filter {[w_in, c_out_per_group, kh, kw]} must be [C_in = {c_in}, C_out / group, kh, kw]", 1)
+        args.fail(f"filter {[w_in, c_out_per_group, kh, kw]} must be [C_in = {c_in}, C_out / group, kh, kw]", "filter")
     c_out = c_out_per_group * group
     kernel = [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1]
-    pads = spatial_pads(args, 3, 4, [h, wd], [kh, kw], strides, dilations)
-    output_padding = args.ints(8, [0, 0])
+    pads = spatial_pads(args, [h, wd], [kh, kw], strides, dilations)
+    output_padding = args.ints("output_padding", [0, 0])
     if len(output_padding) != 2:
-        args.fail(f"must hold 2 values (height, width), got {output_padding}", 8)
+        args.fail(f"must hold 2 values (height, width), got {output_padding}", "output_padding")
     full = [(size - 1) * s + k for size, s, k in zip([h, wd], strides, kernel)]  # before cropping the pads
     computed = [f - before - after for f, before, after in zip(full, pads[0::2], pads[1::2])]
     for axis, size, p, s, d in zip(("height", "width"), computed, output_padding, strides, dilations):
         if isinstance(size, int) and size <= 0:
-            args.fail(f"leave a {axis} of {size}: the pads exceed the full transposed output", 4)
+            args.fail(f"leave a {axis} of {size}: the pads exceed the full transposed output", "pads")
         if not 0 <= p < max(s, d):
-            args.fail(f"{axis} {p} must lie in [0, max(stride, dilation) = {max(s, d)})", 8)
+            args.fail(f"{axis} {p} must lie in [0, max(stride, dilation) = {max(s, d)})", "output_padding")
     extra = output_padding
-    if args.has(9):
-        shape = args.ints(9)
+    if args.has("output_shape"):
+        shape = args.ints("output_shape")
         if len(shape) != 2:
-            args.fail(f"must hold 2 values (height, width), got {shape}", 9)
+            args.fail(f"must hold 2 values (height, width), got {shape}", "output_shape")
         if not all(isinstance(c, int) for c in computed):
-            args.fail("needs static spatial input dimensions", 9, code=ResultCode.FEATURE_NOT_SUPPORTED)
+            args.fail("needs static spatial input dimensions", "output_shape", code=ResultCode.FEATURE_NOT_SUPPORTED)
         for axis, want, size, s in zip(("height", "width"), shape, computed, strides):
             if not size <= want < size + s:
-                args.fail(f"{axis} {want} must lie in [{size}, {size + s}) (the computed size plus < stride)", 9)
+                message = f"{axis} {want} must lie in [{size}, {size + s}) (the computed size plus < stride)"
+                args.fail(message, "output_shape")
         extra = [want - size for want, size in zip(shape, computed)]
-        if args.has(8) and any(output_padding) and extra != output_padding:
-            args.fail(f"{output_padding} disagrees with output_shape {shape} (which implies {extra})", 8)
+        if args.has("output_padding") and any(output_padding) and extra != output_padding:
+            args.fail(f"{output_padding} disagrees with output_shape {shape} (which implies {extra})", "output_padding")
     # The output is rows [pad_top, pad_top + computed + extra) of the full result: crop less at the end,
     # and append zero rows where that runs past the full result.
     crop = [max(after - e, 0) for after, e in zip(pads[1::2], extra)]
@@ -133,7 +134,7 @@ def conv_2d_transpose(args: OpArgs) -> relax.Expr:
     y = with_plain_dims(args, y, "conv2d_transpose_out")
     if any(grow):
         y = relax.op.nn.pad(y, [0, 0, 0, 0, 0, grow[0], 0, grow[1]])
-    return fuse(args, _add_bias(args, y, 2, c_out), 10)
+    return fuse(args, _add_bias(args, y, c_out))
 
 
 def _deformable_sample(
@@ -200,38 +201,39 @@ def deformable_conv_2d(args: OpArgs) -> relax.Expr:
 
     Reference: Paddle's deformable_conv (v2, with mask; lite/kernels/host/deformable_conv_op.h).
     """
-    x, offset, mask, w = args.tensor(0), args.tensor(1), args.tensor(2), args.tensor(3)
-    n, c_in, h, wd = rank4(args, x, 0)
-    c_out, c_per_group, kh, kw = rank4(args, w, 3)
-    pads = args.ints(5, [0, 0, 0, 0])
+    x, offset, mask, w = args.tensor("input"), args.tensor("offset"), args.tensor("mask"), args.tensor("filter")
+    n, c_in, h, wd = rank4(args, x, "input")
+    c_out, c_per_group, kh, kw = rank4(args, w, "filter")
+    pads = args.ints("pads", [0, 0, 0, 0])
     if len(pads) != 4 or any(p < 0 for p in pads):
-        args.fail(f"must hold 4 non-negative values (top, bottom, left, right), got {pads}", 5)
-    strides = pair(args, 6, [1, 1])
-    group = args.int(7, 1)
-    deformable_group = args.int(8, 1)
-    dilations = pair(args, 9, [1, 1])
+        args.fail(f"must hold 4 non-negative values (top, bottom, left, right), got {pads}", "pads")
+    strides = pair(args, "strides", [1, 1])
+    group = args.int("group", 1)
+    deformable_group = args.int("deformable_group", 1)
+    dilations = pair(args, "dilations", [1, 1])
     if not isinstance(c_in, int):
-        args.fail("needs a static channel dimension", 0, code=ResultCode.FEATURE_NOT_SUPPORTED)
+        args.fail("needs a static channel dimension", "input", code=ResultCode.FEATURE_NOT_SUPPORTED)
     if group <= 0 or c_in % group or c_out % group:
-        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", 7)
+        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", "group")
     if c_per_group * group != c_in:
-        args.fail(f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}", 3)
+        message = f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}"
+        args.fail(message, "filter")
     if deformable_group <= 0 or c_in % deformable_group:
-        args.fail(f"deformable_group {deformable_group} must be positive and divide C_in={c_in}", 8)
+        args.fail(f"deformable_group {deformable_group} must be positive and divide C_in={c_in}", "deformable_group")
     kernel = [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1]
-    check_window(args, [h, wd], pads, kernel, 3)
+    check_window(args, [h, wd], pads, kernel, "filter")
     out_hw = [
         (size + before + after - k) // s + 1
         for size, before, after, k, s in zip([h, wd], pads[0::2], pads[1::2], kernel, strides)
     ]
     taps = deformable_group * kh * kw
-    for i, expr, channels in ((1, offset, 2 * taps), (2, mask, taps)):
+    for name, expr, channels in (("offset", offset, 2 * taps), ("mask", mask, taps)):
         shape = args.shape(expr)
         want = [n, channels, *out_hw]
         if len(shape) != 4 or any(
             isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(shape, want, strict=True)
         ):
-            args.fail(f"shape {shape} must be [N, {channels}, H_out, W_out] = {want}", i)
+            args.fail(f"shape {shape} must be [N, {channels}, H_out, W_out] = {want}", name)
     col = args.emit_te(
         _deformable_sample,
         x,
@@ -249,4 +251,4 @@ def deformable_conv_2d(args: OpArgs) -> relax.Expr:
     col = relax.op.reshape(col, [n, group, k, out_h * out_w])
     weight = relax.op.reshape(w, [group, c_out // group, k])
     y = relax.op.reshape(relax.op.matmul(weight, col), [n, c_out, out_h, out_w])
-    return fuse(args, _add_bias(args, y, 4, c_out), 10)
+    return fuse(args, _add_bias(args, y, c_out))

@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.types import AutoPad, FuseCode, ResultCode
 
 
-def fuse(args: OpArgs, expr: relax.Expr, i: int) -> relax.Expr:
-    """Apply the fused activation read from input ``i`` (the spec's ``fuse_code``).
+def fuse(args: OpArgs, expr: relax.Expr, i: Key = "fuse_code") -> relax.Expr:
+    """Apply the fused activation read from operand ``i`` (the spec's ``fuse_code``).
 
     RELU1 clips to [0, 1], as Paddle-Lite's own drivers (XNNPACK, Imagination NNA) and
     NNAdapter math do; Android NNAPI's FUSED_RELU1 clips to [-1, 1] instead.
@@ -75,7 +75,7 @@ def nan_max(identity: Callable[[str], tirx.PrimExpr], name: str = "nan_max") -> 
     return te.comm_reducer(combine, identity, name=name)
 
 
-def pair(args: OpArgs, i: int, default: list[int] | None = None) -> list[int]:
+def pair(args: OpArgs, i: Key, default: list[int] | None = None) -> list[int]:
     values = args.ints(i, default)
     if len(values) != 2:
         args.fail(f"must hold 2 values (height, width), got {values}", i)
@@ -84,19 +84,18 @@ def pair(args: OpArgs, i: int, default: list[int] | None = None) -> list[int]:
     return values
 
 
-def spatial_pads(
-    args: OpArgs, auto_pad_i: int, pads_i: int, in_hw: list, kernel: list[int], strides: list[int], dilations: list[int]
-) -> list[int]:
-    """Padding as the spec orders it, [top, bottom, left, right], after ``auto_pad``.
+def spatial_pads(args: OpArgs, in_hw: list, kernel: list[int], strides: list[int], dilations: list[int]) -> list[int]:
+    """Padding as the spec orders it, [top, bottom, left, right], from the operands ``auto_pad`` and
+    ``pads`` (CONV_2D's and the poolings' names).
 
     SAME follows Paddle: total = max((ceil(in / stride) - 1) * stride + effective_kernel - in, 0),
     the smaller half before, the larger after.
     """
-    mode = args.int(auto_pad_i, AutoPad.NONE)
+    mode = args.int("auto_pad", AutoPad.NONE)
     if mode == AutoPad.NONE:
-        pads = args.ints(pads_i, [0, 0, 0, 0])
+        pads = args.ints("pads", [0, 0, 0, 0])
         if len(pads) != 4 or any(p < 0 for p in pads):
-            args.fail(f"must hold 4 non-negative values (top, bottom, left, right), got {pads}", pads_i)
+            args.fail(f"must hold 4 non-negative values (top, bottom, left, right), got {pads}", "pads")
         return pads
     if mode == AutoPad.VALID:
         return [0, 0, 0, 0]
@@ -111,7 +110,7 @@ def spatial_pads(
                     args.fail(
                         f"auto_pad SAME with stride {s} needs static spatial dimensions (its pads depend on the "
                         "size modulo the stride)",
-                        auto_pad_i,
+                        "auto_pad",
                         ResultCode.FEATURE_NOT_SUPPORTED,
                     )
                 total = effective - 1
@@ -120,10 +119,10 @@ def spatial_pads(
             total = max((math.ceil(size / s) - 1) * s + effective - size, 0)
             result += [total // 2, total - total // 2]
         return result
-    args.fail(f"auto_pad {mode} is not one of {[f'{c.name}={c.value}' for c in AutoPad]}", auto_pad_i)
+    args.fail(f"auto_pad {mode} is not one of {[f'{c.name}={c.value}' for c in AutoPad]}", "auto_pad")
 
 
-def check_window(args: OpArgs, in_hw: list, pads: list[int], window: list[int], i: int) -> None:
+def check_window(args: OpArgs, in_hw: list, pads: list[int], window: list[int], i: Key) -> None:
     """Fail naming input ``i`` where a static padded input is smaller than the (dilated) window; where the
     size is known only at execution, the execution fails instead (``OpArgs.require_dims``), rather than giving an
     empty output."""
@@ -135,21 +134,23 @@ def check_window(args: OpArgs, in_hw: list, pads: list[int], window: list[int], 
             args.require_dims(size + before + after >= k, size, message.replace("{size}", str(size)), i)
 
 
-def conv_geometry(args: OpArgs, first: int, x_dims: list, w_dims: list) -> tuple[list[int], int, list[int], list[int]]:
-    """A convolution's auto_pad, pads, strides, group and dilations, the consecutive operands from
-    ``first`` (CONV_2D's order), checked against the [N, C_in, H, W] input and [C_out, C_in / group, kh,
-    kw] filter dims: (strides, group, dilations, pads as [top, bottom, left, right])."""
+def conv_geometry(args: OpArgs, x_dims: list, w_dims: list) -> tuple[list[int], int, list[int], list[int]]:
+    """A convolution's operands ``auto_pad``, ``pads``, ``strides``, ``group`` and ``dilations`` (CONV_2D's
+    and CONV_2D_INTEGER's names), checked against the [N, C_in, H, W] input and [C_out, C_in / group, kh,
+    kw] ``filter`` dims: (strides, group, dilations, pads as [top, bottom, left, right])."""
     _, c_in, h, wd = x_dims
     c_out, c_per_group, kh, kw = w_dims
-    strides = pair(args, first + 2, [1, 1])
-    group = args.int(first + 3, 1)
-    dilations = pair(args, first + 4, [1, 1])
+    strides = pair(args, "strides", [1, 1])
+    group = args.int("group", 1)
+    dilations = pair(args, "dilations", [1, 1])
     if group <= 0 or (isinstance(c_in, int) and c_in % group) or c_out % group:
-        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", first + 3)
+        args.fail(f"group {group} must be positive and divide C_in={c_in} and C_out={c_out}", "group")
     if isinstance(c_in, int) and c_per_group * group != c_in:
-        args.fail(f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}", 1)
-    pads = spatial_pads(args, first, first + 1, [h, wd], [kh, kw], strides, dilations)
-    check_window(args, [h, wd], pads, [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1], 1)
+        args.fail(
+            f"filter has {c_per_group} input channels per group, expected C_in / group = {c_in // group}", "filter"
+        )
+    pads = spatial_pads(args, [h, wd], [kh, kw], strides, dilations)
+    check_window(args, [h, wd], pads, [(kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1], "filter")
     return strides, group, dilations, pads
 
 
@@ -159,7 +160,7 @@ def relax_padding(pads: list[int]) -> list[int]:
     return [top, left, bottom, right]
 
 
-def rank4(args: OpArgs, expr: relax.Expr, i: int) -> list:
+def rank4(args: OpArgs, expr: relax.Expr, i: Key) -> list:
     """The four dims of an NCHW operand; anything else fails naming the operand."""
     shape = args.shape(expr)
     if len(shape) != 4:
@@ -167,7 +168,7 @@ def rank4(args: OpArgs, expr: relax.Expr, i: int) -> list:
     return shape
 
 
-def check_broadcast(args: OpArgs, indices: list[int]) -> None:
+def check_broadcast(args: OpArgs, indices: list[Key]) -> None:
     """Fail naming the first operand of ``indices`` whose static dimensions do not broadcast
     (numpy rules) with those of the operands before it; symbolic dimensions are left to run time."""
     result: list = []

@@ -56,12 +56,12 @@ from nnadapter_tvm.types import Precision
 
 
 def _window(args: OpArgs, x: relax.Expr) -> tuple[list[int], list[int], list[int]]:
-    """kernel_shape, strides and the spec-ordered pads [top, bottom, left, right] from inputs 1-4
-    (auto_pad, pads, kernel_shape, strides)."""
-    _, _, h, w = rank4(args, x, 0)
-    kernel, strides = pair(args, 3), pair(args, 4, [1, 1])
-    pads = spatial_pads(args, 1, 2, [h, w], kernel, strides, [1, 1])
-    check_window(args, [h, w], pads, kernel, 3)
+    """kernel_shape, strides and the spec-ordered pads [top, bottom, left, right] from the operands
+    auto_pad, pads, kernel_shape and strides."""
+    _, _, h, w = rank4(args, x, "input")
+    kernel, strides = pair(args, "kernel_shape"), pair(args, "strides", [1, 1])
+    pads = spatial_pads(args, [h, w], kernel, strides, [1, 1])
+    check_window(args, [h, w], pads, kernel, "kernel_shape")
     return kernel, strides, pads
 
 
@@ -256,10 +256,10 @@ def average_pool_2d(args: OpArgs) -> relax.Expr:
 
     Reference: the spec (output size); Paddle's pool2d CPU kernel (window cut at the padded edge, divisor).
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     kernel, strides, pads = _window(args, x)
-    y = _pool(args, x, "avg", kernel, strides, pads, args.bool(5, False), args.bool(6, False))
-    return fuse(args, y, 7)
+    ceil_mode, count_include_pad = args.bool("ceil_mode", False), args.bool("count_include_pad", False)
+    return fuse(args, _pool(args, x, "avg", kernel, strides, pads, ceil_mode, count_include_pad))
 
 
 @converter(O.MAX_POOL_2D)
@@ -274,11 +274,11 @@ def max_pool_2d(args: OpArgs) -> relax.Expr | list[relax.Expr]:
 
     Reference: the spec (output size); Paddle's pool2d CPU kernel and max_pool2d_with_index for the indices.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     kernel, strides, pads = _window(args, x)
-    y = _pool(args, x, "max", kernel, strides, pads, args.bool(5, False))
-    out = fuse(args, y, 8)
-    dtype = _indices_dtype(args, 6, 7)
+    y = _pool(args, x, "max", kernel, strides, pads, args.bool("ceil_mode", False))
+    out = fuse(args, y)
+    dtype = _indices_dtype(args)
     if dtype is None:
         return out
     top, left = pads[0], pads[2]
@@ -302,9 +302,9 @@ def adaptive_average_pool_2d(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; Paddle's adaptive pool2d (AdaptStartIndex / AdaptEndIndex) for the bins.
     """
-    x = args.tensor(0)
-    rank4(args, x, 0)
-    return relax.op.nn.adaptive_avg_pool2d(x, pair(args, 1))
+    x = args.tensor("input")
+    rank4(args, x, "input")
+    return relax.op.nn.adaptive_avg_pool2d(x, pair(args, "output_shape"))
 
 
 @converter(O.ADAPTIVE_MAX_POOL_2D)
@@ -318,14 +318,14 @@ def adaptive_max_pool_2d(args: OpArgs) -> relax.Expr | list[relax.Expr]:
 
     Reference: the spec; Paddle's adaptive max_pool2d_with_index (adaptive=True).
     """
-    x = args.tensor(0)
-    rank4(args, x, 0)
-    out_hw = pair(args, 1)
+    x = args.tensor("input")
+    rank4(args, x, "input")
+    out_hw = pair(args, "output_shape")
 
     y = args.emit_te(
         lambda t: _adaptive_max_te(t, out_hw, *_adaptive_bins(t, out_hw)), x, primfunc_name_hint="adaptive_max_pool2d"
     )
-    dtype = _indices_dtype(args, 2, 3)
+    dtype = _indices_dtype(args)
     if dtype is None:
         return y
     indices = args.emit_te(
@@ -372,21 +372,23 @@ def _adaptive_max_te(
     return te.compute([n, c, *out_hw], maximum, name="adaptive_max_pool")
 
 
-def _indices_dtype(args: OpArgs, flag_i: int, dtype_i: int) -> str | None:
-    """The indices' dtype when ``return_indices`` (input ``flag_i``) asks for them, else None."""
-    wanted = args.bool(flag_i, False)
+def _indices_dtype(args: OpArgs) -> str | None:
+    """The indices' dtype (operand ``return_indices_dtype``) when ``return_indices`` asks for them, else None."""
+    wanted = args.bool("return_indices", False)
     if wanted != (args.output_count > 1):
         have = "an indices output" if args.output_count > 1 else "no indices output"
-        args.fail(f"is {str(wanted).lower()} but the operation has {have}", flag_i)
+        args.fail(f"is {str(wanted).lower()} but the operation has {have}", "return_indices")
     if not wanted:
         return None
     declared = args.output_type(1).precision
-    code = args.int(dtype_i, int(declared))
+    code = args.int("return_indices_dtype", int(declared))
     dtypes = {int(Precision.INT32): "int32", int(Precision.INT64): "int64"}
     if code not in dtypes:
-        args.fail(f"{code} is not INT32={int(Precision.INT32)} or INT64={int(Precision.INT64)}", dtype_i)
+        args.fail(f"{code} is not INT32={int(Precision.INT32)} or INT64={int(Precision.INT64)}", "return_indices_dtype")
     if code != declared:
-        args.fail(f"asks for {Precision(code).name} indices, the indices output is {declared.name}", dtype_i)
+        args.fail(
+            f"asks for {Precision(code).name} indices, the indices output is {declared.name}", "return_indices_dtype"
+        )
     return dtypes[code]
 
 

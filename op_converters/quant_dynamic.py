@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax
 
-from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.op_converters.helpers import conv_geometry, rank4, relax_padding
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
@@ -52,9 +52,9 @@ def dynamic_quantize_linear(args: OpArgs) -> list[relax.Expr]:
 
     Reference: ONNX's DynamicQuantizeLinear (onnx.reference's implementation, step by step).
     """
-    x = args.raw_tensor(0)
+    x = args.raw_tensor("input")
     if x.ty.dtype != "float32":
-        args.fail(f"must be FLOAT32, got {x.ty.dtype}", 0)
+        args.fail(f"must be FLOAT32, got {x.ty.dtype}", "input")
     for k in (1, 2):
         dims = list(args.output_type(k).dimensions)
         if dims not in ([], [1]):
@@ -74,7 +74,7 @@ def dynamic_quantize_linear(args: OpArgs) -> list[relax.Expr]:
     return outs
 
 
-def _zero_point(args: OpArgs, i: int, allowed: str, sizes: tuple[int, ...] = (1,)) -> relax.Expr | None:
+def _zero_point(args: OpArgs, i: Key, allowed: str, sizes: tuple[int, ...] = (1,)) -> relax.Expr | None:
     """Operand ``i`` (a zero point of ``sizes`` elements, or omitted / empty: zero) as an int32 expression."""
     if not args.has(i):
         return None
@@ -86,7 +86,7 @@ def _zero_point(args: OpArgs, i: int, allowed: str, sizes: tuple[int, ...] = (1,
     return relax.op.astype(zp, "int32")
 
 
-def _const_shifted(args: OpArgs, w_i: int, zp_i: int, zp_shape: list[int] | None = None) -> np.ndarray | None:
+def _const_shifted(args: OpArgs, w_i: Key, zp_i: Key, zp_shape: list[int] | None = None) -> np.ndarray | None:
     """w - w_zero_point as int64 when both are constants (else None); a zero point of more than one
     value is reshaped to ``zp_shape`` (None: it broadcasts as it is)."""
     if not args.operand(w_i).is_constant or (args.has(zp_i) and not args.operand(zp_i).is_constant):
@@ -173,19 +173,19 @@ def conv_2d_integer(args: OpArgs) -> relax.Expr:
 
     Reference: ONNX's ConvInteger (onnx.reference's implementation).
     """
-    x, w = args.raw_tensor(0), args.raw_tensor(1)
-    _, c_in, h, wd = rank4(args, x, 0)
-    c_out, c_per_group, kh, kw = rank4(args, w, 1)
+    x, w = args.raw_tensor("input"), args.raw_tensor("filter")
+    _, c_in, h, wd = rank4(args, x, "input")
+    c_out, c_per_group, kh, kw = rank4(args, w, "filter")
     if not all(isinstance(d, int) for d in (c_out, c_per_group, kh, kw)):
-        args.fail(f"needs static dims, got {args.shape(w)}", 1)
-    x_zp = _zero_point(args, 2, "one value (per tensor)")
-    w_zp = _zero_point(args, 3, f"one value or [C_out] = [{c_out}] values", (1, c_out))
-    if w_zp is not None and args.shape(args.raw_tensor(3)) not in ([], [1]):
+        args.fail(f"needs static dims, got {args.shape(w)}", "filter")
+    x_zp = _zero_point(args, "input_zero_point", "one value (per tensor)")
+    w_zp = _zero_point(args, "filter_zero_point", f"one value or [C_out] = [{c_out}] values", (1, c_out))
+    if w_zp is not None and args.shape(args.raw_tensor("filter_zero_point")) not in ([], [1]):
         w_zp = relax.op.reshape(w_zp, [c_out, 1, 1, 1])
-    strides, group, dilations, pads = conv_geometry(args, 4, [None, c_in, h, wd], [c_out, c_per_group, kh, kw])
+    strides, group, dilations, pads = conv_geometry(args, [None, c_in, h, wd], [c_out, c_per_group, kh, kw])
     geometry = {"strides": strides, "padding": relax_padding(pads), "dilation": dilations, "groups": group}
     xs = _shifted_int32(x, x_zp)
-    shifted_w = _const_shifted(args, 1, 3, [c_out, 1, 1, 1])
+    shifted_w = _const_shifted(args, "filter", "filter_zero_point", [c_out, 1, 1, 1])
     weight_sum = None
     if shifted_w is not None:
         weight_sum = int(np.abs(shifted_w).reshape(c_out, -1).sum(axis=1).max(initial=0))
@@ -207,16 +207,16 @@ def mat_mul_integer(args: OpArgs) -> relax.Expr:
 
     Reference: ONNX's MatMulInteger (its operator text for per-row / per-column zero points).
     """
-    x, y = args.raw_tensor(0), args.raw_tensor(1)
+    x, y = args.raw_tensor("x"), args.raw_tensor("y")
     xs_shape, ys_shape = args.shape(x), args.shape(y)
     if not xs_shape or not ys_shape:
-        args.fail("x and y must have rank 1 or more", 0 if not xs_shape else 1)
+        args.fail("x and y must have rank 1 or more", "x" if not xs_shape else "y")
     k_x, k_y = xs_shape[-1], ys_shape[-2] if len(ys_shape) >= 2 else ys_shape[-1]
     if isinstance(k_x, int) and isinstance(k_y, int) and k_x != k_y:
-        args.fail(f"x {xs_shape} and y {ys_shape} have reduction lengths {k_x} != {k_y}", 1)
-    x_zp = args.raw_tensor(2) if args.has(2) else None
-    y_zp = args.raw_tensor(3) if args.has(3) else None
-    for i, zp, shape in ((2, x_zp, xs_shape), (3, y_zp, ys_shape)):
+        args.fail(f"x {xs_shape} and y {ys_shape} have reduction lengths {k_x} != {k_y}", "y")
+    x_zp = args.raw_tensor("x_zero_point") if args.has("x_zero_point") else None
+    y_zp = args.raw_tensor("y_zero_point") if args.has("y_zero_point") else None
+    for i, zp, shape in (("x_zero_point", x_zp, xs_shape), ("y_zero_point", y_zp, ys_shape)):
         if zp is not None:
             zs = args.shape(zp)
             if len(zs) > len(shape) or any(
@@ -225,7 +225,7 @@ def mat_mul_integer(args: OpArgs) -> relax.Expr:
             ):
                 args.fail(f"shape {zs} does not broadcast against its matrix {shape}", i)
     xs = _shifted_int32(x, None if x_zp is None else relax.op.astype(x_zp, "int32"))
-    shifted_y = _const_shifted(args, 1, 3) if len(ys_shape) >= 2 else None
+    shifted_y = _const_shifted(args, "y", "y_zero_point") if len(ys_shape) >= 2 else None
     weight_sum = None if shifted_y is None else int(np.abs(shifted_y).sum(axis=-2).max(initial=0))
     route = integer_route(weight_sum, k_y if isinstance(k_y, int) else None)
     ys = (
