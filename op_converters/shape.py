@@ -5,7 +5,7 @@ from __future__ import annotations
 import tvm_ffi
 from tvm import relax, tirx
 
-from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
@@ -22,38 +22,38 @@ def reshape(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; Paddle's reshape for 0 and -1.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     in_shape = args.shape(x)
-    if args.has(1) and not args.operand(1).is_constant:
-        target = args.shape_values(1)
+    if args.has("shape") and not args.operand("shape").is_constant:
+        target = args.shape_values("shape")
         if target is None:
-            return reshape_checked(args, x, _read_target(args, x), 1, "the shape read at execution")
+            return reshape_checked(args, x, _read_target(args, x), "shape", "the shape read at execution")
     else:
-        target = args.ints(1, [])  # present but empty: the scalar shape (rank 0)
+        target = args.ints("shape", [])  # present but empty: the scalar shape (rank 0)
     if [d for d in target if isinstance(d, int)].count(-1) > 1:
-        args.fail(f"at most one -1 is allowed, got {_dims(target)}", 1)
+        args.fail(f"at most one -1 is allowed, got {_dims(target)}", "shape")
     dims = []
     for axis, d in enumerate(target):
         if not isinstance(d, int):
             dims.append(d)  # computed from symbolic dimensions: a size
         elif d == 0:
             if axis >= len(in_shape):
-                args.fail(f"0 at position {axis} has no input dimension to copy (input rank {len(in_shape)})", 1)
+                args.fail(f"0 at position {axis} has no input dimension to copy (input rank {len(in_shape)})", "shape")
             dims.append(in_shape[axis])
         elif d < -1:
-            args.fail(f"dimension {d} at position {axis} is invalid", 1)
+            args.fail(f"dimension {d} at position {axis} is invalid", "shape")
         else:
             dims.append(d)
-    return reshape_checked(args, x, dims, 1, f"shape {_dims(target)}")
+    return reshape_checked(args, x, dims, "shape", f"shape {_dims(target)}")
 
 
 def _read_target(args: OpArgs, x: relax.Expr) -> list:
     """RESHAPE's shape operand known only at execution (it depends on data): its 0s and -1 resolved
     there, as the spec defines them, then bound to new symbolic dimensions."""
-    shape_tensor = args.raw_tensor(1)
+    shape_tensor = args.raw_tensor("shape")
     lengths = args.shape(shape_tensor)
     if len(lengths) != 1 or not isinstance(lengths[0], int):
-        args.fail(f"must be 1-D with a known length, got shape {_dims(lengths)}", 1)
+        args.fail(f"must be 1-D with a known length, got shape {_dims(lengths)}", "shape")
     n, rank = lengths[0], len(args.shape(x))
     t = relax.op.astype(shape_tensor, "int64")
     in_dims = relax.op.shape_to_tensor(relax.op.shape_of(x))
@@ -73,7 +73,7 @@ def _read_target(args: OpArgs, x: relax.Expr) -> list:
     return dims
 
 
-def reshape_checked(args: OpArgs, x: relax.Expr, dims: list, i: int, what: str) -> relax.Expr:
+def reshape_checked(args: OpArgs, x: relax.Expr, dims: list, i: Key, what: str) -> relax.Expr:
     """``x`` reshaped to ``dims`` (ints or TIR dims, at most one -1), the element count checked: at
     compile time where the dimensions are static, at execution where they are not.  Relax's reshape
     checks neither (it would read past the input, or divide by a zero dimension)."""
@@ -173,12 +173,12 @@ def flatten(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; Paddle's flatten_contiguous_range.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     rank = max(len(shape), 1)
-    start, end = args.axis(1, rank), args.axis(2, rank)
+    start, end = args.axis("start_axis", rank), args.axis("end_axis", rank)
     if start > end:
-        args.fail(f"start_axis {start} is after end_axis {end}", 1)
+        args.fail(f"start_axis {start} is after end_axis {end}", "start_axis")
     merged = 1
     for d in shape[start : end + 1]:
         merged = merged * d
@@ -191,11 +191,11 @@ def transpose(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.transpose (perm omitted: the axes reversed).
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     rank = len(args.shape(x))
-    perm = args.ints(1, list(reversed(range(rank))))
+    perm = args.ints("perm", list(reversed(range(rank))))
     if sorted(p % rank if -rank <= p < rank else p for p in perm) != list(range(rank)):
-        args.fail(f"{perm} is not a permutation of the {rank} axes", 1)
+        args.fail(f"{perm} is not a permutation of the {rank} axes", "perm")
     return relax.op.permute_dims(x, [p % rank for p in perm])
 
 
@@ -208,10 +208,10 @@ def concat(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.concatenate.
     """
-    tensors = args.tensors(0, args.count - 1)
+    tensors = args.tensors(0, args.index("axis"))
     shapes = [args.shape(t) for t in tensors]
     rank = len(shapes[0])
-    axis = args.axis(args.count - 1, rank)
+    axis = args.axis("axis", rank)
     for i, s in enumerate(shapes):
         if len(s) != rank:
             args.fail(f"rank {len(s)} differs from input 0's rank {rank}", i)
@@ -241,17 +241,17 @@ def squeeze(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.squeeze, Paddle-Lite's NNAdapter shape inference for the [1].
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     rank = len(shape)
     axes = set()
-    for a in args.ints(1, []):
+    for a in args.ints("axes", []):
         if not -rank <= a < rank:
-            args.fail(f"axis {a} is out of range [-{rank}, {rank})", 1)
+            args.fail(f"axis {a} is out of range [-{rank}, {rank})", "axes")
         if isinstance(shape[a], int) and shape[a] != 1:
-            args.fail(f"axis {a} has size {shape[a]}, only size-1 axes can be squeezed", 1)
+            args.fail(f"axis {a} has size {shape[a]}, only size-1 axes can be squeezed", "axes")
         axes.add(a % rank)
-    if not args.has(1):  # only dims known to be 1: an UNKNOWN dim is kept, so the rank stays known
+    if not args.has("axes"):  # only dims known to be 1: an UNKNOWN dim is kept, so the rank stays known
         axes = {a for a, d in enumerate(shape) if isinstance(d, int) and d == 1}
     return at_least_1d(relax.op.squeeze(x, sorted(axes)), rank - len(axes))
 
@@ -262,6 +262,6 @@ def unsqueeze(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.expand_dims with a tuple of axes.
     """
-    x = args.tensor(0)
-    out_rank = len(args.shape(x)) + len(args.ints(1))
-    return relax.op.expand_dims(x, sorted(args.axes(1, out_rank, what=" for the output")))
+    x = args.tensor("input")
+    out_rank = len(args.shape(x)) + len(args.ints("axes"))
+    return relax.op.expand_dims(x, sorted(args.axes("axes", out_rank, what=" for the output")))

@@ -28,6 +28,7 @@ import numpy as np
 import tvm
 from tvm import tirx
 
+from nnadapter_tvm.op_converters.args import Key
 from nnadapter_tvm.types import OperationType as O
 
 #: Tensors with more elements than this are data, not shapes: their values are not tracked.
@@ -50,7 +51,8 @@ def rule(*op_types: O) -> Callable[[Rule], Rule]:
 
 
 class Reader:
-    """What a rule reads: its operation's operands, as known values, constants or Relax shapes."""
+    """What a rule reads: its operation's operands, as known values, constants or Relax shapes; an
+    operand is named as ``OpArgs`` names it (the spec's name, or a position where a rule loops)."""
 
     def __init__(self, args, known: dict[int, Values]):
         self.args = args
@@ -60,26 +62,26 @@ class Reader:
     def count(self) -> int:
         return self.args.count
 
-    def has(self, i: int) -> bool:
+    def has(self, i: Key) -> bool:
         return self.args.has(i)
 
-    def values(self, i: int) -> Values | None:
+    def values(self, i: Key) -> Values | None:
         """Operand ``i``'s elements (flat), or None where they are not known at compile time."""
         return values_of(self.args, i, self._known)
 
-    def const(self, i: int, default: object = None) -> np.ndarray | None:
+    def const(self, i: Key, default: object = None) -> np.ndarray | None:
         if not self.args.has(i):
             return default
         operand = self.args.operand(i)
         return operand.value() if operand.is_constant else None
 
-    def dtype(self, i: int) -> str:
+    def dtype(self, i: Key) -> str:
         return self.args.input_type(i).dtype
 
     def out_dtype(self, k: int = 0) -> str:
         return self.args.output_type(k).dtype
 
-    def dims(self, i: int) -> list | None:
+    def dims(self, i: Key) -> list | None:
         """Operand ``i``'s dimensions from its Relax expression (ints, TIR expressions)."""
         expr = self.args._ctx.expr(self.args.operand(i))
         shape = getattr(expr.ty, "shape", None)
@@ -88,7 +90,7 @@ class Reader:
         return [int(d.value) if isinstance(d, tirx.IntImm) else d for d in shape.values]
 
 
-def values_of(args, i: int, known: dict[int, Values]) -> Values | None:
+def values_of(args, i: Key, known: dict[int, Values]) -> Values | None:
     operand = args.operand(i)
     if operand.is_constant:
         value = np.asarray(operand.value())
@@ -138,7 +140,7 @@ def as_ints(values: Sequence) -> list[int | tirx.PrimExpr]:
 
 @rule(O.SHAPE)
 def _shape(r: Reader):
-    dims = r.dims(0)
+    dims = r.dims("input")
     if dims is None:
         return None
     return [[tirx.IntImm("int64", d) if isinstance(d, int) else d for d in dims]]
@@ -146,20 +148,20 @@ def _shape(r: Reader):
 
 @rule(O.ASSIGN, O.RESHAPE, O.FLATTEN, O.SQUEEZE, O.UNSQUEEZE)
 def _same_elements(r: Reader):
-    return [r.values(0)]
+    return [r.values("input")]
 
 
 @rule(O.CAST)
 def _cast(r: Reader):
-    values = r.values(0)
-    if values is None or not r.dtype(0).startswith(("int", "uint")):
+    values = r.values("input")
+    if values is None or not r.dtype("input").startswith(("int", "uint")):
         return None
     return [values]
 
 
 @rule(O.CONCAT)
 def _concat(r: Reader):
-    parts = [r.values(i) for i in range(r.count - 1)]
+    parts = [r.values(i) for i in range(r.args.index("axis"))]
     if any(p is None for p in parts):
         return None
     dims = r.dims(0)
@@ -170,7 +172,7 @@ def _concat(r: Reader):
 
 @rule(O.STACK)
 def _stack(r: Reader):
-    parts = [r.values(i) for i in range(r.count - 1)]
+    parts = [r.values(i) for i in range(r.args.index("axis"))]
     if any(p is None or len(p) != 1 for p in parts):
         return None
     return [[p[0] for p in parts]]
@@ -178,8 +180,8 @@ def _stack(r: Reader):
 
 @rule(O.GATHER)
 def _gather(r: Reader):
-    data, indices = r.values(0), r.const(1)
-    dims = r.dims(0)
+    data, indices = r.values("input"), r.const("indices")
+    dims = r.dims("input")
     if data is None or indices is None or dims is None or len(dims) != 1:
         return None
     n = len(data)
@@ -194,21 +196,22 @@ def _gather(r: Reader):
 
 @rule(O.SLICE)
 def _slice(r: Reader):
-    data = r.values(0)
-    dims = r.dims(0)
+    data = r.values("input")
+    dims = r.dims("input")
     if data is None or dims is None or len(dims) != 1:
         return None
-    starts, ends = r.const(2), r.const(3)
-    steps = r.const(4, np.array([1]))
+    starts, ends = r.const("starts"), r.const("ends")
+    steps = r.const("steps", np.array([1]))
     if starts is None or ends is None or steps is None or np.size(starts) != 1:
         return None
     return [data[slice(int(np.reshape(starts, -1)[0]), int(np.reshape(ends, -1)[0]), int(np.reshape(steps, -1)[0]))]]
 
 
-def _fused(r: Reader, values: Values | None, i: int) -> Values | None:
+def _fused(r: Reader, values: Values | None) -> Values | None:
+    """``values`` after the operation's ``fuse_code`` (NONE or RELU; None for the others)."""
     if values is None:
         return None
-    code = r.const(i, np.array([0]))
+    code = r.const("fuse_code", np.array([0]))
     if code is None:
         return None
     code = int(np.reshape(code, -1)[0])
@@ -221,7 +224,7 @@ def _fused(r: Reader, values: Values | None, i: int) -> Values | None:
 
 def _elementwise(fn: Callable) -> Rule:
     def apply(r: Reader):
-        a, b = r.values(0), r.values(1)
+        a, b = r.values("input0"), r.values("input1")
         if a is None or b is None:
             return None
         if len(a) != len(b):
@@ -231,7 +234,7 @@ def _elementwise(fn: Callable) -> Rule:
                 b = b * len(a)
             else:
                 return None
-        return [_fused(r, [fn(x, y) for x, y in zip(a, b)], 2)]
+        return [_fused(r, [fn(x, y) for x, y in zip(a, b)])]
 
     return apply
 
@@ -259,7 +262,7 @@ rule(O.MIN)(_elementwise(tirx.min))
 
 @rule(O.FILL)
 def _fill(r: Reader):
-    shape, value = r.const(0), r.values(1)
+    shape, value = r.const("shape"), r.values("value")
     if shape is None or value is None or len(value) != 1:
         return None
     return [value * int(np.prod(shape))]
@@ -267,7 +270,7 @@ def _fill(r: Reader):
 
 @rule(O.EXPAND)
 def _expand(r: Reader):
-    value, target = r.values(0), r.const(1)
+    value, target = r.values("input"), r.const("shape")
     if value is None or target is None or len(value) != 1:
         return None
     return [value * int(np.prod([max(int(t), 1) for t in np.reshape(target, -1)]))]
