@@ -112,8 +112,9 @@ class Compilation:
         start = time.perf_counter()
         props = self.context.properties
         subgraphs = partition(model, assign_devices(model, self.context))
+        codegen = cache.json_properties(self.context.codegen_properties())
         out_dims: dict[int, list[int]] = {}
-        steps, blobs, described = [], [], []
+        steps, blobs, records = [], [], []
         for n, sub in enumerate(subgraphs):
             driver = self.context.devices[sub.device_index].driver
             # Relax's BlockBuilder and TVM's build keep process-wide state: one compile at a time.
@@ -141,16 +142,16 @@ class Compilation:
             step = _Step(driver, [o.index for o in sub.inputs], [o.index for o in sub.outputs], blob, checks)
             steps.append(step)
             blobs.append(blob)
-            described.append(
-                {
-                    "device": driver.name,
-                    "target": str(driver.tvm_target(props)),
-                    "properties": {k: _jsonable(v) for k, v in self.context.codegen_properties().items()},
-                    "blob": n,
-                    "inputs": step.inputs,
-                    "outputs": step.outputs,
-                    "checks": [c.to_json() for c in checks],
-                }
+            records.append(
+                cache.SubgraphRecord(
+                    device=driver.name,
+                    target=str(driver.tvm_target(props)),
+                    blob=n,
+                    inputs=step.inputs,
+                    outputs=step.outputs,
+                    properties=codegen,
+                    checks=checks,
+                )
             )
         self._steps = steps
         self._model_inputs = [o.index for o in model.inputs]
@@ -159,72 +160,48 @@ class Compilation:
         self._output_types = [o.type.copy(dimensions=out_dims.get(o.index, o.type.dimensions)) for o in model.outputs]
         self._load_runnable_programs()
         self.compile_seconds = time.perf_counter() - start
-        meta = {
-            "input_types": [t.to_dict() for t in self._input_types],
-            "output_types": [t.to_dict() for t in self._output_types],
-            "model_inputs": self._model_inputs,
-            "model_outputs": self._model_outputs,
-            "library": cache.library_versions(),
-            "compile_seconds": self.compile_seconds,
-            "subgraphs": described,
-            "token": self.cache_token,
-        }
-        self._buffer = cache.pack(meta, blobs, key=self.context.cache_key)
+        manifest = cache.Manifest(
+            input_types=self._input_types,
+            output_types=self._output_types,
+            model_inputs=self._model_inputs,
+            model_outputs=self._model_outputs,
+            subgraphs=records,
+            token=self.cache_token,
+            compile_seconds=self.compile_seconds,
+        )
+        self._buffer = cache.pack(manifest.to_json(), blobs, key=self.context.cache_key)
 
     # -- load ---------------------------------------------------------------------------
     def _load(self, data: bytes, source: str) -> None:
         start = time.perf_counter()
         container = cache.unpack(data, source, key=self.context.cache_key)
-        meta = container.meta
-        held = meta.get("token")
-        if self.cache_token and held and held != self.cache_token:
-            raise cache.CacheError(f"{source}: holds the model of token {held}, not {self.cache_token} (renamed file?)")
-        try:
-            library = meta["library"]
-            input_types = [OperandType.from_dict(d) for d in meta["input_types"]]
-            output_types = [OperandType.from_dict(d) for d in meta["output_types"]]
-            model_inputs = [int(i) for i in meta["model_inputs"]]
-            model_outputs = [int(i) for i in meta["model_outputs"]]
-            described = [
-                (
-                    s["device"],
-                    s["target"],
-                    int(s["blob"]),
-                    [int(i) for i in s["inputs"]],
-                    [int(i) for i in s["outputs"]],
-                    [RuntimeCheck.from_json(c) for c in s.get("checks", [])],
-                )
-                for s in meta["subgraphs"]
-            ]
-            blobs = [container.blobs[b] for _, _, b, _, _, _ in described]
-        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, NNAdapterError) as err:
-            raise cache.CacheError(f"{source}: malformed metadata ({err})") from None
-        versions = cache.library_versions()
-        if library != versions:
-            raise cache.CacheError(f"{source}: built with {library}, this process has {versions}")
+        manifest = cache.Manifest.from_json(container.meta, source)
+        manifest.check_origin(source, self.cache_token)
         props = self.context.properties
         names = [d.name for d in self.context.devices]
         steps = []
-        for (device, target, _, inputs, outputs, checks), blob in zip(described, blobs):
-            if device not in names:
-                raise cache.CacheError(f"{source}: built for device {device!r}, the context has {names}")
-            driver = DRIVERS[device]
-            if str(driver.tvm_target(props)) != target:
+        for record in manifest.subgraphs:
+            if record.device not in names:
+                raise cache.CacheError(f"{source}: built for device {record.device!r}, the context has {names}")
+            if not 0 <= record.blob < len(container.blobs):
+                raise cache.CacheError(f"{source}: malformed metadata (no blob {record.blob})")
+            driver = DRIVERS[record.device]
+            if str(driver.tvm_target(props)) != record.target:
                 raise cache.CacheError(
-                    f"{source}: built for target {target}, the context targets {driver.tvm_target(props)}"
+                    f"{source}: built for target {record.target}, the context targets {driver.tvm_target(props)}"
                 )
-            steps.append(_Step(driver, inputs, outputs, blob, checks))
-        if self.model is not None and not _same_io(self.model, input_types, output_types):
+            steps.append(_Step(driver, record.inputs, record.outputs, container.blobs[record.blob], record.checks))
+        if self.model is not None and not _same_io(self.model, manifest.input_types, manifest.output_types):
             raise cache.CacheError(f"{source}: its inputs/outputs differ from the model's")
-        self._steps, self._model_inputs, self._model_outputs = steps, model_inputs, model_outputs
-        self._input_types, self._output_types = input_types, output_types
+        self._steps, self._model_inputs, self._model_outputs = steps, manifest.model_inputs, manifest.model_outputs
+        self._input_types, self._output_types = manifest.input_types, manifest.output_types
         try:
             self._load_runnable_programs()
         except NNAdapterError as err:
             raise cache.CacheError(f"{source}: {err.args[0]}") from None
         self._buffer = bytes(data)
         self.loaded_from_cache = True
-        self.compile_seconds = meta.get("compile_seconds")
+        self.compile_seconds = manifest.compile_seconds
         self.load_seconds = time.perf_counter() - start
 
     def _load_runnable_programs(self) -> None:
@@ -381,14 +358,6 @@ def _write_cache(path: str, data: bytes) -> None:
     except OSError as err:
         code = ResultCode.OUT_OF_MEMORY if err.errno == errno.ENOSPC else ResultCode.DEVICE_INTERNAL_ERROR
         fail(f"writing the cache file {path} failed: {err.strerror or err} (nothing was left behind)", code)
-
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, (set, frozenset)):
-        return sorted(getattr(v, "name", v) for v in value)
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
 def _same_io(model: Model, input_types: list[OperandType], output_types: list[OperandType]) -> bool:

@@ -6,8 +6,12 @@ Layout (little endian)::
     payload = u32 metadata length | metadata (JSON, UTF-8) | blob 0 | blob 1 | ...
     [signature trailer: "NNATVMS\\0" | HMAC-SHA256(key, header + payload)]   (when a key is set)
 
-The metadata holds the input/output operand types and, per subgraph, the device, the
-target, the library versions and where its exported module lies among the blobs.
+The metadata is a ``Manifest`` (JSON through ``to_json``/``from_json``): the model's input/output
+operand types and operand indices, the library versions, the token, and per subgraph a
+``SubgraphRecord`` (device, target, codegen properties, where its exported module lies among the
+blobs, the operands it reads and writes, its run-time checks). ``pack``/``unpack`` handle the
+container and hand the metadata over as a plain dict: the ONNX frontend's ``.nnp`` plan index
+stores its own record in the same container.
 """
 
 from __future__ import annotations
@@ -20,13 +24,14 @@ import os
 import re
 import struct
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tvm
 import tvm_ffi
 
 from nnadapter_tvm.errors import check
-from nnadapter_tvm.types import NNAdapterError, ResultCode
+from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
+from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
 
 MAGIC = b"NNATVMC\0"
 SIGNATURE_MAGIC = b"NNATVMS\0"
@@ -67,6 +72,111 @@ def cache_path(cache_dir: str | os.PathLike, token: str) -> str:
 class Container:
     meta: dict
     blobs: list[memoryview]  # views into the container's bytes
+
+
+@dataclass
+class SubgraphRecord:
+    """One compiled subgraph in a manifest: the device and target it was built for, the codegen
+    properties it was built with (JSON values), which blob holds its exported module, the operand
+    indices it reads and writes, and the run-time checks that explain its failures."""
+
+    device: str
+    target: str
+    blob: int
+    inputs: list[int]
+    outputs: list[int]
+    properties: dict[str, object] = field(default_factory=dict)
+    checks: list[RuntimeCheck] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "device": self.device,
+            "target": self.target,
+            "properties": self.properties,
+            "blob": self.blob,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> SubgraphRecord:
+        return cls(
+            device=str(data["device"]),
+            target=str(data["target"]),
+            blob=int(data["blob"]),
+            inputs=[int(i) for i in data["inputs"]],
+            outputs=[int(i) for i in data["outputs"]],
+            properties=dict(data.get("properties", {})),
+            checks=[RuntimeCheck.from_json(c) for c in data.get("checks", [])],
+        )
+
+
+@dataclass
+class Manifest:
+    """What an ``.nnc`` says about the compiled model besides its modules (the container's metadata)."""
+
+    input_types: list[OperandType]
+    output_types: list[OperandType]
+    model_inputs: list[int]  # operand index of each model input, in order
+    model_outputs: list[int]
+    subgraphs: list[SubgraphRecord]
+    library: dict[str, str] = field(default_factory=library_versions)
+    token: str | None = None
+    compile_seconds: float | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "input_types": [t.to_dict() for t in self.input_types],
+            "output_types": [t.to_dict() for t in self.output_types],
+            "model_inputs": self.model_inputs,
+            "model_outputs": self.model_outputs,
+            "library": self.library,
+            "compile_seconds": self.compile_seconds,
+            "subgraphs": [s.to_json() for s in self.subgraphs],
+            "token": self.token,
+        }
+
+    @classmethod
+    def from_json(cls, meta: dict, source: str) -> Manifest:
+        """The manifest of a container's metadata; anything missing or mistyped is a ``CacheError``."""
+        try:
+            seconds = meta.get("compile_seconds")
+            return cls(
+                input_types=[OperandType.from_dict(d) for d in meta["input_types"]],
+                output_types=[OperandType.from_dict(d) for d in meta["output_types"]],
+                model_inputs=[int(i) for i in meta["model_inputs"]],
+                model_outputs=[int(i) for i in meta["model_outputs"]],
+                subgraphs=[SubgraphRecord.from_json(s) for s in meta["subgraphs"]],
+                library=dict(meta["library"]),
+                token=meta.get("token"),
+                compile_seconds=None if seconds is None else float(seconds),
+            )
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, NNAdapterError) as err:
+            # RuntimeError/NNAdapterError: a check or an operand type that does not parse.
+            raise CacheError(f"{source}: malformed metadata ({err})") from None
+
+    def check_origin(self, source: str, token: str | None) -> None:
+        """Refuse a manifest of another model (a renamed file) or of other library versions."""
+        if token and self.token and self.token != token:
+            raise CacheError(f"{source}: holds the model of token {self.token}, not {token} (renamed file?)")
+        versions = library_versions()
+        if self.library != versions:
+            raise CacheError(f"{source}: built with {self.library}, this process has {versions}")
+
+
+def json_properties(properties: dict[str, object]) -> dict[str, object]:
+    """Parsed context properties as JSON values: sets as sorted lists of names, other objects (a
+    tuning database) as their text."""
+
+    def jsonable(value: object) -> object:
+        if isinstance(value, (set, frozenset)):
+            return sorted(getattr(v, "name", v) for v in value)
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+
+    return {k: jsonable(v) for k, v in properties.items()}
 
 
 def _signature(key: bytes, signed: bytes) -> bytes:

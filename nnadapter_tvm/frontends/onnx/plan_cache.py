@@ -72,9 +72,31 @@ class Port:
 
 @dataclass
 class Entry:
+    """An ``.nnp`` entry's record (the container's metadata): the token of the compiled ``.nnc``, the
+    graph inputs as the caller sees them, the graph output names."""
+
     token: str
     inputs: list[Port]
     outputs: list[str]
+
+    def to_json(self) -> dict:
+        return {
+            "plan_version": _VERSION,
+            "token": self.token,
+            "inputs": [p.to_json() for p in self.inputs],
+            "outputs": self.outputs,
+        }
+
+    @classmethod
+    def from_json(cls, meta: dict) -> Entry:
+        """The entry a container's metadata holds; NNAdapterError, KeyError, TypeError or ValueError
+        where it is of another plan version or malformed."""
+        check(meta.get("plan_version") == _VERSION, "another plan version")
+        return cls(
+            cache.validate_token(meta["token"]),
+            [Port.from_json(p) for p in meta["inputs"]],
+            [str(n) for n in meta["outputs"]],
+        )
 
 
 def key(source: bytes | None, context: Context, options: dict) -> str | None:
@@ -96,24 +118,12 @@ def path(cache_dir: str, entry_key: str) -> str:
 def read(cache_dir: str, entry_key: str, context: Context) -> Entry | None:
     try:
         container = cache.unpack(cache.read_file(path(cache_dir, entry_key)), entry_key, key=context.cache_key)
-        meta = container.meta
-        check(meta.get("plan_version") == _VERSION, "another plan version")
-        return Entry(
-            cache.validate_token(meta["token"]),
-            [Port.from_json(p) for p in meta["inputs"]],
-            [str(n) for n in meta["outputs"]],
-        )
+        return Entry.from_json(container.meta)
     except (NNAdapterError, KeyError, TypeError, ValueError):  # CacheError among them
         return None
 
 
 def write(cache_dir: str, entry_key: str, entry: Entry, context: Context) -> None:
     """Best effort: the compiled ``.nnc`` is what matters; a failed index write only costs the shortcut."""
-    meta = {
-        "plan_version": _VERSION,
-        "token": entry.token,
-        "inputs": [p.to_json() for p in entry.inputs],
-        "outputs": entry.outputs,
-    }
     with contextlib.suppress(OSError):
-        cache.write_atomic(path(cache_dir, entry_key), cache.pack(meta, [], key=context.cache_key))
+        cache.write_atomic(path(cache_dir, entry_key), cache.pack(entry.to_json(), [], key=context.cache_key))
