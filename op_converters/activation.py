@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.op_converters.helpers import clamp
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
@@ -23,7 +23,7 @@ def _const(value: float, like: relax.Expr) -> relax.Expr:
     return relax.const(value, str(like.ty.dtype))
 
 
-def _one_value(args: OpArgs, i: int) -> relax.Expr:
+def _one_value(args: OpArgs, i: Key) -> relax.Expr:
     """Tensor operand ``i`` of shape [1] (constant or not) as a scalar expression."""
     t = args.tensor(i)
     shape = args.shape(t)
@@ -44,7 +44,7 @@ def unary(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    return _UNARY[args.type](args.tensor(0))
+    return _UNARY[args.type](args.tensor("input"))
 
 
 @converter(O.SOFTMAX)
@@ -53,8 +53,8 @@ def softmax(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    x = args.tensor(0)
-    return relax.op.nn.softmax(x, args.axis(1, len(args.shape(x)), 1))
+    x = args.tensor("input")
+    return relax.op.nn.softmax(x, args.axis("axis", len(args.shape(x)), 1))
 
 
 @converter(O.LOG_SOFTMAX)
@@ -64,8 +64,8 @@ def log_softmax(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    x = args.tensor(0)
-    return relax.op.nn.log_softmax(x, args.axis(1, len(args.shape(x)), 1))
+    x = args.tensor("input")
+    return relax.op.nn.log_softmax(x, args.axis("axis", len(args.shape(x)), 1))
 
 
 @converter(O.CLIP)
@@ -77,9 +77,9 @@ def clip(args: OpArgs) -> relax.Expr:
     passes through; TVM's max/min would turn it into a bound).
     Reference: the spec; Paddle's clip for NaN.
     """
-    x = args.tensor(0)
-    low, high = _one_value(args, 1), _one_value(args, 2)
-    if all(args.operand(i).is_constant and not np.isnan(args.value(i)).any() for i in (1, 2)):
+    x = args.tensor("input")
+    low, high = _one_value(args, "min"), _one_value(args, "max")
+    if all(args.operand(i).is_constant and not np.isnan(args.value(i)).any() for i in ("min", "max")):
         # Bounds first: a NaN x fails both comparisons and passes through (helpers.clamp), with no
         # boolean mask that would keep the fused kernel (hard-swish's) off the vector schedules.
         return relax.op.minimum(high, relax.op.maximum(low, x))
@@ -94,12 +94,12 @@ def gelu(args: OpArgs) -> relax.Expr:
 
     Reference: the spec (the paper it cites); Paddle's gelu(approximate) for the two forms.
     """
-    x = args.tensor(0)
-    return relax.op.nn.gelu_tanh(x) if args.bool(1) else relax.op.nn.gelu(x)
+    x = args.tensor("input")
+    return relax.op.nn.gelu_tanh(x) if args.bool("approximate") else relax.op.nn.gelu(x)
 
 
 def _hard_sigmoid(args: OpArgs, x: relax.Expr) -> relax.Expr:
-    alpha, beta = args.float(1), args.float(2)
+    alpha, beta = args.float("alpha"), args.float("beta")
     return clamp(relax.op.add(relax.op.multiply(x, _const(alpha, x)), _const(beta, x)), 0, 1)
 
 
@@ -110,7 +110,7 @@ def hard_sigmoid(args: OpArgs) -> relax.Expr:
     Paddle's hard_sigmoid slope and offset map to alpha and beta.
     Reference: the spec.
     """
-    return _hard_sigmoid(args, args.tensor(0))
+    return _hard_sigmoid(args, args.tensor("input"))
 
 
 @converter(O.HARD_SWISH)
@@ -121,7 +121,7 @@ def hard_swish(args: OpArgs) -> relax.Expr:
     times threshold / scale, which Paddle Lite emits as a separate MUL.
     Reference: the spec.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     return relax.op.multiply(x, _hard_sigmoid(args, x))
 
 
@@ -131,8 +131,8 @@ def leaky_relu(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    x = args.tensor(0)
-    alpha = _const(args.float(1), x)
+    x = args.tensor("input")
+    alpha = _const(args.float("alpha"), x)
     return relax.op.where(relax.op.greater_equal(x, _const(0.0, x)), x, relax.op.multiply(x, alpha))
 
 
@@ -144,9 +144,9 @@ def prelu(args: OpArgs) -> relax.Expr:
     `alpha` may be a constant or a model tensor; Paddle's 'element' mode has no NNAdapter form.
     Reference: the spec; Paddle's prelu in its 'all' ([1]) and 'channel' ([C]) modes.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
-    slope = args.tensor(1)
+    slope = args.tensor("alpha")
     slope_shape = args.shape(slope)
     if str(slope.ty.dtype) != str(x.ty.dtype):
         slope = relax.op.astype(slope, str(x.ty.dtype))  # the FLOAT32 slope of a FLOAT16/FLOAT64 input
@@ -157,7 +157,7 @@ def prelu(args: OpArgs) -> relax.Expr:
         slope = relax.op.reshape(slope, [1, channels] + [1] * (len(shape) - 2))
     else:
         expected = "[1]" if channels is None else f"[1] or [C] = [{channels}]"
-        args.fail(f"shape {slope_shape} must be {expected} for an input of shape {shape}", 1)
+        args.fail(f"shape {slope_shape} must be {expected} for an input of shape {shape}", "alpha")
     return relax.op.where(relax.op.greater_equal(x, _const(0.0, x)), x, relax.op.multiply(x, slope))
 
 
@@ -191,14 +191,14 @@ def softplus(args: OpArgs) -> relax.Expr:
     beta * x > threshold (20, Paddle's default).
 
     The spec names the one operand `alpha` but the formula uses it as `beta`; the header adds a
-    `threshold` operand (input 2), which is read when present. beta = 0 is rejected.
+    `threshold` operand, which is read when present. beta = 0 is rejected.
     Reference: the spec with Paddle's softplus(beta, threshold=20).
     """
-    beta = args.float(1)
+    beta = args.float("alpha")
     if beta == 0.0:
-        args.fail("(the formula's beta) must be nonzero: the formula divides by it", 1)
-    threshold = args.float(2, 20.0)
-    return args.emit_te(_softplus_te, args.tensor(0), beta, threshold, primfunc_name_hint="softplus")
+        args.fail("(the formula's beta) must be nonzero: the formula divides by it", "alpha")
+    threshold = args.float("threshold", 20.0)
+    return args.emit_te(_softplus_te, args.tensor("input"), beta, threshold, primfunc_name_hint="softplus")
 
 
 @converter(O.SWISH)
@@ -207,5 +207,5 @@ def swish(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     return relax.op.multiply(x, relax.op.sigmoid(x))
