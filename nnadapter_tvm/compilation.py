@@ -17,7 +17,7 @@ from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail, tvm_error_text
 from nnadapter_tvm.model import Model
 from nnadapter_tvm.runtime import cache
-from nnadapter_tvm.runtime.partition import assign_devices, partition
+from nnadapter_tvm.runtime.partition import assign_devices, split_by_device
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.targets import DRIVERS, Driver, Program
 from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
@@ -111,7 +111,7 @@ class Compilation:
         check(model is not None and model.finished, "the model must be finished (Model.finish()) before compiling")
         start = time.perf_counter()
         props = self.context.properties
-        subgraphs = partition(model, assign_devices(model, self.context))
+        subgraphs = split_by_device(model, assign_devices(model, self.context))
         codegen = cache.json_properties(self.context.codegen_properties())
         out_dims: dict[int, list[int]] = {}
         steps, blobs, records = [], [], []

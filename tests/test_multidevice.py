@@ -5,7 +5,7 @@ import pytest
 from oputil import expect_error
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.runtime.partition import assign_devices, partition
+from nnadapter_tvm.runtime.partition import assign_devices, split_by_device
 from nnadapter_tvm.tools import builtin_model
 
 P, OP = nna.Precision, nna.OperationType
@@ -67,10 +67,10 @@ def diamond():
     return m
 
 
-def test_partition_stays_acyclic():
+def test_device_split_stays_acyclic():
     m = diamond()
     ctx = context("DEVICE_0_UNSUPPORTED_OPERATIONS=SIGMOID")
-    subs = partition(m, assign_devices(m, ctx))
+    subs = split_by_device(m, assign_devices(m, ctx))
     assert [[op.type for op in s.operations] for s in subs] == [[OP.RELU], [OP.SIGMOID], [OP.ADD]]
     assert [s.device_index for s in subs] == [0, 1, 0]
     assert [o.index for o in subs[0].outputs] == [1]  # a feeds both later subgraphs
@@ -84,7 +84,7 @@ def test_partition_stays_acyclic():
 
 def test_same_device_operations_merge():
     m = diamond()
-    subs = partition(m, assign_devices(m, context()))
+    subs = split_by_device(m, assign_devices(m, context()))
     assert len(subs) == 1 and [o.index for o in subs[0].outputs] == [3]
 
 

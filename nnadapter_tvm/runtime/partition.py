@@ -1,9 +1,10 @@
-"""Multi-device partitioning, as the spec's runtime does it.
+"""The device split of an NNAdapter model, as the spec's runtime does it (NNAdapter's multi-device
+partition; the ONNX frontend's host-vs-TVM split is another level, ``frontends.onnx.plan``).
 
-Each operation goes to the first device of the context that supports it; operations are
-then clustered, per device, into subgraphs that keep the graph of subgraphs acyclic, and
-the subgraphs are ordered topologically.  Tensors crossing a boundary become the outputs
-of one subgraph and the inputs of the next.
+Each operation goes to the first device of the context that supports it; operations are then
+clustered, per device, into device subgraphs that keep the graph of subgraphs acyclic, and the
+subgraphs are ordered topologically (``runtime.clustering``). Operands crossing a boundary become
+the outputs of one subgraph and the inputs of the next; values are keyed by operand index.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ import dataclasses
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.model import Model, Operand, Operation
+from nnadapter_tvm.runtime import clustering
 from nnadapter_tvm.types import ResultCode
 
 
 @dataclasses.dataclass
-class Subgraph:
+class DeviceSubgraph:
+    """Operations of one model that run on one device of the context: one compiled module of the
+    ``.nnc``. ``inputs``/``outputs``: the operands it reads from / hands to other subgraphs, the
+    model's inputs and outputs among them."""
+
     device_index: int
     operations: list[Operation]
     inputs: list[Operand] = dataclasses.field(default_factory=list)
@@ -45,75 +51,40 @@ def assign_devices(model: Model, context: Context) -> dict[int, int]:
     return assignment
 
 
-def partition(model: Model, assignment: dict[int, int]) -> list[Subgraph]:
-    """Cluster ``model.operations`` (topologically sorted) into acyclic per-device subgraphs."""
-    subgraphs: list[Subgraph] = []
-    owner: dict[int, int] = {}  # operand index -> subgraph producing it
-    ancestors: list[set[int]] = []  # subgraphs each subgraph depends on, transitively
-    for op in model.operations:
-        device = assignment[op.index]
-        deps = {owner[o.index] for o in op.inputs if o.index in owner}
-        # Joining S is safe unless some other dependency D already depends on S (S -> D -> op in S).
-        candidates = [
-            s
-            for s, sub in enumerate(subgraphs)
-            if sub.device_index == device and all(d == s or s not in ancestors[d] for d in deps)
-        ]
-        if candidates:
-            target = candidates[-1]
-        else:
-            subgraphs.append(Subgraph(device, []))
-            ancestors.append(set())
-            target = len(subgraphs) - 1
-        subgraphs[target].operations.append(op)
-        for d in deps - {target}:
-            ancestors[target] |= {d} | ancestors[d]
-        # Anything depending on the target now also depends on what the target depends on.
-        for anc in ancestors:
-            if target in anc:
-                anc |= ancestors[target]
-        for o in op.outputs:
-            owner[o.index] = target
-    if not subgraphs:
-        subgraphs.append(Subgraph(0, []))
-        ancestors.append(set())
-    order = _topological(len(subgraphs), ancestors)
-    subgraphs = [subgraphs[i] for i in order]
-    _set_boundaries(model, subgraphs)
-    return subgraphs
+def _reads(op: Operation) -> list[Operand]:
+    return op.inputs
 
 
-def _topological(count: int, ancestors: list[set[int]]) -> list[int]:
-    # A subgraph's ancestors are all strictly before it, so sorting by ancestor count is a topological order.
-    return sorted(range(count), key=lambda s: (len(ancestors[s]), s))
+def _writes(op: Operation) -> list[Operand]:
+    return op.outputs
 
 
-def _set_boundaries(model: Model, subgraphs: list[Subgraph]) -> None:
-    produced_in = {o.index: s for s, sub in enumerate(subgraphs) for op in sub.operations for o in op.outputs}
-    model_outputs = {o.index for o in model.outputs}
-    for s, sub in enumerate(subgraphs):
-        seen_in, seen_out = set(), set()
-        for op in sub.operations:
-            for o in op.inputs:
-                external = not o.is_constant and produced_in.get(o.index) != s
-                if external and o.index not in seen_in:
-                    seen_in.add(o.index)
-                    sub.inputs.append(o)
-        for later in subgraphs[s + 1 :]:
-            for op in later.operations:
-                for o in op.inputs:
-                    if produced_in.get(o.index) == s and o.index not in seen_out:
-                        seen_out.add(o.index)
-                        sub.outputs.append(o)
-        for o in model.outputs:
-            if produced_in.get(o.index) == s and o.index not in seen_out:
-                seen_out.add(o.index)
-                sub.outputs.append(o)
+def _index(operand: Operand) -> int:
+    return operand.index
+
+
+def _crosses(operand: Operand) -> bool:
+    return not operand.is_constant
+
+
+def split_by_device(model: Model, assignment: dict[int, int]) -> list[DeviceSubgraph]:
+    """``model.operations`` (topologically sorted) as acyclic per-device subgraphs in topological
+    order, each with its boundary operands (outputs as the later subgraphs read them, then the
+    model's outputs); a model without operations is one empty subgraph on device 0."""
+    groups = clustering.cluster(model.operations, lambda op: assignment[op.index], _reads, _writes, _index)
+    subgraphs = [DeviceSubgraph(assignment[ops[0].index], ops) for ops in groups] or [DeviceSubgraph(0, [])]
+    wired = clustering.wire(
+        [sub.operations for sub in subgraphs], _reads, _writes, _index, _crosses, model.outputs, order="read"
+    )
+    for sub, (inputs, outputs) in zip(subgraphs, wired):
+        sub.inputs, sub.outputs = inputs, outputs
     # Model outputs no operation produces (a model input or a constant) come out of the last subgraph.
+    produced = {o.index for op in model.operations for o in op.outputs}
     last = subgraphs[-1]
     for o in model.outputs:
-        if o.index not in produced_in and o.index in model_outputs:
+        if o.index not in produced:
             if not o.is_constant and o not in last.inputs:
                 last.inputs.append(o)
             if o not in last.outputs:
                 last.outputs.append(o)
+    return subgraphs
