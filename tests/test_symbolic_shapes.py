@@ -74,7 +74,7 @@ def test_reshape_to_a_shape_built_from_the_inputs_dims(tmp_path) -> None:
 
 def test_static_parts_of_a_shape_fold_at_import() -> None:
     """Shape(x)[1] of an [N, 96, H, W] tensor is the constant 96: nothing is left to run for it."""
-    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
+    from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
     from nnadapter_tvm.frontends.onnx.loader import load_model
 
     nodes = [

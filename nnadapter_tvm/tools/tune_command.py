@@ -21,7 +21,7 @@ def nnadapter_models(spec: str) -> list[Model]:
         return [builtin_model.build(batch=1)]  # MetaSchedule tunes static loops only
     if not spec.lower().endswith(".onnx"):
         fail(f"MODEL must be 'builtin' or an .onnx file, got {spec!r}")
-    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
+    from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
     from nnadapter_tvm.frontends.onnx.loader import load_model
     from nnadapter_tvm.frontends.onnx.plan import Subgraph, make_plan
 

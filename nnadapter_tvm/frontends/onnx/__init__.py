@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def import_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> Model:
     """The whole ONNX model as one finished NNAdapter ``Model`` (every node on the NNAdapter devices)."""
-    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
+    from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
     from nnadapter_tvm.frontends.onnx.loader import load_model
     from nnadapter_tvm.frontends.onnx.plan import single_model
 

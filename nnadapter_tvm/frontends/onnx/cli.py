@@ -8,12 +8,13 @@ import time
 import numpy as np
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, ImportOptions, Unit, Value
+from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph, ImportOptions
 from nnadapter_tvm.frontends.onnx.loader import load_model
 from nnadapter_tvm.frontends.onnx.partition_config import PartitionConfig
 from nnadapter_tvm.frontends.onnx.plan import HostStep, Subgraph, make_plan
 from nnadapter_tvm.frontends.onnx.plan_cache import Port
 from nnadapter_tvm.frontends.onnx.predictor import Predictor
+from nnadapter_tvm.frontends.onnx.values import Unit, Value
 
 
 def random_input(value: Value | Port, rng: np.random.Generator) -> np.ndarray:

@@ -30,7 +30,8 @@ import onnx.shape_inference
 
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.execution import host_copy, host_view
-from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, Shape, Unit, Value, node_label
+from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
+from nnadapter_tvm.frontends.onnx.values import Shape, Unit, Value, node_label
 from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 CONTROL_OPS = ("If", "Loop", "Scan")

@@ -13,6 +13,8 @@ import onnx.inliner
 import onnx.shape_inference
 from onnx import helper
 
+from nnadapter_tvm.frontends.onnx.value_info import type_of
+
 
 def expand(
     node: onnx.NodeProto, opset: int, input_types: Sequence[tuple[np.dtype | None, tuple | None]]
@@ -53,8 +55,6 @@ def expand(
     # Inference is best effort here: converters fall back on what they know.
     with contextlib.suppress(Exception):
         inlined = onnx.shape_inference.infer_shapes(inlined, data_prop=True)
-    from nnadapter_tvm.frontends.onnx.graph import type_of
-
     inferred = {info.name: type_of(info) for info in inlined.graph.value_info}
     return nodes, body_opset, inferred
 

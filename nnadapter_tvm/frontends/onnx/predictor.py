@@ -22,7 +22,7 @@ from nnadapter_tvm.types import UNKNOWN, NNAdapterError
 if TYPE_CHECKING:
     import onnx
 
-    from nnadapter_tvm.frontends.onnx.graph import ImportedGraph
+    from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
     from nnadapter_tvm.frontends.onnx.plan import Subgraph
 
 Progress = Callable[[int, int, "Subgraph"], None]
@@ -138,7 +138,7 @@ class Predictor:
     @property
     def graph(self) -> ImportedGraph:
         if self._graph is None:
-            from nnadapter_tvm.frontends.onnx.graph import ImportedGraph, ImportOptions
+            from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph, ImportOptions
 
             options = ImportOptions(host_fallback=self._host_fallback, host_ops=self._config)
             self._graph = ImportedGraph(self.onnx_model, options)

@@ -1,36 +1,66 @@
-"""The ONNX op registry: one converter per ONNX op type, registered with ``@onnx_op``."""
+"""The ONNX op registry: one converter per ONNX op type, registered with ``@onnx_op``; and one graph
+importer per control-flow op type (If, Loop, Scan), registered with ``@onnx_graph_op``.
+
+The converters live in the modules of the ``ops`` package, loaded on the first look-up: the importer
+(``imported_graph``) finds them here without importing them, so nothing they import (``control``
+builds nested ``ImportedGraph`` objects) imports back into the importer."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from nnadapter_tvm.frontends.onnx import ops
+
 if TYPE_CHECKING:
-    from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+    import onnx
+
+    from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
+    from nnadapter_tvm.frontends.onnx.node_context import NodeContext
+    from nnadapter_tvm.frontends.onnx.values import Value
 
     Converter = Callable[[NodeContext], "Value | list[Value | None] | None"]
+    # (graph, node index, node, its inputs, opset): imports the node into ``graph`` (appending its unit).
+    GraphImporter = Callable[[ImportedGraph, int, onnx.NodeProto, "list[Value | None]", int], None]
 
 _CONVERTERS: dict[str, Converter] = {}
+_GRAPH_IMPORTERS: dict[str, GraphImporter] = {}
 
 
-def onnx_op(*op_types: str) -> Callable[[Converter], Converter]:
-    """Register ``fn`` as the converter of ONNX ``op_types`` (default domain); registering twice raises."""
-
-    def register(fn: Converter) -> Converter:
+def _register(table: dict, kind: str, op_types: tuple[str, ...]) -> Callable:
+    def register(fn: Callable) -> Callable:
         for op_type in op_types:
-            if op_type in _CONVERTERS:
-                raise RuntimeError(
-                    f"ONNX op {op_type} registered twice ({_CONVERTERS[op_type].__name__}, {fn.__name__})"
-                )
-            _CONVERTERS[op_type] = fn
+            if op_type in table:
+                raise RuntimeError(f"ONNX op {op_type} registered twice ({table[op_type].__name__}, {fn.__name__})")
+            if op_type in _CONVERTERS or op_type in _GRAPH_IMPORTERS:
+                raise RuntimeError(f"ONNX op {op_type} registered both as a converter and as a {kind}")
+            table[op_type] = fn
         return fn
 
     return register
 
 
+def onnx_op(*op_types: str) -> Callable[[Converter], Converter]:
+    """Register ``fn`` as the converter of ONNX ``op_types`` (default domain); registering twice raises."""
+    return _register(_CONVERTERS, "converter", op_types)
+
+
+def onnx_graph_op(*op_types: str) -> Callable[[GraphImporter], GraphImporter]:
+    """Register ``fn`` as the graph importer of ONNX ``op_types``: ops whose attributes are graphs
+    (If, Loop, Scan) import into the graph itself rather than through a ``NodeContext``."""
+    return _register(_GRAPH_IMPORTERS, "graph importer", op_types)
+
+
 def get_converter(op_type: str) -> Converter | None:
     _load_families()
     return _CONVERTERS.get(op_type)
+
+
+def get_graph_importer(op_type: str) -> GraphImporter | None:
+    _load_families()
+    return _GRAPH_IMPORTERS.get(op_type)
 
 
 def supported_op_types() -> list[str]:
@@ -39,10 +69,5 @@ def supported_op_types() -> list[str]:
 
 
 def _load_families() -> None:
-    import importlib
-    import pkgutil
-
-    from nnadapter_tvm.frontends.onnx import ops
-
     for info in pkgutil.iter_modules(ops.__path__):
         importlib.import_module(f"{ops.__name__}.{info.name}")

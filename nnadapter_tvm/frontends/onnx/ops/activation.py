@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import reshape
 from nnadapter_tvm.frontends.onnx.ops.elementwise import is_float, is_int, op, scalar
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import OperationType as O
 
 

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value, precision_of
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
+from nnadapter_tvm.frontends.onnx.values import Value, precision_of
 from nnadapter_tvm.types import FuseCode
 from nnadapter_tvm.types import OperationType as O
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import broadcast_shape, cast, fuse_none
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import OperationType as O
 
 # NNAdapter's binary arithmetic takes a trailing fuse_code operand.

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import binary, fuse_none, to_rank0
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import OperationType as O
 
 

@@ -8,10 +8,11 @@ import math
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fuse_none, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.ops.conv import lift_1d, resolve_pads, spatial_attrs
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import AutoPad, Precision
 from nnadapter_tvm.types import OperationType as O
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Quant, Value
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import binary, broadcast_shape, cast, norm_axis, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.ops.conv import (
     conv_operands,
@@ -22,6 +22,7 @@ from nnadapter_tvm.frontends.onnx.ops.conv import (
     spatial_attrs,
 )
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.frontends.onnx.values import Quant, Value
 from nnadapter_tvm.types import AutoPad, Precision
 from nnadapter_tvm.types import OperationType as O
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx import host
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import OperationType as O
 
 F32 = np.float32

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from nnadapter_tvm.frontends.onnx.graph import NodeContext, Value
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import cast
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import InterpolateMode, PadMode
 from nnadapter_tvm.types import OperationType as O
 

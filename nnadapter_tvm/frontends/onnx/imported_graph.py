@@ -6,9 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import types
 from collections.abc import Sequence
-from typing import Any, NoReturn
 
 import numpy as np
 import onnx
@@ -17,260 +15,18 @@ from onnx import numpy_helper
 
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.frontends.onnx import functions, host, shape_elements
-from nnadapter_tvm.frontends.onnx.registry import get_converter
-from nnadapter_tvm.model import validate_against_schema
-from nnadapter_tvm.op_schema import SCHEMAS
-from nnadapter_tvm.types import NNAdapterError, OperationType, Precision, ResultCode, is_quantized, storage_dtype
+from nnadapter_tvm.frontends.onnx.node_context import NodeContext
+from nnadapter_tvm.frontends.onnx.registry import get_converter, get_graph_importer
+from nnadapter_tvm.frontends.onnx.value_info import dim_names, type_of
+from nnadapter_tvm.frontends.onnx.values import Shape, Unit, Value, node_label
+from nnadapter_tvm.types import NNAdapterError, ResultCode
 
-# The precision of each element type (the non-quantized precisions' storage types, one to one).
-_PRECISIONS = {np.dtype(storage_dtype(p)): p for p in Precision if not is_quantized(p)}
 # Random ops must draw at every run, never once at import.
 _NOT_FOLDABLE = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 
 log = logging.getLogger("nnadapter_tvm")
-
-Shape = tuple  # of int | None (None: known only at execution)
-
-
-@dataclasses.dataclass(frozen=True)
-class Quant:
-    """Quantization of a value that an NNAdapter operand carries (per layer or per channel)."""
-
-    precision: Precision
-    scale: float | tuple[float, ...]
-    zero_point: int | None = None
-    channel_dim: int | None = None
-
-
-@dataclasses.dataclass(eq=False)
-class Value:
-    """A tensor of the imported graph: an ONNX value or one a converter made in between."""
-
-    name: str
-    dtype: np.dtype | None
-    shape: Shape | None  # None: rank unknown
-    const: np.ndarray | None = None
-    quant: Quant | None = None
-    # A small integer tensor's elements known at import (None: unknown until execution), e.g. a Shape's.
-    elements: tuple | None = None
-    # Graph inputs: the ONNX dim_param naming each dimension (None: unnamed), shared across inputs.
-    dim_names: tuple | None = None
-
-    @property
-    def is_const(self) -> bool:
-        return self.const is not None
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.shape is None else len(self.shape)
-
-    @property
-    def is_static(self) -> bool:
-        return self.shape is not None and all(d is not None for d in self.shape)
-
-    def describe(self) -> str:
-        dims = "?" if self.shape is None else "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
-        return f"'{self.name}' ({self.dtype}, {dims})"
-
-
-def precision_of(dtype: np.dtype, where: str) -> Precision:
-    precision = _PRECISIONS.get(np.dtype(dtype)) if dtype is not None else None
-    if precision is None:
-        fail(f"{where}: element type {dtype} has no NNAdapter precision", ResultCode.FEATURE_NOT_SUPPORTED)
-    return precision
-
-
-@dataclasses.dataclass(eq=False)
-class OpRecord:
-    """One NNAdapter operation a converter asked for; ``None`` inputs are omitted optional operands."""
-
-    type: OperationType
-    inputs: list[Value]
-    outputs: list[Value]
-
-
-@dataclasses.dataclass(eq=False)
-class Unit:
-    """One ONNX node after import: its operations (``ops``) or, when ``host`` is set, why it runs on the host."""
-
-    node: onnx.NodeProto
-    index: int
-    inputs: list[Value]
-    outputs: list[Value]
-    ops: list[OpRecord] = dataclasses.field(default_factory=list)
-    host: str | None = None  # the reason it runs on the host
-    folded: bool = False
-
-    @property
-    def label(self) -> str:
-        return node_label(self.node, self.index)
-
-
-def node_label(node: onnx.NodeProto, index: int) -> str:
-    return f"node {index} {node.op_type}" + (f" '{node.name}'" if node.name else f" (output '{node.output[0]}')")
-
-
-_REQUIRED = object()
-
-
-class NodeContext:
-    """What an ONNX op converter sees: the node's inputs, attributes and inferred outputs, and
-    ``emit`` to record NNAdapter operations."""
-
-    def __init__(self, graph: ImportedGraph, node: onnx.NodeProto, index: int, inputs: list[Value | None], opset: int):
-        self.graph = graph
-        self.node = node
-        self.index = index
-        self.opset = opset
-        self.ops: list[OpRecord] = []
-        self._inputs = inputs
-        self.attrs: dict[str, Any] = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        self._counter = itertools.count()
-
-    # -- reading ------------------------------------------------------------------------
-    @property
-    def label(self) -> str:
-        return node_label(self.node, self.index)
-
-    @property
-    def op_type(self) -> str:
-        return self.node.op_type
-
-    def fail(self, message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NoReturn:
-        fail(f"{self.label}: {message}", code)
-
-    def unsupported(self, message: str) -> NoReturn:
-        self.fail(message, ResultCode.FEATURE_NOT_SUPPORTED)
-
-    @property
-    def input_count(self) -> int:
-        return len(self._inputs)
-
-    def has(self, i: int) -> bool:
-        return i < len(self._inputs) and self._inputs[i] is not None
-
-    def input(self, i: int) -> Value:
-        if not self.has(i):
-            self.fail(f"input {i} is required")
-        v = self._inputs[i]
-        if v.dtype is None:
-            self.unsupported(f"input {i} {v.describe()}: its element type is unknown")
-        return v
-
-    def optional(self, i: int) -> Value | None:
-        return self._inputs[i] if self.has(i) else None
-
-    def inputs(self) -> list[Value | None]:
-        return list(self._inputs)
-
-    def const(self, i: int, default: object = _REQUIRED) -> np.ndarray:
-        """Input ``i``'s value, which must be known at import (an initializer or folded)."""
-        if not self.has(i):
-            if default is _REQUIRED:
-                self.fail(f"input {i} is required")
-            return default
-        v = self._inputs[i]
-        if not v.is_const:
-            self.graph.needs_constant += self.graph.input_ancestors(v)
-            self.unsupported(f"input {i} {v.describe()} must be a constant (an initializer or computable at import)")
-        return v.const
-
-    def attr(self, name: str, default: object = _REQUIRED) -> Any:
-        if name not in self.attrs:
-            if default is _REQUIRED:
-                self.fail(f"attribute '{name}' is required")
-            return default
-        value = self.attrs[name]
-        return value.decode() if isinstance(value, bytes) else value
-
-    def out_shape(self, i: int = 0) -> Shape | None:
-        info = self.graph.inferred.get(self.node.output[i]) if i < len(self.node.output) else None
-        return None if info is None else info[1]
-
-    def out_dtype(self, i: int = 0) -> np.dtype | None:
-        info = self.graph.inferred.get(self.node.output[i]) if i < len(self.node.output) else None
-        return None if info is None else info[0]
-
-    # -- making values and operations -----------------------------------------------------
-    def constant(self, value: object, dtype: str | np.dtype | None = None) -> Value:
-        array = np.array(value, dtype=dtype)
-        return Value(f"{self._prefix()}const{next(self._counter)}", array.dtype, array.shape, const=array)
-
-    def i32(self, value: object) -> Value:
-        return self.constant(value, "int32")
-
-    def i64(self, value: object) -> Value:
-        return self.constant(value, "int64")
-
-    def f32(self, value: object) -> Value:
-        return self.constant(value, "float32")
-
-    def boolean(self, value: bool) -> Value:
-        return self.constant(bool(value), "bool")
-
-    def emit(
-        self,
-        op_type: OperationType,
-        inputs: Sequence[Value | None],
-        dtype: str | np.dtype | Sequence[str | np.dtype | None] | None = None,
-        shape: Shape | str | None = "node",
-        outputs: int = 1,
-        quant: Quant | None = None,
-    ) -> Value | list[Value]:
-        """Record ``op_type`` on ``inputs``; its output(s) get ``dtype`` (default: the first input's;
-        a list gives one per output) and ``shape`` (default ``"node"``: the ONNX-inferred shape of the
-        node's output 0..n)."""
-        if op_type == OperationType.ASSIGN and inputs[0] is not None and inputs[0].is_const and quant is None:
-            return inputs[0]  # a copy of a constant is the constant (an empty one would read as omitted)
-        _check_schema(self, op_type, inputs, outputs, dtype, quant)
-        out_dtypes = _out_dtypes(inputs, dtype, outputs)
-        results = []
-        for k in range(outputs):
-            out_shape = self.out_shape(k) if shape == "node" else shape
-            name = f"{self._prefix()}{op_type.name.lower()}{next(self._counter)}"
-            results.append(Value(name, out_dtypes[k], None if out_shape is None else tuple(out_shape), quant=quant))
-        self.ops.append(OpRecord(op_type, list(inputs), results))
-        return results[0] if outputs == 1 else results
-
-    def _prefix(self) -> str:
-        return f"{self.node.name or self.node.output[0]}/"
-
-
-class _Probe:
-    """What schema validation reads of an operand, for a value not yet in a model."""
-
-    def __init__(self, label: str, dtype: np.dtype | None, quant: Quant | None, what: str):
-        precision = quant.precision if quant is not None else precision_of(dtype, f"{label}: {what}")
-        self.type = types.SimpleNamespace(precision=precision)
-        self._what = what
-
-    def describe(self) -> str:
-        return self._what
-
-
-def _out_dtypes(inputs, dtype, outputs: int) -> list[np.dtype | None]:
-    """Each output's dtype: ``dtype`` (one for all, or a list with one per output; None: the first input's)."""
-    first = next((v for v in inputs if v is not None), None)
-    default = first.dtype if first is not None else None
-    per_output = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * outputs
-    return [np.dtype(d) if d is not None else default for d in per_output]
-
-
-def _check_schema(ctx: NodeContext, op_type: OperationType, inputs, outputs: int, dtype, quant) -> None:
-    """Precisions the NNAdapter operation does not define make the node unsupported (host-able), not invalid."""
-    schema = SCHEMAS.get(op_type)
-    if schema is None:
-        return
-    present = [v for v in inputs if v is not None]
-    ins = [_Probe(ctx.label, v.dtype, v.quant, v.describe()) for v in present]
-    out_dtypes = _out_dtypes(inputs, dtype, outputs)
-    outs = [_Probe(ctx.label, out_dtypes[k], quant, f"output {k}") for k in range(outputs)]
-    try:
-        validate_against_schema(op_type.name, schema, ins, outs)
-    except NNAdapterError as err:
-        ctx.unsupported(str(err.args[0]))
 
 
 @dataclasses.dataclass
@@ -406,9 +162,7 @@ class ImportedGraph:
                 self._inline_branch(index, node, bool(np.reshape(cond.const, -1)[0]), opset)
                 return
             # Control flow runs on the host around its bodies' own compiled subgraphs (control.py).
-            from nnadapter_tvm.frontends.onnx import control
-
-            control.import_control(self, index, node, inputs, opset)
+            get_graph_importer(node.op_type)(self, index, node, inputs, opset)
             return
         config = self.options.host_ops
         if config is not None and config.matches(node):
@@ -666,34 +420,3 @@ def _opset(model: onnx.ModelProto) -> int:
         if entry.domain in ("", "ai.onnx"):
             return entry.version
     return 1
-
-
-def type_of(info: onnx.ValueInfoProto) -> tuple[np.dtype | None, Shape | None]:
-    t = info.type
-    if not t.HasField("tensor_type"):
-        return None, None
-    elem = t.tensor_type.elem_type
-    try:
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else None
-    except (KeyError, TypeError, ValueError):
-        dtype = None
-    if dtype is not None and dtype not in _PRECISIONS:
-        dtype = None if dtype.kind in "OUSV" else dtype
-    if not t.tensor_type.HasField("shape"):
-        return dtype, None
-    # A negative dim_value is how some exporters (paddle2onnx) write "unknown".
-    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in t.tensor_type.shape.dim)
-    return dtype, dims
-
-
-def dim_names(info: onnx.ValueInfoProto) -> tuple | None:
-    """Each dimension's ONNX dim_param (None where it has a value or no name).  "?" is how exporters
-    (paddle2onnx among them) write "unknown" rather than a name, so it names nothing."""
-    t = info.type
-    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-        return None
-    names = tuple(
-        d.dim_param if d.HasField("dim_param") and d.dim_param not in ("", "?") else None
-        for d in t.tensor_type.shape.dim
-    )
-    return names if any(names) else None
