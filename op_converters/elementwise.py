@@ -37,17 +37,17 @@ def binary(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    check_broadcast(args, [0, 1])
-    x, y = args.tensor(0), args.tensor(1)
+    check_broadcast(args, ["input0", "input1"])
+    x, y = args.tensor("input0"), args.tensor("input1")
     y = _unify_unknown_dims(args, x, y)
     if args.type == O.POW and str(x.ty.dtype).startswith(("int", "uint")):
-        return fuse(args, _int_power(args, x, y), 2)
+        return fuse(args, _int_power(args, x, y))
     if args.type in (O.MAX, O.MIN) and str(x.ty.dtype).startswith(("float", "bfloat")):
         # NaN in either input gives NaN, as numpy's maximum/minimum: TVM's max(a, b) passes a NaN b
         # through (see helpers.clamp), so y's NaN is the one that needs the explicit test.
         out = relax.op.where(relax.op.isnan(y), y, _BINARY[args.type](y, x))
-        return fuse(args, out, 2)
-    return fuse(args, _BINARY[args.type](x, y), 2)
+        return fuse(args, out)
+    return fuse(args, _BINARY[args.type](x, y))
 
 
 def _unify_unknown_dims(args: OpArgs, x: relax.Expr, y: relax.Expr) -> relax.Expr:
@@ -80,7 +80,7 @@ def _unify_unknown_dims(args: OpArgs, x: relax.Expr, y: relax.Expr) -> relax.Exp
         f"shape {_describe(ys)} must equal {_describe(xs)} where both are unknown until execution "
         "(runtime broadcasting of two unknown dimensions is not supported)"
     )
-    args.record_check(functools.reduce(tirx.And, conditions), message, 1)
+    args.record_check(functools.reduce(tirx.And, conditions), message, "input1")
     return args.match_cast(y, dims)
 
 
@@ -172,11 +172,11 @@ def floor_div(args: OpArgs) -> relax.Expr:
     Reference: the spec; Paddle's ``paddle.floor_divide``. (Paddle-Lite's host kernel truncates
     toward zero instead; this follows the spec's floor.)
     """
-    check_broadcast(args, [0, 1])
-    x, y = args.tensor(0), args.tensor(1)
+    check_broadcast(args, ["input0", "input1"])
+    x, y = args.tensor("input0"), args.tensor("input1")
     if str(x.ty.dtype).startswith(("int", "uint")):
-        return fuse(args, _int_floor_div(x, y), 2)
-    return fuse(args, relax.op.floor(relax.op.divide(x, y)), 2)
+        return fuse(args, _int_floor_div(x, y))
+    return fuse(args, relax.op.floor(relax.op.divide(x, y)))
 
 
 @converter(O.SUM)
@@ -189,8 +189,6 @@ def sum_(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
+    # ``inputs`` is variadic: its operands are read by position.
     check_broadcast(args, list(range(args.count)))
-    result = args.tensor(0)
-    for i in range(1, args.count):
-        result = relax.op.add(result, args.tensor(i))
-    return result
+    return functools.reduce(relax.op.add, args.tensors(0))

@@ -36,8 +36,8 @@ def compare(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    check_broadcast(args, [0, 1])
-    x, y = args.tensor(0), args.tensor(1)
+    check_broadcast(args, ["input0", "input1"])
+    x, y = args.tensor("input0"), args.tensor("input1")
     if str(x.ty.dtype) == "bool":
         # Compare booleans as 0/1 integers: TVM's llvm codegen fails on bool tensor compares.
         x, y = relax.op.astype(x, "int8"), relax.op.astype(y, "int8")
@@ -53,8 +53,8 @@ def logical(args: OpArgs) -> relax.Expr:
 
     Reference: the spec (AND, OR); the upstream header nnadapter.h (XOR, not in the spec).
     """
-    check_broadcast(args, [0, 1])
-    return _LOGICAL[args.type](args.tensor(0), args.tensor(1))
+    check_broadcast(args, ["input0", "input1"])
+    return _LOGICAL[args.type](args.tensor("input0"), args.tensor("input1"))
 
 
 @converter(O.NOT)
@@ -63,7 +63,7 @@ def logical_not(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    return relax.op.logical_not(args.tensor(0))
+    return relax.op.logical_not(args.tensor("input"))
 
 
 @converter(O.WHERE)
@@ -76,5 +76,5 @@ def where(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.where.
     """
-    check_broadcast(args, [0, 1, 2])
-    return relax.op.where(args.tensor(0), args.tensor(1), args.tensor(2))
+    check_broadcast(args, ["condition", "input0", "input1"])
+    return relax.op.where(args.tensor("condition"), args.tensor("input0"), args.tensor("input1"))
