@@ -33,7 +33,7 @@ import functools
 import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import RecurrentActivation as A
@@ -52,14 +52,13 @@ BATCH_TILE = 4  # batch rows that share each weight load (x 32 gates: 8 AVX-512 
 # thread.  Kept (and tested) for machines with per-core caches that hold R's halves.
 SPLIT_ONE_ROW = False
 
-# Per operation: gate count, default activations, and operand positions after ``initial_h``.
+# Per operation: gate count and default activations.
 _GATES = {O.LSTM: 4, O.GRU: 3, O.RNN: 1}
 _DEFAULT_ACTIVATIONS = {
     O.LSTM: (A.SIGMOID, A.TANH, A.TANH),
     O.GRU: (A.SIGMOID, A.TANH),
     O.RNN: (A.TANH,),
 }
-_ATTRS_AT = {O.LSTM: 8, O.GRU: 6, O.RNN: 6}  # index of ``direction``
 
 
 def _f(v: float) -> tirx.PrimExpr:
@@ -457,7 +456,7 @@ def _pack(r: relax.Expr, start: int, count: int, num_dirs: int, hidden: int) -> 
     return relax.op.permute_dims(rows, [0, 1, 3, 2])
 
 
-def _static(args: OpArgs, i: int, rank: int, what: str) -> list[int]:
+def _static(args: OpArgs, i: Key, rank: int, what: str) -> list[int]:
     shape = args.shape(args.tensor(i))
     if len(shape) != rank:
         args.fail(f"must be {rank}-D {what}, got shape {shape}", i)
@@ -466,7 +465,7 @@ def _static(args: OpArgs, i: int, rank: int, what: str) -> list[int]:
     return shape
 
 
-def _check_dims(args: OpArgs, i: int, shape: list, expected: list, what: str) -> None:
+def _check_dims(args: OpArgs, i: Key, shape: list, expected: list, what: str) -> None:
     """Fail naming operand ``i`` unless its (possibly symbolic) ``shape`` matches ``expected``."""
     ok = len(shape) == len(expected) and all(
         not isinstance(a, int) or not isinstance(e, int) or a == e for a, e in zip(shape, expected)
@@ -476,22 +475,23 @@ def _check_dims(args: OpArgs, i: int, shape: list, expected: list, what: str) ->
         args.fail(f"must have shape {what} = {shown}, got {shape}", i)
 
 
-def _activations(args: OpArgs, op: O, num_dirs: int, at: int) -> list[tuple[int, float, float]]:
+def _activations(args: OpArgs, op: O, num_dirs: int) -> list[tuple[int, float, float]]:
     """(code, alpha, beta) per activation: ``num_dirs`` x the operation's count (defaults where
     ``activations`` is absent; alpha and beta, when given, hold one value per activation)."""
     per = len(_DEFAULT_ACTIVATIONS[op])
     n = per * num_dirs
-    if not args.has(at):
+    if not args.has("activations"):
         return [(int(c), 0.0, 0.0) for c in _DEFAULT_ACTIVATIONS[op]] * num_dirs
-    codes = args.ints(at)
+    codes = args.ints("activations")
     if len(codes) != n:
-        args.fail(f"must hold {per} activation(s) per direction ({n} for {num_dirs} direction(s)), got {codes}", at)
+        message = f"must hold {per} activation(s) per direction ({n} for {num_dirs} direction(s)), got {codes}"
+        args.fail(message, "activations")
     valid = {int(c) for c in A}
     for c in codes:
         if c not in valid:
-            args.fail(f"activation {c} is not one of {[f'{a.name}={a.value}' for a in A]}", at)
+            args.fail(f"activation {c} is not one of {[f'{a.name}={a.value}' for a in A]}", "activations")
     values = []
-    for k in (at + 1, at + 2):
+    for k in ("activation_alpha", "activation_beta"):
         v = [float(x) for x in np.reshape(args.value(k), -1)] if args.has(k) else [0.0] * n
         if len(v) != n:
             args.fail(f"must hold one value per activation ({n}), got {len(v)}", k)
@@ -501,44 +501,47 @@ def _activations(args: OpArgs, op: O, num_dirs: int, at: int) -> list[tuple[int,
 
 def _recurrent(args: OpArgs, op: O) -> list[relax.Expr]:
     gates = _GATES[op]
-    at = _ATTRS_AT[op]
-    direction = args.int(at, RecurrentDirection.FORWARD)
+    direction = args.int("direction", RecurrentDirection.FORWARD)
     if direction not in [int(v) for v in RecurrentDirection]:
-        args.fail(f"must be one of {[f'{v.name}={v.value}' for v in RecurrentDirection]}, got {direction}", at)
+        args.fail(f"must be one of {[f'{v.name}={v.value}' for v in RecurrentDirection]}, got {direction}", "direction")
     num_dirs = 2 if direction == RecurrentDirection.BIDIRECTIONAL else 1
-    layout = args.int(at + 1, 0)
+    layout = args.int("layout", 0)
     if layout not in (0, 1):
-        args.fail(f"must be 0 ([seq, batch, ...]) or 1 ([batch, seq, ...]), got {layout}", at + 1)
-    acts = _activations(args, op, num_dirs, at + 2)
-    clip = args.float(at + 5, None) if args.has(at + 5) else None
+        args.fail(f"must be 0 ([seq, batch, ...]) or 1 ([batch, seq, ...]), got {layout}", "layout")
+    acts = _activations(args, op, num_dirs)
+    clip = args.float("clip", None)
     if clip is not None and not clip > 0:
-        args.fail(f"must be positive, got {clip}", at + 5)
-    input_forget = op == O.LSTM and args.bool(at + 6, False)
-    lbr = op == O.GRU and args.bool(at + 6, False)
+        args.fail(f"must be positive, got {clip}", "clip")
+    # Each operation's own last operand (GRU and RNN have no input_forget, LSTM and RNN no linear_before_reset).
+    input_forget = op == O.LSTM and args.bool("input_forget", False)
+    lbr = op == O.GRU and args.bool("linear_before_reset", False)
 
-    x = args.tensor(0)
+    x = args.tensor("input")
     x_shape = args.shape(x)
     if len(x_shape) != 3:
-        args.fail(f"must be 3-D ({'[seq, batch, input]' if layout == 0 else '[batch, seq, input]'}), got {x_shape}", 0)
+        args.fail(
+            f"must be 3-D ({'[seq, batch, input]' if layout == 0 else '[batch, seq, input]'}), got {x_shape}", "input"
+        )
     batch = x_shape[1] if layout == 0 else x_shape[0]
-    w_shape = _static(args, 1, 3, "[directions, gates * hidden, input]")
-    r_shape = _static(args, 2, 3, "[directions, gates * hidden, hidden]")
+    w_shape = _static(args, "weight", 3, "[directions, gates * hidden, input]")
+    r_shape = _static(args, "recurrence_weight", 3, "[directions, gates * hidden, hidden]")
     hidden = r_shape[2]
     gh = gates * hidden
     size = x_shape[2]
     if not isinstance(size, int):
-        args.fail(f"needs a static input size (last dimension), got {x_shape}", 0, ResultCode.FEATURE_NOT_SUPPORTED)
+        message = f"needs a static input size (last dimension), got {x_shape}"
+        args.fail(message, "input", ResultCode.FEATURE_NOT_SUPPORTED)
     # R first: it sets the hidden size that W is then checked against.
-    _check_dims(args, 2, r_shape, [num_dirs, gh, hidden], "[directions, gates * hidden, hidden]")
-    _check_dims(args, 1, w_shape, [num_dirs, gh, size], "[directions, gates * hidden, input]")
+    _check_dims(args, "recurrence_weight", r_shape, [num_dirs, gh, hidden], "[directions, gates * hidden, hidden]")
+    _check_dims(args, "weight", w_shape, [num_dirs, gh, size], "[directions, gates * hidden, input]")
     state_shape = [num_dirs, batch, hidden] if layout == 0 else [batch, num_dirs, hidden]
     state_text = "[directions, batch, hidden]" if layout == 0 else "[batch, directions, hidden]"
 
-    w = args.tensor(1)
-    r = args.tensor(2)
-    if args.has(3):
-        _check_dims(args, 3, args.shape(args.tensor(3)), [num_dirs, 2 * gh], "[directions, 2 * gates * hidden]")
-        bias = args.tensor(3)
+    w = args.tensor("weight")
+    r = args.tensor("recurrence_weight")
+    if args.has("bias"):
+        bias = args.tensor("bias")
+        _check_dims(args, "bias", args.shape(bias), [num_dirs, 2 * gh], "[directions, 2 * gates * hidden]")
         wb = relax.op.strided_slice(bias, axes=[1], begin=[0], end=[gh])
         rb = relax.op.strided_slice(bias, axes=[1], begin=[gh], end=[2 * gh])
         if lbr:
@@ -566,23 +569,24 @@ def _recurrent(args: OpArgs, op: O) -> list[relax.Expr]:
 
     flags = {"seq": False, "h0": False, "c0": False, "peephole": False, "rbh": False}
     extra = []
-    if args.has(4):
-        seq = args.raw_tensor(4)
-        _check_dims(args, 4, args.shape(seq), [batch], "[batch]")
+    if args.has("sequence_lens"):
+        seq = args.raw_tensor("sequence_lens")
+        _check_dims(args, "sequence_lens", args.shape(seq), [batch], "[batch]")
         flags["seq"] = True
         extra.append(seq)
-    if args.has(5):
-        _check_dims(args, 5, args.shape(args.tensor(5)), state_shape, state_text)
+    if args.has("initial_h"):
+        _check_dims(args, "initial_h", args.shape(args.tensor("initial_h")), state_shape, state_text)
         flags["h0"] = True
-        extra.append(args.tensor(5))
-    if op == O.LSTM and args.has(6):
-        _check_dims(args, 6, args.shape(args.tensor(6)), state_shape, state_text)
+        extra.append(args.tensor("initial_h"))
+    if op == O.LSTM and args.has("initial_c"):
+        _check_dims(args, "initial_c", args.shape(args.tensor("initial_c")), state_shape, state_text)
         flags["c0"] = True
-        extra.append(args.tensor(6))
-    if op == O.LSTM and args.has(7):
-        _check_dims(args, 7, args.shape(args.tensor(7)), [num_dirs, 3 * hidden], "[directions, 3 * hidden]")
+        extra.append(args.tensor("initial_c"))
+    if op == O.LSTM and args.has("peephole"):
+        peephole = args.tensor("peephole")
+        _check_dims(args, "peephole", args.shape(peephole), [num_dirs, 3 * hidden], "[directions, 3 * hidden]")
         flags["peephole"] = True
-        extra.append(args.tensor(7))
+        extra.append(peephole)
     if lbr and bias is not None:
         flags["rbh"] = True
         extra.append(args.emit(relax.op.strided_slice(bias, axes=[1], begin=[gh + 2 * hidden], end=[2 * gh])))
