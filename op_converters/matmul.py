@@ -21,10 +21,10 @@ def fully_connected(args: OpArgs) -> relax.Expr:
 
     Reference: the spec (batch_size = num_elements / input_size; the header's "at least rank 2").
     """
-    x, w = args.tensor(0), args.tensor(1)
+    x, w = args.tensor("input"), args.tensor("weight")
     w_shape = args.shape(w)
     if len(w_shape) != 2:
-        args.fail(f"must be 2-D [num_units, input_size], got {w_shape}", 1)
+        args.fail(f"must be 2-D [num_units, input_size], got {w_shape}", "weight")
     units, size = w_shape
     x_shape = args.shape(x)
     if not (len(x_shape) == 2 and _same_dim(x_shape[1], size)):
@@ -32,18 +32,18 @@ def fully_connected(args: OpArgs) -> relax.Expr:
             args.fail(
                 f"input_size is 0: an input of shape {x_shape} has no batch size (num_elements / input_size); "
                 "only a 2-D input [batch, 0] does",
-                0,
+                "input",
             )
-        x = reshape_checked(args, x, [-1, size], 0, f"shape {x_shape} flattened to [-1, input_size = {size}]")
+        x = reshape_checked(args, x, [-1, size], "input", f"shape {x_shape} flattened to [-1, input_size = {size}]")
     y = relax.op.matmul(x, relax.op.permute_dims(w, [1, 0]))
     if not isinstance(size, int):  # input_size 0 at execution: a sum of nothing
         y = where_empty(args, y, size, 0)
-    if args.has(2):
-        b = args.tensor(2)
+    if args.has("bias"):
+        b = args.tensor("bias")
         if args.shape(b) != [units]:
-            args.fail(f"bias shape {args.shape(b)} must be [num_units] = [{units}]", 2)
+            args.fail(f"bias shape {args.shape(b)} must be [num_units] = [{units}]", "bias")
         y = relax.op.add(y, b)
-    return fuse(args, y, 3)
+    return fuse(args, y)
 
 
 def _same_dim(a, b) -> bool:
@@ -61,24 +61,24 @@ def mat_mul(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy.matmul for broadcasting and 1-D operands.
     """
-    x, y = args.tensor(0), args.tensor(1)
+    x, y = args.tensor("x"), args.tensor("y")
     xs, ys = args.shape(x), args.shape(y)
-    if args.bool(2, False) and len(xs) >= 2:
+    if args.bool("transpose_x", False) and len(xs) >= 2:
         x, xs = _swap_last(x, xs)
-    if args.bool(3, False) and len(ys) >= 2:
+    if args.bool("transpose_y", False) and len(ys) >= 2:
         y, ys = _swap_last(y, ys)
     k_x, k_y = xs[-1], ys[-2] if len(ys) >= 2 else ys[-1]
     if isinstance(k_x, int) and isinstance(k_y, int) and k_x != k_y:
-        args.fail(f"x {xs} and y {ys} (after transposition) have reduction lengths {k_x} != {k_y}", 1)
+        args.fail(f"x {xs} and y {ys} (after transposition) have reduction lengths {k_x} != {k_y}", "y")
     for a, b in zip(reversed(xs[:-2]), reversed(ys[:-2])):
         if isinstance(a, int) and isinstance(b, int) and 1 not in (a, b) and a != b:
-            args.fail(f"batch dimensions of x {xs} and y {ys} do not broadcast", 1)
+            args.fail(f"batch dimensions of x {xs} and y {ys} do not broadcast", "y")
     if not _same_dim(k_x, k_y):  # one or both known only at execution: the product would read past one
         y = args.require(
             y,
             tirx.EQ(_prim(k_x), _prim(k_y)),
             f"the reduction lengths of x {_dims(xs)} and y {_dims(ys)} (after transposition) differ at execution",
-            1,
+            "y",
         )
     product = relax.op.matmul(x, y)
     if not (isinstance(k_x, int) and isinstance(k_y, int)):  # K = 0 at execution: a sum of nothing

@@ -17,7 +17,7 @@ def _f32(value: float) -> relax.Expr:
 def _rank_at_least(args: OpArgs, x: relax.Expr, rank: int, layout: str) -> list:
     shape = args.shape(x)
     if len(shape) < rank:
-        args.fail(f"must have rank >= {rank}{layout}, got shape {shape}", 0)
+        args.fail(f"must have rank >= {rank}{layout}, got shape {shape}", "input")
     return shape
 
 
@@ -30,15 +30,15 @@ def _standardize(x: relax.Expr, axes: list[int], epsilon: float) -> relax.Expr:
 
 
 def _scale_bias(args: OpArgs, y: relax.Expr, expected: list, broadcast: list) -> relax.Expr:
-    """y * scale + bias, with scale (input 1) and bias (input 2) shaped ``expected`` and
+    """y * scale + bias, with the operands ``scale`` and ``bias`` shaped ``expected`` and
     reshaped to ``broadcast``. An empty scale or bias means 1 or 0 (Paddle's optional
     Scale/Bias, which Paddle Lite may leave out)."""
-    for i, combine in ((1, relax.op.multiply), (2, relax.op.add)):
-        if not args.has(i):
+    for name, combine in (("scale", relax.op.multiply), ("bias", relax.op.add)):
+        if not args.has(name):
             continue
-        p = args.tensor(i)
+        p = args.tensor(name)
         if args.shape(p) != expected:
-            args.fail(f"shape {args.shape(p)} must be {expected}", i)
+            args.fail(f"shape {args.shape(p)} must be {expected}", name)
         y = combine(y, relax.op.reshape(p, broadcast))
     return y
 
@@ -47,7 +47,7 @@ def _channel_params(args: OpArgs, y: relax.Expr, shape: list) -> relax.Expr:
     """Per-channel scale/bias of shape [C] applied along axis 1."""
     channels = shape[1]
     if not isinstance(channels, int):
-        args.fail("the channel dimension (axis 1) must be known", 0, ResultCode.FEATURE_NOT_SUPPORTED)
+        args.fail("the channel dimension (axis 1) must be known", "input", ResultCode.FEATURE_NOT_SUPPORTED)
     return _scale_bias(args, y, [channels], [1, channels] + [1] * (len(shape) - 2))
 
 
@@ -58,20 +58,20 @@ def batch_normalization(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = args.shape(x)
     if len(shape) < 2:
-        args.fail(f"must have rank >= 2 [N, C, ...], got {shape}", 0)
+        args.fail(f"must have rank >= 2 [N, C, ...], got {shape}", "input")
     channels = shape[1]
     broadcast = [1, channels] + [1] * (len(shape) - 2)
     params = []
-    for i in range(1, 5):
-        p = args.tensor(i)
+    for name in ("scale", "bias", "mean", "variance"):
+        p = args.tensor(name)
         if args.shape(p) != [channels]:
-            args.fail(f"shape {args.shape(p)} must be [C] = [{channels}]", i)
+            args.fail(f"shape {args.shape(p)} must be [C] = [{channels}]", name)
         params.append(relax.op.reshape(p, broadcast))
     scale, bias, mean, var = params
-    eps = relax.const(args.float(5, 1e-5), "float32")
+    eps = relax.const(args.float("epsilon", 1e-5), "float32")
     inv = relax.op.multiply(relax.op.rsqrt(relax.op.add(var, eps)), scale)
     return relax.op.add(relax.op.multiply(relax.op.subtract(x, mean), inv), bias)
 
@@ -86,9 +86,9 @@ def instance_normalization(args: OpArgs) -> relax.Expr:
     so the output is `bias`). An empty scale or bias stands for 1 or 0.
     Reference: the spec (the Instance Normalization paper).
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = _rank_at_least(args, x, 2, " [N, C, ...]")
-    epsilon = args.float(3, 1e-5)
+    epsilon = args.float("epsilon", 1e-5)
     if len(shape) == 2:  # one value per (n, c): standardize over a trailing axis of 1
         y = relax.op.reshape(_standardize(relax.op.expand_dims(x, [2]), [2], epsilon), shape)
     else:
@@ -105,19 +105,19 @@ def layer_normalization(args: OpArgs) -> relax.Expr:
     begin_norm_axis may be negative; an empty scale or bias stands for 1 or 0.
     Reference: the spec; the header's default begin_norm_axis 1.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = _rank_at_least(args, x, 1, "")
-    begin = args.axis(3, len(shape), 1)
+    begin = args.axis("begin_norm_axis", len(shape), 1)
     axes = list(range(begin, len(shape)))
     normalized = shape[begin:]
-    given = [i for i in (1, 2) if args.has(i)]
+    given = [name for name in ("scale", "bias") if args.has(name)]
     if given and not all(isinstance(d, int) for d in normalized):
         # A given scale/bias fixes the unknown normalized dims: adopt its shape, checked at run time.
         fixed = args.shape(args.tensor(given[0]))
         if len(fixed) == len(normalized) and all(isinstance(d, int) for d in fixed):
             x = args.match_cast(x, shape[:begin] + fixed)
             normalized = fixed
-    y = _standardize(x, axes, args.float(4, 1e-5))
+    y = _standardize(x, axes, args.float("epsilon", 1e-5))
     return _scale_bias(args, y, normalized, normalized)
 
 
@@ -131,16 +131,16 @@ def group_normalization(args: OpArgs) -> relax.Expr:
     C / groups values). An empty scale or bias stands for 1 or 0.
     Reference: the spec (the Group Normalization paper); Paddle's group_norm (NCHW).
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     shape = _rank_at_least(args, x, 2, " [N, C, ...]")
     channels = shape[1]
     if not isinstance(channels, int):
-        args.fail("the channel dimension (axis 1) must be known", 0, ResultCode.FEATURE_NOT_SUPPORTED)
-    groups = args.int(4)
+        args.fail("the channel dimension (axis 1) must be known", "input", ResultCode.FEATURE_NOT_SUPPORTED)
+    groups = args.int("groups")
     if groups <= 0 or channels % groups:
-        args.fail(f"groups {groups} must be positive and divide the channel count {channels}", 4)
+        args.fail(f"groups {groups} must be positive and divide the channel count {channels}", "groups")
     grouped = relax.op.reshape(x, [shape[0], groups, channels // groups, *shape[2:]])
-    y = _standardize(grouped, list(range(2, len(shape) + 1)), args.float(3, 1e-5))
+    y = _standardize(grouped, list(range(2, len(shape) + 1)), args.float("epsilon", 1e-5))
     return _channel_params(args, relax.op.reshape(y, shape), shape)
 
 
@@ -154,23 +154,23 @@ def lp_normalization(args: OpArgs) -> relax.Expr:
     adds it inside: sqrt(sum(x^2) + epsilon)).
     Reference: the spec.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     rank = len(args.shape(x))
-    axes = args.ints(1, [1])
+    axes = args.ints("axis", [1])
     for axis in axes:
         if not -rank <= axis < rank:
-            args.fail(f"axis {axis} is out of range [-{rank}, {rank}) for a rank-{rank} input", 1)
+            args.fail(f"axis {axis} is out of range [-{rank}, {rank}) for a rank-{rank} input", "axis")
     axes = [a % rank for a in axes]
     if len(set(axes)) != len(axes):
-        args.fail(f"axes {args.ints(1)} name the same dimension twice", 1)
-    p = args.int(2, 2)
+        args.fail(f"axes {args.ints('axis')} name the same dimension twice", "axis")
+    p = args.int("p", 2)
     if p == 1:
         norm = relax.op.sum(relax.op.abs(x), axes, keepdims=True)
     elif p == 2:
         norm = relax.op.sqrt(relax.op.sum(relax.op.multiply(x, x), axes, keepdims=True))
     else:
-        args.fail(f"p {p} must be 1 or 2", 2)
-    return relax.op.divide(x, relax.op.add(norm, _f32(args.float(3, 1e-5))))
+        args.fail(f"p {p} must be 1 or 2", "p")
+    return relax.op.divide(x, relax.op.add(norm, _f32(args.float("epsilon", 1e-5))))
 
 
 def _lrn_te(x: te.Tensor, size: int, bias: float, alpha: float, beta: float) -> te.Tensor:
@@ -207,10 +207,10 @@ def lrn(args: OpArgs) -> relax.Expr:
     alpha / size (the ONNX form), so a producer holding an ONNX alpha must divide it by size.
     Reference: the spec's defaults; Paddle's lrn (n, k, alpha, beta): formula and channel window.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     _rank_at_least(args, x, 2, " [N, C, ...]")
-    size = args.int(1, 5)
+    size = args.int("size", 5)
     if size <= 0:
-        args.fail(f"size {size} must be positive", 1)
-    bias, alpha, beta = args.float(2, 1.0), args.float(3, 1e-4), args.float(4, 0.75)
+        args.fail(f"size {size} must be positive", "size")
+    bias, alpha, beta = args.float("bias", 1.0), args.float("alpha", 1e-4), args.float("beta", 0.75)
     return args.emit_te(_lrn_te, x, size, bias, alpha, beta, primfunc_name_hint="lrn")
