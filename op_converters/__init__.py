@@ -6,8 +6,10 @@ Importing this package registers every converter.
 from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registration)
     activation,
     conv,
+    detection,
     elementwise,
     generate,
+    grid_sample,
     indexing,
     logical,
     matmul,
@@ -17,9 +19,10 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     quant_dynamic,
     recurrent,
     reduce,
+    resize,
+    roi_align,
     shape,
     unary,
-    vision,
 )
 from nnadapter_tvm.op_converters.registry import converter, get_converter, supported_operations
 
