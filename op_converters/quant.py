@@ -26,26 +26,26 @@ def quantize(args: OpArgs) -> relax.Expr:
 
     Reference: the spec and the header (``zero_point`` INT32, default 0), with the project's rounding rule.
     """
-    x = args.tensor(0)
+    x = args.tensor("input")
     rank = len(args.shape(x))
     out = args.output_type(0)
     per_channel = out.precision in QUANT_PER_CHANNEL
-    scale = np.reshape(args.value(2), -1).astype("float32")
-    zero_point = np.reshape(args.value(3, np.zeros([1], "int32")), -1)
+    scale = np.reshape(args.value("scale"), -1).astype("float32")
+    zero_point = np.reshape(args.value("zero_point", np.zeros([1], "int32")), -1)
     if per_channel:
-        axis = args.axis(1, rank, 1)
+        axis = args.axis("axis", rank, 1)
         if axis != out.channel_dim:
-            args.fail(f"axis {axis} differs from the output's channel_dim {out.channel_dim}", 1)
+            args.fail(f"axis {axis} differs from the output's channel_dim {out.channel_dim}", "axis")
     want_scale = np.asarray(out.scale, "float32").reshape(-1)
     if scale.shape != want_scale.shape or not np.allclose(scale, want_scale, rtol=1e-6, atol=0):
-        args.fail(f"{scale.tolist()} differs from the output operand's scale {want_scale.tolist()}", 2)
+        args.fail(f"{scale.tolist()} differs from the output operand's scale {want_scale.tolist()}", "scale")
     if zero_point.size not in (1, scale.size):
-        args.fail(f"holds {zero_point.size} values, expected 1 or as many as scale ({scale.size})", 3)
+        args.fail(f"holds {zero_point.size} values, expected 1 or as many as scale ({scale.size})", "zero_point")
     if np.any(zero_point != np.round(zero_point)):
-        args.fail(f"values {zero_point.tolist()} must be integers", 3)
+        args.fail(f"values {zero_point.tolist()} must be integers", "zero_point")
     want_zero = out.zero_point or 0
     if np.any(zero_point != want_zero):
-        args.fail(f"{zero_point.tolist()} differs from the output operand's zero point {want_zero}", 3)
+        args.fail(f"{zero_point.tolist()} differs from the output operand's zero point {want_zero}", "zero_point")
     if x.ty.dtype != "float32":
         x = relax.op.astype(x, "float32")
     return x  # the runtime requantizes to the output's type
@@ -58,4 +58,4 @@ def dequantize(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    return args.tensor(0)  # dequantized on entry
+    return args.tensor("input")  # dequantized on entry

@@ -7,7 +7,7 @@ from tvm import relax
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
-from nnadapter_tvm.types import Precision
+from nnadapter_tvm.types import Precision, is_quantized, storage_dtype
 
 _UNARY = {
     O.ABS: relax.op.abs,
@@ -31,7 +31,7 @@ def unary(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    return _UNARY[args.type](args.tensor(0))
+    return _UNARY[args.type](args.tensor("input"))
 
 
 @converter(O.ASSIGN)
@@ -43,24 +43,11 @@ def assign(args: OpArgs) -> relax.Expr:
 
     Reference: the spec.
     """
-    return args.tensor(0)
+    return args.tensor("input")
 
 
-# NNAdapter precision code -> the dtype CAST produces.
-_CAST_DTYPES = {
-    Precision.BOOL8: "bool",
-    Precision.INT8: "int8",
-    Precision.UINT8: "uint8",
-    Precision.INT16: "int16",
-    Precision.UINT16: "uint16",
-    Precision.INT32: "int32",
-    Precision.UINT32: "uint32",
-    Precision.INT64: "int64",
-    Precision.UINT64: "uint64",
-    Precision.FLOAT16: "float16",
-    Precision.FLOAT32: "float32",
-    Precision.FLOAT64: "float64",
-}
+# The precisions CAST produces: every plain (unquantized) one, each stored as types.storage_dtype says.
+_CAST_PRECISIONS = tuple(p for p in Precision if not is_quantized(p))
 
 
 @converter(O.CAST)
@@ -78,12 +65,12 @@ def cast(args: OpArgs) -> relax.Expr:
 
     Reference: the spec; numpy's ``ndarray.astype`` for the conversion rules.
     """
-    x = args.raw_tensor(0)
-    code = args.int(1)
-    if code not in _CAST_DTYPES:
-        allowed = ", ".join(f"{p.name}={p.value}" for p in _CAST_DTYPES)
-        args.fail(f"dtype {code} is not one of {allowed}", 1)
-    dtype = _CAST_DTYPES[Precision(code)]
+    x = args.raw_tensor("input")
+    code = args.int("dtype")
+    if code not in _CAST_PRECISIONS:
+        allowed = ", ".join(f"{p.name}={p.value}" for p in _CAST_PRECISIONS)
+        args.fail(f"dtype {code} is not one of {allowed}", "dtype")
+    dtype = storage_dtype(Precision(code))
     if dtype == str(x.ty.dtype):
         return x
     if dtype == "bool":
