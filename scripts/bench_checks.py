@@ -65,7 +65,7 @@ def build(model: onnx.ModelProto | str, checks: bool, threads: int) -> Predictor
 def data_checks(predictor: Predictor) -> int:
     """How many data checks the compiled subgraphs carry (their messages hold the value placeholder)."""
     count = 0
-    for step in predictor.steps:
+    for step in predictor.plan:
         compilation = getattr(step, "compilation", None)
         for sub in getattr(compilation, "_steps", []):
             count += sum(VALUE in c.message for c in sub.checks)

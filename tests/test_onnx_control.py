@@ -380,7 +380,7 @@ def test_a_cached_load_compiles_nothing(tmp_path, monkeypatch) -> None:
     Predictor on the same cache dir loads them all and never calls the compiler."""
     model = loop_model()
     first = nna.Predictor(model, cache_dir=tmp_path)
-    body_subgraphs = [s for u in first.graph.units if isinstance(u, ControlUnit) for s in u.bodies["body"].steps]
+    body_subgraphs = [s for u in first.graph.units if isinstance(u, ControlUnit) for s in u.bodies["body"].plan]
     assert body_subgraphs, "the loop body has its own compiled subgraph"
     assert len(first.compilations) >= 2 and not first.loaded_from_cache
     files = sorted(f for f in os.listdir(tmp_path) if f.endswith(".nnc"))

@@ -23,9 +23,9 @@ def nnadapter_models(spec: str) -> list[Model]:
         fail(f"MODEL must be 'builtin' or an .onnx file, got {spec!r}")
     from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
     from nnadapter_tvm.frontends.onnx.loader import load_model
-    from nnadapter_tvm.frontends.onnx.plan import Subgraph, make_plan
+    from nnadapter_tvm.frontends.onnx.plan import make_plan
 
-    return [s.build_model() for s in make_plan(ImportedGraph(load_model(spec))) if isinstance(s, Subgraph)]
+    return [s.build_model() for s in make_plan(ImportedGraph(load_model(spec))).segments]
 
 
 def _rpc_config(spec: str):  # -> ms.runner.RPCConfig

@@ -11,7 +11,7 @@ from nnadapter_tvm.errors import fail
 from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph, ImportOptions
 from nnadapter_tvm.frontends.onnx.loader import load_model
 from nnadapter_tvm.frontends.onnx.partition_config import PartitionConfig
-from nnadapter_tvm.frontends.onnx.plan import HostStep, Subgraph, make_plan
+from nnadapter_tvm.frontends.onnx.plan import CompiledSegment, Plan, make_plan
 from nnadapter_tvm.frontends.onnx.plan_cache import Port
 from nnadapter_tvm.frontends.onnx.predictor import Predictor
 from nnadapter_tvm.frontends.onnx.values import Unit, Value
@@ -49,7 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     bar = tqdm(total=None, unit="subgraph", desc="compiling", leave=False)
 
-    def progress(done: int, total: int, subgraph: Subgraph) -> None:
+    def progress(done: int, total: int, subgraph: CompiledSegment) -> None:
         bar.total = total
         bar.n = done
         bar.set_postfix_str(f"subgraph {min(done + 1, total)}/{total}: {subgraph.operation_count} operations")
@@ -89,10 +89,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _placement(graph: ImportedGraph, steps: list) -> dict[int, str]:
+def _placement(graph: ImportedGraph, plan: Plan) -> dict[int, str]:
     where: dict[int, str] = {}
-    for step in steps:
-        if isinstance(step, HostStep):
+    for step in plan:
+        if step.on_host:
             where[id(step.unit)] = "host"
         else:
             for unit in step.units:
@@ -105,12 +105,12 @@ def _placement(graph: ImportedGraph, steps: list) -> dict[int, str]:
 def cmd_info(args: argparse.Namespace) -> int:
     config = PartitionConfig.load(args.partition_config) if args.partition_config else None
     graph = ImportedGraph(load_model(args.model), ImportOptions(host_fallback=args.host_fallback, host_ops=config))
-    steps = make_plan(graph)
-    where = _placement(graph, steps)
+    plan = make_plan(graph)
+    where = _placement(graph, plan)
     if args.dot:
         print(to_dot(graph, where))
         return 0
-    subgraphs = [s for s in steps if isinstance(s, Subgraph)]
+    subgraphs = plan.segments
     print(f"model: {args.model}   opset: {graph.opset}   nodes: {len(graph.model.graph.node)}")
     print(f"subgraphs: {len(subgraphs)}   host nodes: {len(graph.host_units)}")
     for unit in graph.units:

@@ -23,6 +23,7 @@ import contextvars
 import dataclasses
 import itertools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -33,6 +34,9 @@ from nnadapter_tvm.execution import host_copy, host_view
 from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
 from nnadapter_tvm.frontends.onnx.values import Shape, Unit, Value, node_label
 from nnadapter_tvm.types import NNAdapterError, ResultCode
+
+if TYPE_CHECKING:
+    from nnadapter_tvm.frontends.onnx.plan import Plan
 
 CONTROL_OPS = ("If", "Loop", "Scan")
 # Set while the branches of an If that carry a duplicated tail are imported (see _import_if).
@@ -49,7 +53,7 @@ class Body:
 
     attr: str  # then_branch, else_branch or body
     graph: ImportedGraph | None  # None: the branch did not import (``error``), see _import_if
-    steps: list  # of plan.Subgraph | plan.HostStep
+    plan: Plan | None  # None with ``graph``
     own: int  # how many of graph.inputs are the body's own inputs (iteration number, states, scan slices)
     captured: list[int]  # per further input of graph.inputs: its index in the control unit's inputs
     error: str | None = None
@@ -160,7 +164,7 @@ def _import_if(graph: ImportedGraph, unit: ControlUnit, label: str, attrs: dict,
     for name, err in failures.items():
         # Inside a duplicated tail, a branch may combine with an earlier branch in a way no input
         # reaches (a value squeezed twice): it fails only if it is ever taken.
-        unit.bodies[name] = Body(name, None, [], 0, [], error=str(err.args[0]))
+        unit.bodies[name] = Body(name, None, None, 0, [], error=str(err.args[0]))
     good = [unit.bodies[n] for n in _BRANCHES if unit.bodies[n].graph is not None]
     then_out, else_out = good[0].graph.outputs, good[-1].graph.outputs
     if len(then_out) != len(else_out) or len(then_out) < len(names):
@@ -413,7 +417,7 @@ def _import_body(
 ) -> Body:
     """``body`` as a nested ImportedGraph whose inputs are ``own`` (dtype, shape) for the body's own
     inputs, then the enclosing graphs' values it reads; constant ones become initializers."""
-    from nnadapter_tvm.frontends.onnx.plan import make_plan
+    from nnadapter_tvm.frontends.onnx.plan import make_plan  # plan imports this module (ControlUnit)
 
     elem = onnx.helper.np_dtype_to_tensor_dtype
     g = onnx.GraphProto()
@@ -558,12 +562,9 @@ class ControlNode:
     """Runs a ``ControlUnit``: ``run(inputs)`` takes the unit's inputs and gives its outputs."""
 
     def __init__(self, unit: ControlUnit):
-        from nnadapter_tvm.frontends.onnx import plan  # plan imports this module: bound once, not per run
-
         self.unit = unit
         self.node = unit.node
         self.label = unit.label
-        self._run_steps = plan.run_steps
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         given: list[np.ndarray | None] = [None] * len(self.unit.node.input)
@@ -579,7 +580,7 @@ class ControlNode:
     def _body(self, body: Body, own: list, inputs: Sequence[np.ndarray]) -> list:
         """The body's outputs as its plan left them: tensors stay on their device (a next iteration,
         or the subgraph after the node, reads them without a copy); see ``host_view``/``host_copy``."""
-        return self._run_steps(body.graph, body.steps, [*own, *(inputs[k] for k in body.captured)], on_device=True)
+        return body.plan.run([*own, *(inputs[k] for k in body.captured)], on_device=True)
 
     def _scalar(self, array: np.ndarray, what: str) -> np.generic:
         if array.size != 1:

@@ -1,10 +1,19 @@
-"""Imported units -> an execution plan: NNAdapter subgraphs (TVM) and host nodes in topological order."""
+"""The host-vs-TVM split of an imported ONNX graph, and the runner of its plan.
+
+Paddle Lite's subgraph pass, at the framework level: the converted nodes (units) are grouped into
+``CompiledSegment``s, each one NNAdapter model compiled by TVM (which the runtime may split further
+by device: ``runtime.partition``, the NNAdapter level), and the nodes that run on the host (onnx's
+reference evaluator, or control flow around nested plans) are ``HostStep``s between them. A ``Plan``
+holds the steps in the order they run; values travel between them keyed by ``id(Value)``. Which
+units are taken in which order is this module's policy (``_schedule``); the grouping and the
+boundary wiring are ``runtime.clustering``'s, shared with the device split.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -15,6 +24,7 @@ from nnadapter_tvm.frontends.onnx.host import HostNode
 from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
 from nnadapter_tvm.frontends.onnx.values import Unit, Value, precision_of
 from nnadapter_tvm.model import Model, Operand
+from nnadapter_tvm.runtime import clustering
 from nnadapter_tvm.types import UNKNOWN, OperandType, ResultCode
 
 if TYPE_CHECKING:
@@ -22,8 +32,12 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(eq=False)
-class Subgraph:
-    """Units whose operations form one NNAdapter model, compiled by TVM."""
+class CompiledSegment:
+    """Units whose operations form one NNAdapter model, compiled by TVM (Paddle Lite's subgraph pass
+    makes these; the runtime may split one further by device, ``runtime.partition.DeviceSubgraph``).
+    ``inputs``/``outputs``: the values it reads from and hands to the rest of the plan."""
+
+    on_host: ClassVar[bool] = False
 
     index: int
     units: list[Unit]
@@ -37,7 +51,7 @@ class Subgraph:
         return sum(len(u.ops) for u in self.units)
 
     def build_model(self) -> Model:
-        """The NNAdapter model of this subgraph, built through the public API."""
+        """The NNAdapter model of this segment, built through the public API."""
         model = Model()
         operands: dict[int, Operand] = {}
 
@@ -67,8 +81,72 @@ class HostStep:
     """A node run on the host: onnx's reference evaluator, or a control node (If/Loop/Scan) that runs
     the nested plans of its bodies."""
 
+    on_host: ClassVar[bool] = True
+
     unit: Unit
     node: HostNode | ControlNode
+
+
+Step = CompiledSegment | HostStep
+
+
+@dataclasses.dataclass(eq=False)
+class Plan:
+    """The steps of one imported graph in the order they run: a sequence of ``CompiledSegment`` and
+    ``HostStep``. ``run`` executes it; the routing of values between its steps is worked out on the
+    first run and kept (a loop body's plan runs once per iteration)."""
+
+    graph: ImportedGraph
+    steps: list[Step]
+    _route: _Route | None = dataclasses.field(default=None, repr=False)
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, index: int) -> Step:
+        return self.steps[index]
+
+    @property
+    def segments(self) -> list[CompiledSegment]:
+        """The compiled segments of this plan (not those of control nodes' bodies)."""
+        return [s for s in self.steps if isinstance(s, CompiledSegment)]
+
+    def all_segments(self) -> list[CompiledSegment]:
+        """Every compiled segment, those of control nodes' bodies (nested, depth first) included, in
+        the order the plan meets them: the order in which they are compiled."""
+        found: list[CompiledSegment] = []
+        for step in self.steps:
+            if isinstance(step, CompiledSegment):
+                found.append(step)
+            elif isinstance(step.unit, ControlUnit):
+                for body in step.unit.bodies.values():
+                    if body.plan is not None:
+                        found += body.plan.all_segments()
+        return found
+
+    def run(self, arrays: Sequence, on_device: bool = False) -> list:
+        """Run the plan on the graph's inputs (numpy arrays, or tensors; every segment compiled); its
+        outputs in order. Between segments a value stays where the compiled code left it (a tensor on
+        its device: a next segment on that device reads it without a copy); a host node reads a view
+        of it. The outputs are numpy arrays the caller owns (a tensor's one copy), or with
+        ``on_device`` the values as they are (a control node's body hands them to its next iteration)."""
+        route = self._route
+        if route is None:
+            route = self._route = _Route(self)
+        env = dict(route.consts)
+        env.update(zip(route.inputs, arrays))
+        for host, step, reads, writes in route.steps:
+            if host:
+                results = step.node.run([host_view(env[k]) for k in reads])
+            else:
+                results = run_arrays(step.compilation, [env[k] for k in reads], on_device=True)
+            env.update(zip(writes, results))
+        if on_device:
+            return [env[k] for k in route.outputs]
+        return [host_copy(env[k]) for k in route.outputs]
 
 
 def operand_type(v: Value, where: str) -> OperandType:
@@ -85,8 +163,31 @@ def operand_type(v: Value, where: str) -> OperandType:
     return OperandType(precision_of(v.dtype, f"{where}: {v.describe()}"), dims, dimension_names=names)
 
 
-def make_plan(graph: ImportedGraph) -> list[Subgraph | HostStep]:
-    """Group converted units into as few subgraphs as the host nodes between them allow."""
+def make_plan(graph: ImportedGraph) -> Plan:
+    """Group converted units into as few compiled segments as the host nodes between them allow."""
+    groups = clustering.cluster(_schedule(graph), _label, _reads, _writes, id, consecutive=True)
+    steps: list[Step] = []
+    for units in groups:
+        unit = units[0]
+        if unit.host is not None:
+            runner = unit.runner() if isinstance(unit, ControlUnit) else HostNode(unit.node, graph.opset)
+            steps.append(HostStep(unit, runner))
+        elif any(u.ops for u in units):  # units with no operations (pass-throughs) need no segment
+            steps.append(CompiledSegment(sum(not s.on_host for s in steps), units))
+    groups = [s.units if isinstance(s, CompiledSegment) else [s.unit] for s in steps]
+    wired = clustering.wire(groups, _reads, _writes, id, _crosses, graph.outputs, order="written")
+    for step, units, (inputs, outputs) in zip(steps, groups, wired):
+        if isinstance(step, CompiledSegment):
+            step.inputs = inputs
+            # Its results are never read (e.g. only dangling outputs): keep the last one so the model is valid.
+            step.outputs = outputs or [list({id(v): v for u in units for v in _writes(u)}.values())[-1]]
+    return Plan(graph, steps)
+
+
+def _schedule(graph: ImportedGraph) -> list[Unit]:
+    """The units that run (folded ones do not), in the order the plan takes them: every converted unit
+    whose inputs are ready, again and again (one segment takes as much as it can), then one ready
+    host unit (whose outputs may make more converted units ready), and so on."""
     available: set[int] = {id(v) for v in graph.inputs} | {id(v) for v in graph.values.values() if v.is_const}
     for u in graph.units:
         if u.folded:
@@ -99,7 +200,7 @@ def make_plan(graph: ImportedGraph) -> list[Subgraph | HostStep]:
         return (needed - produced_inside) <= (available | extra)
 
     remaining = [u for u in graph.units if not u.folded]
-    steps: list[Subgraph | HostStep] = []
+    order: list[Unit] = []
     while remaining:
         taken: list[Unit] = []
         made: set[int] = set()
@@ -112,100 +213,50 @@ def make_plan(graph: ImportedGraph) -> list[Subgraph | HostStep]:
                     made |= {id(v) for v in u.outputs} | {id(v) for op in u.ops for v in op.outputs}
                     remaining.remove(u)
                     progress = True
-        if any(u.ops for u in taken):
-            steps.append(Subgraph(len([s for s in steps if isinstance(s, Subgraph)]), taken))
+        order += taken
         available |= made
         hosts = [u for u in remaining if u.host is not None and ready(u, set())]
         if not hosts and not taken:
             fail("the graph has a cycle or an input no node produces", ResultCode.INVALID_PARAMETER)
         for u in hosts[:1]:  # one at a time: the next may unlock more device work
-            runner = u.runner() if isinstance(u, ControlUnit) else HostNode(u.node, graph.opset)
-            steps.append(HostStep(u, runner))
+            order.append(u)
             available |= {id(v) for v in u.outputs}
             remaining.remove(u)
-    _wire(graph, steps)
-    return steps
+    return order
 
 
-def _wire(graph: ImportedGraph, steps: list[Subgraph | HostStep]) -> None:
-    """Each subgraph's inputs (values it reads from outside) and outputs (values read after it)."""
-    consumers: dict[int, set[int]] = {}
-    for k, step in enumerate(steps):
-        for v in _reads(step):
-            consumers.setdefault(id(v), set()).add(k)
-    graph_outputs = {id(v) for v in graph.outputs}
-    for k, step in enumerate(steps):
-        if not isinstance(step, Subgraph):
-            continue
-        produced: dict[int, Value] = {}
-        for u in step.units:
-            for op in u.ops:
-                for v in op.outputs:
-                    produced[id(v)] = v
-        seen: set[int] = set()
-        for v in _reads(step):
-            if id(v) not in produced and not v.is_const and id(v) not in seen:
-                seen.add(id(v))
-                step.inputs.append(v)
-        step.outputs = [
-            v for key, v in produced.items() if key in graph_outputs or any(c != k for c in consumers.get(key, ()))
-        ]
-        if not step.outputs:
-            # Its results are never read (e.g. only dangling outputs): keep the last one so the model is valid.
-            step.outputs = [list(produced.values())[-1]]
+# How runtime.clustering reads units: a host unit is a group of its own and reads its node's inputs;
+# a converted unit reads and writes through its operations (values are keyed by id).
+def _label(u: Unit) -> str | None:
+    return None if u.host is not None else "compiled"
 
 
-def _reads(step: Subgraph | HostStep) -> list[Value]:
-    if isinstance(step, HostStep):
-        return list(step.unit.inputs)
-    return [v for u in step.units for op in u.ops for v in op.inputs if v is not None]
+def _reads(u: Unit) -> list[Value]:
+    if u.host is not None:
+        return list(u.inputs)
+    return [v for op in u.ops for v in op.inputs if v is not None]
 
 
-def all_subgraphs(steps: Sequence[Subgraph | HostStep]) -> list[Subgraph]:
-    """Every subgraph of the plan, those of control nodes' bodies (nested, depth first) included,
-    in the order the plan meets them: the order in which they are compiled."""
-    found: list[Subgraph] = []
-    for step in steps:
-        if isinstance(step, Subgraph):
-            found.append(step)
-        elif isinstance(step.unit, ControlUnit):
-            for body in step.unit.bodies.values():
-                found += all_subgraphs(body.steps)
-    return found
+def _writes(u: Unit) -> list[Value]:
+    if u.host is not None:
+        return list(u.outputs)
+    return [v for op in u.ops for v in op.outputs]
 
 
-def run_steps(
-    graph: ImportedGraph, steps: Sequence[Subgraph | HostStep], arrays: Sequence, on_device: bool = False
-) -> list:
-    """Run the plan of ``graph`` on its inputs (numpy arrays, or tensors; every subgraph compiled); its
-    outputs in order. Between subgraphs a value stays where the compiled code left it (a tensor on
-    its device: a next subgraph on that device reads it without a copy); a host node reads a view of
-    it. The outputs are numpy arrays the caller owns (a tensor's one copy), or with ``on_device`` the
-    values as they are (a control node's body hands them to its next iteration)."""
-    route = _route(graph, steps)
-    env = dict(route.consts)
-    env.update(zip(route.inputs, arrays))
-    for host, step, reads, writes in route.steps:
-        if host:
-            results = step.node.run([host_view(env[k]) for k in reads])
-        else:
-            results = run_arrays(step.compilation, [env[k] for k in reads], on_device=True)
-        env.update(zip(writes, results))
-    if on_device:
-        return [env[k] for k in route.outputs]
-    return [host_copy(env[k]) for k in route.outputs]
+def _crosses(v: Value) -> bool:
+    return not v.is_const
 
 
 class _Route:
     """Where each step of a plan reads its inputs and writes its outputs (keys of the values by id),
     and the constants it reads: worked out once per plan, not on every run (a loop body runs often)."""
 
-    def __init__(self, graph: ImportedGraph, steps: Sequence[Subgraph | HostStep]):
-        self.plan = steps
+    def __init__(self, plan: Plan):
+        graph = plan.graph
         self.consts: dict[int, np.ndarray] = {}
         self.inputs = [id(v) for v in graph.inputs]
-        self.steps: list[tuple[bool, Subgraph | HostStep, list[int], list[int]]] = []
-        for step in steps:
+        self.steps: list[tuple[bool, Step, list[int], list[int]]] = []
+        for step in plan.steps:
             host = isinstance(step, HostStep)
             reads, writes = (step.unit.inputs, step.unit.outputs) if host else (step.inputs, step.outputs)
             self.steps.append((host, step, [self._key(v) for v in reads], [id(v) for v in writes]))
@@ -215,19 +266,6 @@ class _Route:
         if value.is_const:
             self.consts[id(value)] = value.const
         return id(value)
-
-
-def _route(graph: ImportedGraph, steps: Sequence[Subgraph | HostStep]) -> _Route:
-    routes = graph.__dict__.setdefault("_plan_routes", {})
-    route = routes.get(id(steps))
-    if route is None or route.plan is not steps:
-        route = routes[id(steps)] = _Route(graph, steps)
-    return route
-
-
-def execute(compilation: Compilation, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """One execution of a compiled subgraph on ``arrays``; its outputs as new numpy arrays."""
-    return run_arrays(compilation, list(arrays))
 
 
 def single_model(graph: ImportedGraph) -> Model:
@@ -246,5 +284,5 @@ def single_model(graph: ImportedGraph) -> Model:
                 f"graph output {v.describe()} is a constant or an input, not computed by an operation",
                 ResultCode.FEATURE_NOT_SUPPORTED,
             )
-    subgraph = Subgraph(0, [u for u in graph.units if u.ops], list(graph.inputs), list(graph.outputs))
-    return subgraph.build_model()
+    segment = CompiledSegment(0, [u for u in graph.units if u.ops], list(graph.inputs), list(graph.outputs))
+    return segment.build_model()

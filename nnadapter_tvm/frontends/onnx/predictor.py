@@ -17,15 +17,16 @@ from nnadapter_tvm.errors import check
 from nnadapter_tvm.execution import check_shared_dimensions, run_arrays
 from nnadapter_tvm.frontends.onnx import plan_cache
 from nnadapter_tvm.frontends.onnx.plan_cache import Port
+from nnadapter_tvm.runtime.token import model_token
 from nnadapter_tvm.types import UNKNOWN, NNAdapterError
 
 if TYPE_CHECKING:
     import onnx
 
     from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
-    from nnadapter_tvm.frontends.onnx.plan import Subgraph
+    from nnadapter_tvm.frontends.onnx.plan import CompiledSegment, Plan
 
-Progress = Callable[[int, int, "Subgraph"], None]
+Progress = Callable[[int, int, "CompiledSegment"], None]
 
 
 class Predictor:
@@ -65,7 +66,7 @@ class Predictor:
             options["partition_config"] = [(r.op_type, r.inputs, r.outputs) for r in self._config.rules]
         self._onnx_model: onnx.ModelProto | None = None
         self._graph: ImportedGraph | None = None
-        self._steps: list | None = None
+        self._plan: Plan | None = None
         self.compilations: list[Compilation] = []
         self.tokens: list[str] = []
         entry_key = plan_cache.key(_source_bytes(model), self.context, options) if self.cache_dir else None
@@ -91,12 +92,9 @@ class Predictor:
         return True
 
     def _import_and_compile(self, progress: Progress | None) -> None:
-        from nnadapter_tvm.frontends.onnx.plan import all_subgraphs
-        from nnadapter_tvm.runtime.token import model_token
-
-        graph, steps = self.graph, self.steps
+        graph, plan = self.graph, self.plan
         # The bodies of control nodes (If/Loop/Scan) are compiled here too: running never compiles.
-        subgraphs = all_subgraphs(steps)
+        subgraphs = plan.all_segments()
         # Equal subgraphs (a tail an If duplicates into both branches) are one compilation.
         by_token: dict[str, Compilation] = {}
         for k, subgraph in enumerate(subgraphs):
@@ -119,14 +117,15 @@ class Predictor:
         self._output_names = [o.name for o in self.onnx_model.graph.output]
         # One subgraph fed by the graph's inputs and giving its outputs runs without walking the plan.
         self.single_subgraph = (
-            len(steps) == 1
+            len(plan) == 1
             and len(subgraphs) == 1
-            and subgraphs[0] is steps[0]
+            and subgraphs[0] is plan[0]
             and [id(v) for v in subgraphs[0].inputs] == [id(v) for v in graph.inputs]
             and [id(v) for v in subgraphs[0].outputs] == [id(v) for v in graph.outputs]
         )
 
-    # The graph and its plan, built on first use when the model was loaded through the index.
+    # The graph and its plan, built on first use when the model was loaded through the index; imported
+    # here, not at the top, so that such a load never imports onnx (which the graph and the plan need).
     @property
     def onnx_model(self) -> onnx.ModelProto:
         if self._onnx_model is None:
@@ -145,29 +144,27 @@ class Predictor:
         return self._graph
 
     @property
-    def steps(self) -> list:
-        if self._steps is None:
+    def plan(self) -> Plan:
+        """The graph's plan: compiled segments and host steps in the order they run."""
+        if self._plan is None:
             from nnadapter_tvm.frontends.onnx.plan import make_plan
 
-            self._steps = make_plan(self.graph)
-        return self._steps
+            self._plan = make_plan(self.graph)
+        return self._plan
 
     @property
-    def subgraphs(self) -> list[Subgraph]:
-        from nnadapter_tvm.frontends.onnx.plan import Subgraph
-
-        return [s for s in self.steps if isinstance(s, Subgraph)]
+    def subgraphs(self) -> list[CompiledSegment]:
+        """The plan's compiled segments (Paddle Lite's NNAdapter subgraphs), not those of control bodies."""
+        return self.plan.segments
 
     @property
     def token(self) -> str:
         """The model token: the one subgraph's, or an MD5 over every subgraph's and the host nodes."""
-        if self.single_subgraph or (len(self.tokens) == 1 and len(self.steps) == 1):
+        if self.single_subgraph or (len(self.tokens) == 1 and len(self.plan) == 1):
             return self.tokens[0]
-        from nnadapter_tvm.frontends.onnx.plan import HostStep
-
         h = hashlib.md5(usedforsecurity=False)
-        for step in self.steps:
-            h.update(step.unit.node.SerializeToString() if isinstance(step, HostStep) else b"")
+        for step in self.plan:
+            h.update(step.unit.node.SerializeToString() if step.on_host else b"")
             h.update(b"\0")
         for token in self.tokens:
             h.update(token.encode())
@@ -199,14 +196,7 @@ class Predictor:
         arrays = self._feeds(inputs)
         if self.single_subgraph:
             return run_arrays(self.compilations[0], arrays, checked=self._checked)
-        run_steps = self._run_steps
-        if run_steps is None:
-            from nnadapter_tvm.frontends.onnx.plan import run_steps
-
-            self._run_steps = run_steps
-        return run_steps(self.graph, self.steps, arrays)
-
-    _run_steps = None  # plan.run_steps, imported on first use (a model loaded through the index needs none)
+        return self.plan.run(arrays)
 
     @property
     def _checked(self) -> bool:
