@@ -123,7 +123,7 @@ def spatial_pads(args: OpArgs, in_hw: list, kernel: list[int], strides: list[int
 
 
 def check_window(args: OpArgs, in_hw: list, pads: list[int], window: list[int], i: Key) -> None:
-    """Fail naming input ``i`` where a static padded input is smaller than the (dilated) window; where the
+    """Fail naming operand ``i`` where a static padded input is smaller than the (dilated) window; where the
     size is known only at execution, the execution fails instead (``OpArgs.require_dims``), rather than giving an
     empty output."""
     for axis, size, before, after, k in zip(("height", "width"), in_hw, pads[0::2], pads[1::2], window):
