@@ -51,34 +51,35 @@ def prior_box(args: OpArgs) -> relax.Expr:
 
     Reference: Paddle's paddle.vision.ops.prior_box (prior_box CPU kernel).
     """
-    x, image = args.tensor(0), args.tensor(1)
-    _, _, height, width = rank4(args, x, 0)
-    _, _, img_h, img_w = rank4(args, image, 1)
-    for i, dims in ((0, (height, width)), (1, (img_h, img_w))):
+    x, image = args.tensor("input"), args.tensor("image")
+    _, _, height, width = rank4(args, x, "input")
+    _, _, img_h, img_w = rank4(args, image, "image")
+    for name, dims in (("input", (height, width)), ("image", (img_h, img_w))):
         if not all(isinstance(d, int) for d in dims):
             args.fail(
                 "needs static height and width (the boxes are computed at compile time)",
-                i,
+                name,
                 ResultCode.FEATURE_NOT_SUPPORTED,
             )
-    min_sizes = floats(args, 2)
-    max_sizes = floats(args, 3) if args.has(3) else []
-    ratios = floats(args, 4) if args.has(4) else []
-    variances = floats(args, 5)
-    flip, clip = args.bool(6, False), args.bool(7, False)
-    step_w, step_h = args.float(8, 0.0), args.float(9, 0.0)
-    offset = args.float(10, 0.5)
-    min_max_order = args.bool(11, False)
+    min_sizes = floats(args, "min_sizes")
+    max_sizes = floats(args, "max_sizes") if args.has("max_sizes") else []
+    ratios = floats(args, "aspect_ratios") if args.has("aspect_ratios") else []
+    variances = floats(args, "variances")
+    flip, clip = args.bool("flip", False), args.bool("clip", False)
+    step_w, step_h = args.float("step_w", 0.0), args.float("step_h", 0.0)
+    offset = args.float("offset", 0.5)
+    min_max_order = args.bool("min_max_aspect_ratios_order", False)
     if not min_sizes or any(s <= 0 for s in min_sizes):
-        args.fail(f"must hold at least one positive size, got {min_sizes}", 2)
+        args.fail(f"must hold at least one positive size, got {min_sizes}", "min_sizes")
     if max_sizes and (len(max_sizes) != len(min_sizes) or any(b <= a for a, b in zip(min_sizes, max_sizes))):
-        args.fail(f"must be empty or hold one size per min size, each above it; min {min_sizes}, max {max_sizes}", 3)
+        message = f"must be empty or hold one size per min size, each above it; min {min_sizes}, max {max_sizes}"
+        args.fail(message, "max_sizes")
     if any(r <= 0 for r in ratios):
-        args.fail(f"must be positive, got {ratios}", 4)
+        args.fail(f"must be positive, got {ratios}", "aspect_ratios")
     if len(variances) != 4:
-        args.fail(f"must hold 4 values, got {variances}", 5)
+        args.fail(f"must hold 4 values, got {variances}", "variances")
     if step_w < 0 or step_h < 0:
-        args.fail(f"steps must be non-negative (0: automatic), got {step_w}, {step_h}", 8)
+        args.fail(f"steps must be non-negative (0: automatic), got {step_w}, {step_h}", "step_w")
     if step_w == 0 or step_h == 0:
         step_w, step_h = np.float32(img_w) / np.float32(width), np.float32(img_h) / np.float32(height)
     expanded = _expand_aspect_ratios(ratios, flip)
@@ -129,32 +130,32 @@ def yolo_box(args: OpArgs) -> relax.Expr:
 
     Reference: Paddle's paddle.vision.ops.yolo_box (yolo_box CPU kernel).
     """
-    x, imgsize = args.tensor(0), args.raw_tensor(1)
-    n, channels, h, w = rank4(args, x, 0)
-    anchors = args.ints(2)
-    class_num = args.int(3)
-    conf_thresh = args.float(4)
-    downsample = args.int(5)
-    clip_bbox = args.bool(6, True)
-    scale_x_y = args.float(7, 1.0)
-    iou_aware = args.bool(8, False)
-    iou_factor = args.float(9, 0.5)
+    x, imgsize = args.tensor("input"), args.raw_tensor("imgsize")
+    n, channels, h, w = rank4(args, x, "input")
+    anchors = args.ints("anchors")
+    class_num = args.int("class_num")
+    conf_thresh = args.float("conf_thresh")
+    downsample = args.int("downsample_ratio")
+    clip_bbox = args.bool("clip_bbox", True)
+    scale_x_y = args.float("scale_x_y", 1.0)
+    iou_aware = args.bool("iou_aware", False)
+    iou_factor = args.float("iou_aware_factor", 0.5)
     if not anchors or len(anchors) % 2:
-        args.fail(f"must hold (width, height) pairs, got {anchors}", 2)
+        args.fail(f"must hold (width, height) pairs, got {anchors}", "anchors")
     if class_num <= 0:
-        args.fail(f"must be positive, got {class_num}", 3)
+        args.fail(f"must be positive, got {class_num}", "class_num")
     if downsample <= 0:
-        args.fail(f"must be positive, got {downsample}", 5)
+        args.fail(f"must be positive, got {downsample}", "downsample_ratio")
     num_anchors = len(anchors) // 2
     per_anchor = 5 + class_num
     expected = num_anchors * (per_anchor + (1 if iou_aware else 0))
     if isinstance(channels, int) and channels != expected:
         what = "A * (6 + class_num)" if iou_aware else "A * (5 + class_num)"
-        args.fail(f"has {channels} channels, expected {what} = {expected} for A = {num_anchors}", 0)
+        args.fail(f"has {channels} channels, expected {what} = {expected} for A = {num_anchors}", "input")
     if args.shape(imgsize)[1:] != [2] or len(args.shape(imgsize)) != 2:
-        args.fail(f"must have shape [N, 2], got {args.shape(imgsize)}", 1)
+        args.fail(f"must have shape [N, 2], got {args.shape(imgsize)}", "imgsize")
     if not all(isinstance(d, int) for d in (h, w)):
-        args.fail("needs a static height and width", 0, ResultCode.FEATURE_NOT_SUPPORTED)
+        args.fail("needs a static height and width", "input", ResultCode.FEATURE_NOT_SUPPORTED)
 
     op = relax.op
     emit = args.emit
@@ -339,34 +340,36 @@ def non_max_suppression(args: OpArgs) -> relax.Expr:
 
     Reference: Paddle's multiclass_nms3 operator (CPU kernel); not in the spec, operands from the header.
     """
-    boxes, scores = args.tensor(0), args.tensor(1)
+    boxes, scores = args.tensor("bboxes"), args.tensor("scores")
     box_shape, score_shape = args.shape(boxes), args.shape(scores)
-    if args.has(2):
-        args.fail("the 2-D (LoD) form with rois_num is not supported", 2, ResultCode.FEATURE_NOT_SUPPORTED)
+    if args.has("rois_num"):
+        message = "the 2-D (LoD) form with rois_num is not supported"
+        args.fail(message, "rois_num", ResultCode.FEATURE_NOT_SUPPORTED)
     if len(box_shape) != 3:
-        args.fail(f"must have shape [N, M, 4], got {box_shape}", 0)
+        args.fail(f"must have shape [N, M, 4], got {box_shape}", "bboxes")
     if box_shape[2] in (8, 16, 24, 32):
-        args.fail(f"polygon boxes ({box_shape[2]} coordinates) are not supported", 0, ResultCode.FEATURE_NOT_SUPPORTED)
+        message = f"polygon boxes ({box_shape[2]} coordinates) are not supported"
+        args.fail(message, "bboxes", ResultCode.FEATURE_NOT_SUPPORTED)
     if box_shape[2] != 4:
-        args.fail(f"must have shape [N, M, 4], got {box_shape}", 0)
+        args.fail(f"must have shape [N, M, 4], got {box_shape}", "bboxes")
     if len(score_shape) != 3:
-        args.fail(f"must have shape [N, C, M], got {score_shape}", 1)
+        args.fail(f"must have shape [N, C, M], got {score_shape}", "scores")
     for axis, (a, b) in enumerate(((box_shape[0], score_shape[0]), (box_shape[1], score_shape[2]))):
         if isinstance(a, int) and isinstance(b, int) and a != b:
             what = "batch" if axis == 0 else "box count M"
-            args.fail(f"{what} {b} differs from the boxes' {a} (bboxes {box_shape}, scores {score_shape})", 1)
-    background = args.int(3, 0)
-    score_threshold = args.float(4)
-    nms_top_k = args.int(5, -1)
-    nms_threshold = args.float(6, 0.3)
-    eta = args.float(7, 1.0)
-    keep_top_k = args.int(8, -1)
-    normalized = args.bool(9, True)
-    return_index = args.bool(10, False)
+            args.fail(f"{what} {b} differs from the boxes' {a} (bboxes {box_shape}, scores {score_shape})", "scores")
+    background = args.int("background_label", 0)
+    score_threshold = args.float("score_threshold")
+    nms_top_k = args.int("nms_top_k", -1)
+    nms_threshold = args.float("nms_threshold", 0.3)
+    eta = args.float("nms_eta", 1.0)
+    keep_top_k = args.int("keep_top_k", -1)
+    normalized = args.bool("normalized", True)
+    return_index = args.bool("return_index", False)
     if not eta > 0:
-        args.fail(f"must be positive, got {eta}", 7)
+        args.fail(f"must be positive, got {eta}", "nms_eta")
     if return_index and args.output_count < 3:
-        args.fail("is true but the operation has no 'index' output", 10)
+        args.fail("is true but the operation has no 'index' output", "return_index")
     keep_top_k = keep_top_k if keep_top_k > -1 else -1
 
     def limit(num_boxes):

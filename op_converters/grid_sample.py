@@ -27,20 +27,20 @@ def grid_sample(args: OpArgs) -> relax.Expr:
 
     Reference: Paddle's paddle.nn.functional.grid_sample (CPU kernel: mode, padding_mode, align_corners).
     """
-    x, grid = args.tensor(0), args.tensor(1)
-    n, _, _, _ = rank4(args, x, 0)
+    x, grid = args.tensor("input"), args.tensor("grid")
+    n, _, _, _ = rank4(args, x, "input")
     grid_shape = args.shape(grid)
     if len(grid_shape) != 4 or grid_shape[3] != 2:
-        args.fail(f"must have shape [N, H_out, W_out, 2], got {grid_shape}", 1)
+        args.fail(f"must have shape [N, H_out, W_out, 2], got {grid_shape}", "grid")
     if isinstance(n, int) and isinstance(grid_shape[0], int) and n != grid_shape[0]:
-        args.fail(f"batch {grid_shape[0]} differs from the input's {n}", 1)
-    align_corners = args.bool(2, False)
-    mode = args.int(3, InterpolateMode.BILINEAR)
+        args.fail(f"batch {grid_shape[0]} differs from the input's {n}", "grid")
+    align_corners = args.bool("align_corners", False)
+    mode = args.int("mode", InterpolateMode.BILINEAR)
     if mode not in (InterpolateMode.NONE, InterpolateMode.BILINEAR, InterpolateMode.NEAREST):
-        args.fail(f"must be {_names(InterpolateMode)}, got {mode}", 3)
-    pad_mode = args.int(4, PadMode.CONSTANT)
+        args.fail(f"must be {_names(InterpolateMode)}, got {mode}", "mode")
+    pad_mode = args.int("pad_mode", PadMode.CONSTANT)
     if pad_mode not in tuple(PadMode):
-        args.fail(f"must be {_names(PadMode)}, got {pad_mode}", 4)
+        args.fail(f"must be {_names(PadMode)}, got {pad_mode}", "pad_mode")
     nearest = mode == InterpolateMode.NEAREST
     border = pad_mode in (PadMode.EDGE, PadMode.REPLICATE)
     reflection = pad_mode == PadMode.REFLECT

@@ -27,27 +27,27 @@ def _resize_size(args: OpArgs, in_hw: list) -> tuple[list, list[float] | None]:
     As in Paddle's interpolate_v2: ``shape`` wins for the size, but positive ``scales`` still set the
     ratio (1 / scale); non-positive scales count as absent; a scaled size is int(float32(in) * scale).
     """
-    shape = _shape_operand(args, 1) if args.has(1) else None
-    scales = floats(args, 2) if args.has(2) else None
+    shape = _shape_operand(args) if args.has("shape") else None
+    scales = floats(args, "scales") if args.has("scales") else None
     if shape is None and scales is None:
-        args.fail("one of 'shape' and 'scales' must be given (both are empty)", 1)
+        args.fail("one of 'shape' and 'scales' must be given (both are empty)", "shape")
     if scales is not None:
         if len(scales) != 2:
-            args.fail(f"must hold 2 values (height, width), got {scales}", 2)
+            args.fail(f"must hold 2 values (height, width), got {scales}", "scales")
         if not all(s > 0 for s in scales):
             if shape is None:
-                args.fail(f"values must be positive when 'shape' is empty, got {scales}", 2)
+                args.fail(f"values must be positive when 'shape' is empty, got {scales}", "scales")
             scales = None
     if shape is not None:
         if len(shape) != 2 or any(isinstance(d, int) and d <= 0 for d in shape):
-            args.fail(f"must hold 2 positive values (height, width), got {shape}", 1)
+            args.fail(f"must hold 2 positive values (height, width), got {shape}", "shape")
         return shape, scales
     out = []
     for axis, size, scale in zip(("height", "width"), in_hw, scales):
         if isinstance(size, int):
             out_size = int(np.float32(size) * np.float32(scale))
             if out_size <= 0:
-                args.fail(f"scale {scale} gives an empty output {axis} for an input {axis} of {size}", 2)
+                args.fail(f"scale {scale} gives an empty output {axis} for an input {axis} of {size}", "scales")
         elif float(scale).is_integer():
             out_size = size * int(scale)
         else:
@@ -59,17 +59,16 @@ def _resize_size(args: OpArgs, in_hw: list) -> tuple[list, list[float] | None]:
     return out, scales
 
 
-def _shape_operand(args: OpArgs, i: int) -> list:
+def _shape_operand(args: OpArgs) -> list:
     """RESIZE_*'s ``shape`` operand: its values where constant, else the TIR expressions compile time
     knows for it (a size computed from the input's own dimensions, through ``OpArgs.shape_values``)."""
-    if args.operand(i).is_constant:
-        return args.ints(i)
-    shape_values = getattr(args, "shape_values", None)
-    values = shape_values(i) if shape_values is not None else None
+    if args.operand("shape").is_constant:
+        return args.ints("shape")
+    values = args.shape_values("shape")
     if values is None:
         args.fail(
             "must be a constant operand or computed from shapes (its values set the output size)",
-            i,
+            "shape",
             ResultCode.FEATURE_NOT_SUPPORTED,
         )
     return values
@@ -93,12 +92,12 @@ def _resize_ratio(in_size, out_size, scale: float | None, align_corners: bool) -
 
 
 def _resize(args: OpArgs, linear: bool) -> relax.Expr:
-    x = args.tensor(0)
-    _, _, in_h, in_w = rank4(args, x, 0)
-    align_corners = args.bool(3, False)
-    align_mode = args.int(4, 1) if linear else 1
+    x = args.tensor("input")
+    _, _, in_h, in_w = rank4(args, x, "input")
+    align_corners = args.bool("align_corners", False)
+    align_mode = args.int("align_mode", 1) if linear else 1
     if align_mode not in (0, 1):
-        args.fail(f"must be 0 (half-pixel) or 1 (asymmetric), got {align_mode}", 4)
+        args.fail(f"must be 0 (half-pixel) or 1 (asymmetric), got {align_mode}", "align_mode")
 
     def geometry(h, w) -> tuple:
         """Output height and width and the two ratios for an input of h x w."""

@@ -38,30 +38,32 @@ def roi_align(args: OpArgs) -> relax.Expr:
 
     Reference: Paddle's paddle.vision.ops.roi_align (roi_align CPU kernel, with ``aligned``).
     """
-    x, rois, batch = args.tensor(0), args.tensor(1), args.raw_tensor(2)
-    rank4(args, x, 0)
+    x, rois, batch = args.tensor("input"), args.tensor("rois"), args.raw_tensor("batch_indices")
+    rank4(args, x, "input")
     rois_shape, batch_shape = args.shape(rois), args.shape(batch)
     if len(rois_shape) != 2 or rois_shape[1] != 4:
-        args.fail(f"must have shape [R, 4], got {rois_shape}", 1)
+        args.fail(f"must have shape [R, 4], got {rois_shape}", "rois")
     if len(batch_shape) != 1 or (
         isinstance(batch_shape[0], int) and isinstance(rois_shape[0], int) and batch_shape[0] != rois_shape[0]
     ):
-        args.fail(f"must have shape [R] = [{rois_shape[0]}] (one batch index per ROI), got {batch_shape}", 2)
-    pooled_h, pooled_w = args.int(3), args.int(4)
-    for i, v in ((3, pooled_h), (4, pooled_w)):
+        args.fail(
+            f"must have shape [R] = [{rois_shape[0]}] (one batch index per ROI), got {batch_shape}", "batch_indices"
+        )
+    pooled_h, pooled_w = args.int("output_height"), args.int("output_width")
+    for name, v in (("output_height", pooled_h), ("output_width", pooled_w)):
         if v <= 0:
-            args.fail(f"must be positive, got {v}", i)
-    sampling_ratio = args.int(5, -1)
+            args.fail(f"must be positive, got {v}", name)
+    sampling_ratio = args.int("sampling_ratio", -1)
     if sampling_ratio > MAX_SAMPLING_RATIO:
         args.fail(
             f"sampling_ratio {sampling_ratio} is above the {MAX_SAMPLING_RATIO} supported "
             f"(each bin would average {sampling_ratio}^2 samples)",
-            5,
+            "sampling_ratio",
         )
-    spatial_scale = args.float(6, 1.0)
+    spatial_scale = args.float("spatial_scale", 1.0)
     if not spatial_scale > 0:
-        args.fail(f"must be positive, got {spatial_scale}", 6)
-    aligned = args.bool(7, False)
+        args.fail(f"must be positive, got {spatial_scale}", "spatial_scale")
+    aligned = args.bool("aligned", False)
 
     def compute(data: te.Tensor, boxes: te.Tensor, batch_index: te.Tensor) -> te.Tensor:
         num, channels, h, w = data.shape
