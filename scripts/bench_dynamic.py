@@ -233,13 +233,13 @@ def schedule_rules(model: nna.Model) -> dict[str, str]:
     import tvm
 
     from nnadapter_tvm.runtime.convert import convert_model
-    from nnadapter_tvm.targets import cpu_schedule
+    from nnadapter_tvm.targets.cpu import pipeline
     from nnadapter_tvm.targets.llvm import LlvmDriver
 
     mod, _ = convert_model(model)
     target = LlvmDriver().tvm_target({})
     with target, tvm.transform.PassContext(opt_level=3):
-        return cpu_schedule.prepare(mod, target)[1]
+        return pipeline.prepare(mod, target)[1]
 
 
 def bench(name: str, threads: int, rounds: int, block: int, show_rules: bool) -> list[dict]:

@@ -1,7 +1,7 @@
 """``llvm``: the host CPU.
 
 Modules are generated for this machine's CPU (``LLVM_MCPU`` overrides it) and every kernel gets a
-default CPU schedule from ``targets/cpu_schedule.py`` (``CPU_SCHEDULES=0`` turns them off).
+default CPU schedule from the ``targets/cpu/`` package (``CPU_SCHEDULES=0`` turns them off).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from nnadapter_tvm.tools import tuning
 log = logging.getLogger("nnadapter_tvm")
 
 
-def _cpu_schedule():  # -> the targets.cpu_schedule module
+def _cpu_pipeline():  # -> the targets.cpu.pipeline module
     # Imported on first build: a process that only loads cached modules never needs the schedules.
-    from nnadapter_tvm.targets import cpu_schedule
+    from nnadapter_tvm.targets.cpu import pipeline
 
-    return cpu_schedule
+    return pipeline
 
 
 def host_cpu() -> str | None:
@@ -88,7 +88,7 @@ class LlvmDriver(Driver):
                 return tvm.compile(mod, target)
         database = props.get("TUNING_DATABASE")
         tuned = (lambda fused: tuning.apply(fused, target, database)) if database is not None else None
-        executable, report = _cpu_schedule().build(mod, target, opt_level, tuned)
+        executable, report = _cpu_pipeline().build(mod, target, opt_level, tuned)
         log.debug("%s schedules: %s", self.name, report)
         return executable
 
@@ -96,10 +96,12 @@ class LlvmDriver(Driver):
         """The fused kernels the default schedules would see: what MetaSchedule tunes."""
         target = self.tvm_target(props)
         with target, tvm.transform.PassContext(opt_level=int(props.get("TVM_OPT_LEVEL", 3))):
-            return _cpu_schedule().lower(mod, target)
+            return _cpu_pipeline().lower(mod, target)
 
     def default_schedule(self, func: tvm.tirx.PrimFunc, props: dict) -> tvm.tirx.PrimFunc:
         """One kernel under the default CPU schedules: what a tuned record must beat to be applied."""
+        from nnadapter_tvm.targets.cpu.schedule import schedule_prim_func
+
         target = self.tvm_target(props)
         with target:
-            return _cpu_schedule().schedule_prim_func(func, target)[0]
+            return schedule_prim_func(func, target)[0]

@@ -1,4 +1,4 @@
-"""The default CPU schedules (targets/cpu_schedule.py): same numbers as TVM's unscheduled loops, and
+"""The default CPU schedules (the targets/cpu/ package): same numbers as TVM's unscheduled loops, and
 the schedules really apply (parallel and vectorized loops, packed weights, the expected rules)."""
 
 from __future__ import annotations
@@ -9,8 +9,12 @@ import tvm
 from tvm import relax
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.targets import cpu_schedule
 from nnadapter_tvm.targets import llvm as llvm_target
+from nnadapter_tvm.targets.cpu import pipeline, schedule
+from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE
+from nnadapter_tvm.targets.cpu.layout import to_nhwc
+from nnadapter_tvm.targets.cpu.lowering import Lowering
+from nnadapter_tvm.targets.cpu.simd import vector_lanes, vector_registers
 from nnadapter_tvm.targets.llvm import LlvmDriver
 from nnadapter_tvm.tools import builtin_model
 
@@ -42,7 +46,7 @@ def _check(mod: tvm.IRModule, shapes: list[tuple], expect_rule: str | None = Non
     inputs = [RNG.standard_normal(s).astype("float32") for s in shapes]
     with TARGET, tvm.transform.PassContext(opt_level=3):
         want = _run(tvm.compile(mod, TARGET), inputs)
-    executable, report = cpu_schedule.build(mod, TARGET)
+    executable, report = pipeline.build(mod, TARGET)
     got = _run(executable, inputs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     if expect_rule is not None:
@@ -82,7 +86,7 @@ CONV_CASES = {
 def test_conv2d_matches_unscheduled(name):
     shape, kwargs = CONV_CASES[name]
     groups = kwargs.get("groups", 1)
-    rule = cpu_schedule.DEPTHWISE if groups > 1 and groups == shape[1] else cpu_schedule.CONV
+    rule = DEPTHWISE if groups > 1 and groups == shape[1] else CONV
     _check(_module([shape], lambda bb, x: _conv(bb, x, **kwargs)), [shape], rule)
 
 
@@ -99,8 +103,8 @@ def test_conv_chain_with_pool_and_concat_stays_nhwc():
         return bb.emit(relax.op.nn.avg_pool2d(y, [2, 2], [2, 2]))
 
     mod = _module([shape], body)
-    _check(mod, [shape], cpu_schedule.CONV)
-    converted = cpu_schedule.to_nhwc(mod).script(show_meta=False).splitlines()
+    _check(mod, [shape], CONV)
+    converted = to_nhwc(mod).script(show_meta=False).splitlines()
     transposes = [line for line in converted if "permute_dims(" in line and "metadata" not in line]
     # Only the input (to NHWC) and the output (back to NCHW) are transposed; constants fold at compile time.
     assert all("permute_dims(x0," in line or line.strip().startswith("gv") for line in transposes), transposes
@@ -110,11 +114,11 @@ def test_nchw_fallback_converts_each_convolution():
     """When ConvertLayout is not run (or fails), a convolution converts its own input and output."""
     shape = (1, 5, 6, 7)
     mod = _module([shape], lambda bb, x: _conv(bb, x, 9, 3, groups=1))
-    lowering = cpu_schedule.Lowering(TARGET)
+    lowering = Lowering(TARGET)
     with TARGET:
         legal = relax.transform.LegalizeOps(customize_legalize_map=lowering.legalize_map())(mod)
     names = [gv.name_hint for gv in legal.functions]
-    assert any(n.startswith(cpu_schedule.CONV) for n in names) and any("transpose" in n for n in names)
+    assert any(n.startswith(CONV) for n in names) and any("transpose" in n for n in names)
     inputs = [RNG.standard_normal(shape).astype("float32")]
     with TARGET, tvm.transform.PassContext(opt_level=3):
         want = _run(tvm.compile(mod, TARGET), inputs)
@@ -165,7 +169,7 @@ def test_matmul_matches_unscheduled(a_shape, n):
         y = bb.emit(relax.op.matmul(a, _const(k, n)))
         return bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(y, _const(n)))))
 
-    _check(_module([a_shape], body), [a_shape], cpu_schedule.DENSE)
+    _check(_module([a_shape], body), [a_shape], DENSE)
 
 
 @pytest.mark.parametrize(
@@ -194,7 +198,7 @@ def test_generic_ops_match_unscheduled(op):
 
 def _scheduled_function(mod: tvm.IRModule, prefix: str) -> str:
     with TARGET, tvm.transform.PassContext(opt_level=3):
-        prepared, report = cpu_schedule.prepare(mod, TARGET)
+        prepared, report = pipeline.prepare(mod, TARGET)
     name = next(n for n in report if n.startswith(f"fused_{prefix}") or n.startswith(prefix))
     assert report[name] != "none", report
     return prepared[name].script(show_meta=False)
@@ -202,11 +206,11 @@ def _scheduled_function(mod: tvm.IRModule, prefix: str) -> str:
 
 def test_conv_schedule_is_tiled_parallel_vectorized_with_the_epilogue_on_the_tile():
     shape = (1, 32, 14, 14)
-    text = _scheduled_function(_module([shape], lambda bb, x: _conv(bb, x, 64, 3)), cpu_schedule.CONV)
+    text = _scheduled_function(_module([shape], lambda bb, x: _conv(bb, x, 64, 3)), CONV)
     assert "T.parallel" in text and "T.vectorized" in text and "T.unroll" in text
     assert 'scope="local"' in text  # the accumulator tile
     # the packed weight [OC / ob, KH, KW, IC, ob] is a constant parameter of the kernel
-    lanes = cpu_schedule.vector_lanes(TARGET)
+    lanes = vector_lanes(TARGET)
     assert f"T.int64({2 * lanes})), " in text or f"T.int64({lanes})), " in text
 
 
@@ -223,8 +227,8 @@ def test_failing_rule_leaves_the_function_unscheduled(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("rule bug")
 
-    monkeypatch.setattr(cpu_schedule, "_schedule_conv", broken)
-    monkeypatch.setattr(cpu_schedule, "_schedule_generic", broken)
+    monkeypatch.setattr(schedule, "schedule_conv", broken)
+    monkeypatch.setattr(schedule, "schedule_generic", broken)
     shape = (1, 8, 6, 6)
     report = _check(_module([shape], lambda bb, x: _conv(bb, x, 16, 3)), [shape])
     assert set(report.values()) == {"none"}
@@ -234,10 +238,10 @@ def test_vector_width_follows_the_target():
     avx512 = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512"})
     avx2 = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
     neon = tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]})
-    assert cpu_schedule.vector_lanes(avx512) == 16
-    assert cpu_schedule.vector_lanes(avx2) == 8
-    assert cpu_schedule.vector_lanes(neon) == 4
-    assert cpu_schedule.vector_registers(neon) == 32 and cpu_schedule.vector_registers(avx2) == 16
+    assert vector_lanes(avx512) == 16
+    assert vector_lanes(avx2) == 8
+    assert vector_lanes(neon) == 4
+    assert vector_registers(neon) == 32 and vector_registers(avx2) == 16
 
 
 def _builtin(properties: str, batch: int) -> np.ndarray:
@@ -290,7 +294,7 @@ def _symbolic_module(shapes: list[tuple], symbolic: list[tuple[int, ...]], body)
 def _check_symbolic(body, shapes: list[tuple], symbolic: list[tuple[int, ...]], sizes: list[list[tuple]], rule: str):
     """The module compiled once with symbolic axes gives, at each fed size, what TVM's unscheduled build of
     the static module gives; every kernel is scheduled (none left to the naive fallback), ``rule`` among them."""
-    executable, report = cpu_schedule.build(_symbolic_module(shapes, symbolic, body), TARGET)
+    executable, report = pipeline.build(_symbolic_module(shapes, symbolic, body), TARGET)
     assert "none" not in report.values(), report
     assert rule in report.values(), report
     vm = relax.VirtualMachine(executable, tvm.cpu())
@@ -322,12 +326,12 @@ def _fixed_conv(oc, k, stride=1, pad=1, groups=1):
 SYMBOLIC_CONV_CASES = {
     # name: (input channels, conv arguments, the rule); fed at widths that are and are not multiples of
     # the symbolic tile, and at width 1 (every column a clamped read past the end of its tile)
-    "3x3": (16, dict(oc=32, k=3), cpu_schedule.CONV),
-    "1x1": (8, dict(oc=24, k=1, pad=0), cpu_schedule.CONV),
-    "stride2-asymmetric-pad": (8, dict(oc=16, k=3, stride=2, pad=(0, 1, 1, 2)), cpu_schedule.CONV),
-    "grouped": (12, dict(oc=24, k=3, groups=3), cpu_schedule.CONV),
-    "depthwise": (16, dict(oc=16, k=3, groups=16), cpu_schedule.DEPTHWISE),
-    "depthwise-stride2": (16, dict(oc=16, k=3, stride=2, groups=16), cpu_schedule.DEPTHWISE),
+    "3x3": (16, dict(oc=32, k=3), CONV),
+    "1x1": (8, dict(oc=24, k=1, pad=0), CONV),
+    "stride2-asymmetric-pad": (8, dict(oc=16, k=3, stride=2, pad=(0, 1, 1, 2)), CONV),
+    "grouped": (12, dict(oc=24, k=3, groups=3), CONV),
+    "depthwise": (16, dict(oc=16, k=3, groups=16), DEPTHWISE),
+    "depthwise-stride2": (16, dict(oc=16, k=3, stride=2, groups=16), DEPTHWISE),
 }
 
 
@@ -358,7 +362,7 @@ def test_symbolic_rows_dense(shape, symbolic, sizes):
         y = bb.emit(relax.op.matmul(a, _fixed(32, 40)))
         return bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(y, _fixed(40)))))
 
-    _check_symbolic(body, [shape], [symbolic], [[s] for s in sizes], cpu_schedule.DENSE)
+    _check_symbolic(body, [shape], [symbolic], [[s] for s in sizes], DENSE)
 
 
 def test_symbolic_attention_products_and_softmax():
@@ -370,8 +374,8 @@ def test_symbolic_attention_products_and_softmax():
         return bb.emit(relax.op.matmul(weights, k))
 
     sizes = [[(1, 7, 16), (1, 7, 16)], [(2, 19, 16), (2, 19, 16)], [(1, 1, 16), (1, 1, 16)]]
-    report = _check_symbolic(body, list(sizes[0]), [(0, 1), (0, 1)], sizes, cpu_schedule.DENSE)
-    assert sum(rule == cpu_schedule.DENSE for rule in report.values()) >= 2, report
+    report = _check_symbolic(body, list(sizes[0]), [(0, 1), (0, 1)], sizes, DENSE)
+    assert sum(rule == DENSE for rule in report.values()) >= 2, report
 
 
 @pytest.mark.parametrize(
@@ -418,9 +422,9 @@ def test_symbolic_conv_network_stays_nhwc_and_scheduled():
         return bb.emit(relax.op.nn.softmax(bb.emit(relax.op.matmul(y, _fixed(24, 10)))))
 
     sizes = [[(1, 3, 20, 20)], [(3, 3, 33, 17)]]
-    report = _check_symbolic(body, [sizes[0][0]], [(0, 2, 3)], sizes, cpu_schedule.CONV)
-    assert cpu_schedule.DENSE in report.values(), report
-    assert sum(rule == cpu_schedule.CONV for rule in report.values()) == 2, report
+    report = _check_symbolic(body, [sizes[0][0]], [(0, 2, 3)], sizes, CONV)
+    assert DENSE in report.values(), report
+    assert sum(rule == CONV for rule in report.values()) == 2, report
 
 
 def _conv_model(hw: int) -> nna.Model:
@@ -462,7 +466,7 @@ def test_unknown_dims_through_the_model_api(caplog):
     compilation = nna.Compilation(model, nna.Context([nna.Device.acquire("llvm")]))
     compilation.finish()
     logged = [r.getMessage() for r in caplog.records if "schedules:" in r.getMessage()]
-    assert logged and "'none'" not in logged[-1] and cpu_schedule.CONV in logged[-1], logged
+    assert logged and "'none'" not in logged[-1] and CONV in logged[-1], logged
     weights = [np.asarray(op.value()) for op in model.operations[0].inputs[1:3]]
     for shape in [(1, 8, 12, 12), (2, 8, 5, 9)]:
         x = RNG.standard_normal(shape).astype("float32")

@@ -64,7 +64,8 @@ def conv_reference(x: np.ndarray) -> np.ndarray:
 def test_tune_keeps_only_records_that_beat_the_default_schedule(tmp_path):
     """A real (small) MetaSchedule search: the database resumes, the selection measures every tuned kernel
     against its default schedule and applies only the winners, and tuned builds still compute the model."""
-    from nnadapter_tvm.targets import DRIVERS, cpu_schedule
+    from nnadapter_tvm.targets import DRIVERS
+    from nnadapter_tvm.targets.cpu import pipeline
 
     driver, props = DRIVERS["llvm"], {}
     model = conv_model()
@@ -90,7 +91,7 @@ def test_tune_keeps_only_records_that_beat_the_default_schedule(tmp_path):
             # Against unscheduled loops the tuned convolution wins: its record is what a build applies.
             assert any(r["kernel"].startswith("fused_nna_conv2d") for r in kept), rows
         tuned = functools.partial(tuning.apply, target=target, database=applied)
-        _, report = cpu_schedule.build(convert_model(model)[0], target, 3, tuned)
+        _, report = pipeline.build(convert_model(model)[0], target, 3, tuned)
         assert {name for name, rule in report.items() if rule == "tuned"} == {r["kernel"] for r in kept}, report
         (got,) = run_model(model, [x], properties=f"TUNING_DATABASE={work};")
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,182 @@
+"""The schedule rule for kernels without a convolution or matrix product: element-wise, broadcast and
+injective kernels (transposes, concatenations, pads) and reductions (pools, means, softmax's max/sum).
+
+Producers are inlined where TVM allows; spatial blocks get their outer loops fused and parallel and the
+innermost loop vectorized (a transpose is tiled on both axes); a reduction moves its contiguous output
+axis inside the reduction loops and vectorizes it (NHWC pools vectorize over channels).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import tvm
+from tvm import s_tir, tirx
+
+from nnadapter_tvm.targets.cpu.compute import PACK
+from nnadapter_tvm.targets.cpu.loops import (
+    BUFFER_LOAD,
+    child_blocks,
+    iter_kinds,
+    loop_extent,
+    parallel,
+    static_product,
+    vectorize_inner,
+)
+from nnadapter_tvm.targets.cpu.simd import first_divisor, vector_lanes
+
+
+def schedule_generic(sch: s_tir.Schedule, target: tvm.target.Target, vectorize: bool = True) -> None:
+    """Every block of a function without a conv/dense main block.
+
+    Pure copies (pads, transposes, concatenations, broadcasts) are inlined into their consumers, which
+    changes no arithmetic.  Other element-wise producers are not inlined (TVM's simplifier would then
+    see through stages that an operator keeps apart on purpose, e.g. log1p's ``(1 + e) - 1``): each is
+    computed per vector inside its consumer's loop (``compute_at``), so it stays in registers.
+    """
+    lanes = vector_lanes(target) if vectorize else 1
+    for blk in child_blocks(sch)[:-1]:
+        kinds = iter_kinds(sch, blk)
+        if kinds is not None and "R" not in kinds and _single_load(sch, blk) is not None:
+            with contextlib.suppress(Exception):  # a producer TVM cannot inline stays a block of its own
+                sch.compute_inline(blk)
+    anchors: dict[str, object] = {}
+    for blk in reversed(child_blocks(sch)):
+        kinds = iter_kinds(sch, blk)
+        if kinds is None:
+            continue
+        name = sch.get(blk).name_hint
+        if "R" in kinds:
+            schedule_reduction(sch, blk, lanes)
+            continue
+        consumers = sch.get_consumers(blk)
+        anchor = anchors.get(sch.get(consumers[0]).name_hint) if len(consumers) == 1 else None
+        if anchor is not None:
+            try:
+                sch.compute_at(blk, anchor, preserve_unit_loops=True)
+                vectorize_inner(sch, sch.get_loops(blk)[-1], lanes)
+                anchors[name] = anchor
+                continue
+            except Exception:  # computed on its own instead
+                pass
+        anchors[name] = schedule_spatial(sch, blk, lanes)
+
+
+def schedule_spatial(sch: s_tir.Schedule, block, lanes: int):
+    """Element-wise / injective block: outer loops parallel, innermost vectorized.  Returns the loop
+    just outside the vectorized one (where a producer can be computed per vector), or None."""
+    loops = sch.get_loops(block)
+    kinds = iter_kinds(sch, block)
+    if not loops or kinds is None or "R" in kinds:
+        return None
+    total = static_product([loop_extent(sch, lp) for lp in loops])
+    if sch.get(block).name_hint.startswith(PACK + "batch_matmul") and loop_extent(sch, loops[-3]) is None:
+        # [..., N / nb, K, nb] blocks of a run-time operand with a symbolic N: only the last block is
+        # zero-padded; partitioned apart, the others copy whole vectors.
+        sch.vectorize(loops[-1])
+        sch.annotate(loops[-3], "pragma_loop_partition_hint", 1)
+        parallel(sch, list(loops[:-3]), work=total)
+        return None
+    if _transpose_tile(sch, block, lanes, total):
+        return None
+    symbolic_inner = loop_extent(sch, loops[-1]) is None
+    vectorized = vectorize_inner(sch, loops[-1], lanes)
+    loops = sch.get_loops(block)
+    if vectorized and symbolic_inner:
+        # The vector loop's outer part (whole vectors + tail, partitioned) stays out of the parallel
+        # loop.  No producer is computed in it: its buffer would be a whole row of symbolic size (a
+        # heap allocation per row), so producers run as their own loop nests.
+        parallel(sch, list(loops[:-2]), work=total)
+        return None
+    outer = list(loops[:-1] if vectorized else loops)
+    fused = parallel(sch, outer, work=total)
+    if not vectorized:
+        return None
+    if fused is not None:
+        return fused
+    return sch.get_loops(block)[-2] if len(sch.get_loops(block)) >= 2 else None
+
+
+def _single_load(sch: s_tir.Schedule, block):
+    """The one buffer load a block's value is (a pure copy: transpose, reshape, slice, ...), or None."""
+    stmt = sch.get(block)
+    body = stmt.body
+    if not isinstance(body, tirx.BufferStore) or len(stmt.reads) != 1:
+        return None
+    value = body.value
+    return value if isinstance(value, BUFFER_LOAD) else None
+
+
+def _transpose_tile(sch: s_tir.Schedule, block, lanes: int, total: int | None) -> bool:
+    """A copy whose innermost output axis is not the input's innermost axis (a transpose, such as the
+    NCHW <-> NHWC conversions at a network's edges): both axes tiled so that reads and writes stay in
+    cache lines, tiles in parallel."""
+    load = _single_load(sch, block)
+    if load is None:
+        return False
+    stmt = sch.get(block)
+    loops = sch.get_loops(block)
+    iter_vars = [iv.var for iv in stmt.iter_vars]
+    last_read = load.indices[-1]
+    if not isinstance(last_read, tirx.Var) or last_read.same_as(iter_vars[-1]):
+        return False
+    position = next((i for i, v in enumerate(iter_vars) if v.same_as(last_read)), None)
+    if position is None:
+        return False
+    a, b = loops[position], loops[-1]
+    ea, eb = loop_extent(sch, a), loop_extent(sch, b)
+    if ea is None and eb is None:
+        return False
+    if (ea is not None and ea < lanes) or (eb is not None and eb < lanes):
+        return False
+    # A symbolic axis is split by a whole vector; its outer loop stays serial, with a partition hint
+    # (whole tiles, then the guarded tail: see ``loops.vectorize_inner``).
+    ta = lanes if ea is None else first_divisor(ea, [lanes, lanes // 2])
+    tb = lanes if eb is None else first_divisor(eb, [lanes, lanes // 2])
+    if ta < 4 or tb < 4:
+        return False
+    others = [lp for i, lp in enumerate(loops) if i not in (position, len(loops) - 1)]
+    ao, ai = sch.split(a, [None, ta])
+    bo, bi = sch.split(b, [None, tb])
+    sch.reorder(*others, ao, bo, ai, bi)
+    sch.unroll(ai)
+    sch.vectorize(bi)
+    if ea is None or eb is None:
+        symbolic_outer = ao if ea is None else bo
+        sch.annotate(symbolic_outer, "pragma_loop_partition_hint", 1)
+        parallel(sch, [*others, ao] if eb is None else others, work=total)
+    else:
+        parallel(sch, [*others, ao, bo], work=total)
+    return True
+
+
+def schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
+    """Reduction block: the innermost spatial axis moves inside the reduction and is vectorized when it
+    is the last (contiguous) output axis; the outer spatial loops run in parallel."""
+    kinds = iter_kinds(sch, block)
+    if kinds is None:
+        return
+    loops = sch.get_loops(block)
+    spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
+    reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
+    total = static_product([loop_extent(sch, lp) for lp in spatial])
+    work = static_product([loop_extent(sch, lp) for lp in loops])
+    last_spatial_is_last_axis = kinds and kinds.index("R") == len(spatial) if "R" in kinds else True
+    inner_extent = loop_extent(sch, spatial[-1]) if spatial else None
+    if spatial and last_spatial_is_last_axis and inner_extent is not None and inner_extent >= 4:
+        inner = spatial[-1]
+        sch.reorder(*spatial[:-1], *reduce, inner)
+        vectorize_inner(sch, inner, lanes)
+        parallel(sch, spatial[:-1], work=work if total else None)
+        sch.decompose_reduction(block, reduce[0])
+    elif spatial and reduce and last_spatial_is_last_axis and inner_extent is None and lanes >= 2:
+        # A symbolic contiguous axis (a width): whole vectors of it run inside the reduction, the
+        # tail apart (partition hint, see ``loops.vectorize_inner``).
+        outer, inner = sch.split(spatial[-1], [None, lanes])
+        sch.reorder(*spatial[:-1], outer, *reduce, inner)
+        sch.vectorize(inner)
+        sch.annotate(outer, "pragma_loop_partition_hint", 1)
+        parallel(sch, spatial[:-1], work=work)
+        sch.decompose_reduction(block, reduce[0])
+    else:
+        parallel(sch, spatial, work=work)

@@ -1,0 +1,143 @@
+"""Loop-level steps the schedule rules share: reading extents and iterator kinds, vectorizing an inner
+loop (whole vectors and a tail when its extent is symbolic), and fusing outer loops into one parallel
+loop when the work is worth the threads."""
+
+from __future__ import annotations
+
+import math
+
+from tvm import s_tir, tirx
+
+from nnadapter_tvm.targets.cpu.simd import first_divisor
+
+#: The class of a TIR buffer load (``tirx.BufferLoad`` builds one; this is what ``isinstance`` needs).
+BUFFER_LOAD = type(tirx.BufferLoad(tirx.decl_buffer((1,)), [0]))
+
+#: Below this many output elements a kernel stays on one thread (a parallel launch costs microseconds).
+PARALLEL_MIN_ELEMENTS = 4096
+
+#: At most this many symbolic loops are fused into one parallel loop (the ones after stay serial inside
+#: it): fusing three (batch, height, width) made TVM's region analysis fail on padded copies.
+MAX_SYMBOLIC_FUSED = 2
+
+#: What a symbolic extent is taken to be when deciding whether a loop nest is worth the threads: an
+#: outermost one (a batch) 1, since inference usually runs one sample; others (rows, columns, sequence
+#: length) this many.
+SYMBOLIC_GUESS = 64
+
+#: The least work (elements, symbolic extents guessed) each iteration of a fused symbolic loop must do.
+MIN_FUSED_WORK = 64
+
+
+def child_blocks(sch: s_tir.Schedule) -> list:
+    """The blocks directly under the function's root block, in order."""
+    return sch.get_child_blocks(sch.get_sblock(sch.mod["main"].body.block.name_hint))
+
+
+def loop_extent(sch: s_tir.Schedule, loop) -> int | None:
+    """``loop``'s extent, None when it is symbolic."""
+    value = sch.get(loop).extent
+    return int(value.value) if isinstance(value, tirx.IntImm) else None
+
+
+def static_product(extents: list[int | None]) -> int | None:
+    """The product of ``extents``, None when one is symbolic (None)."""
+    return None if any(e is None for e in extents) else math.prod(extents)
+
+
+def iter_kinds(sch: s_tir.Schedule, block) -> list[str] | None:
+    """'S'/'R' per loop of ``block`` when each of its loops binds exactly one block iterator, in order."""
+    loops = sch.get_loops(block)
+    realize = sch.get(loops[-1]).body if loops else None
+    if not isinstance(realize, s_tir.SBlockRealize):
+        return None
+    stmt = realize.block
+    if len(stmt.iter_vars) != len(loops):
+        return None
+    kinds = []
+    for loop, iv, value in zip(loops, stmt.iter_vars, realize.iter_values):
+        if not (isinstance(value, tirx.Var) and value.same_as(sch.get(loop).loop_var)):
+            return None
+        if iv.iter_type == tirx.IterVar.DataPar:
+            kinds.append("S")
+        elif iv.iter_type == tirx.IterVar.CommReduce:
+            kinds.append("R")
+        else:
+            return None
+    return kinds
+
+
+def vectorize_inner(sch: s_tir.Schedule, loop, lanes: int) -> bool:
+    """Vectorize ``loop`` (split by a vector-sized divisor when longer); False when it cannot pay."""
+    extent = loop_extent(sch, loop)
+    if extent is None and lanes >= 2:
+        # A symbolic extent: whole vectors, then a scalar tail.  The partition hint makes TVM's
+        # LoopPartition emit the two as separate loops; without it the vectorized loop carries the
+        # split's guard and is scalarized element by element (20-50x slower than the static loop).
+        outer, inner = sch.split(loop, [None, lanes])
+        sch.vectorize(inner)
+        sch.annotate(outer, "pragma_loop_partition_hint", 1)
+        return True
+    if extent is None or extent < 2 or lanes < 2:
+        return False
+    if extent <= 2 * lanes:
+        sch.vectorize(loop)
+        return True
+    factor = first_divisor(extent, [lanes, 2 * lanes, lanes // 2, lanes // 4]) if extent % lanes else lanes
+    if factor < 2:
+        return False
+    _, inner = sch.split(loop, [None, factor])
+    sch.vectorize(inner)
+    return True
+
+
+def _guess_extent(sch: s_tir.Schedule, loop) -> int:
+    extent = loop_extent(sch, loop)
+    if extent is not None:
+        return extent
+    parent = sch.get_sref(loop).parent
+    outermost = parent is None or not isinstance(parent.stmt, tirx.For)
+    return 1 if outermost else SYMBOLIC_GUESS
+
+
+def _inner_work(sch: s_tir.Schedule, loop) -> int:
+    """Iterations of the loops nested singly inside ``loop`` (1 when its body is not a loop)."""
+    work, body = 1, sch.get(loop).body
+    while isinstance(body, tirx.For):
+        extent = body.extent
+        work *= int(extent.value) if isinstance(extent, tirx.IntImm) else SYMBOLIC_GUESS
+        body = body.body
+    return work
+
+
+def _guess_work(sch: s_tir.Schedule, loops: list) -> int:
+    """The iterations of ``loops`` and of the loops nested singly inside the last one, symbolic extents
+    guessed (``_guess_extent``)."""
+    return math.prod(_guess_extent(sch, lp) for lp in loops) * _inner_work(sch, loops[-1])
+
+
+def parallel(sch: s_tir.Schedule, loops: list, min_elements: int = PARALLEL_MIN_ELEMENTS, work: int | None = None):
+    """Fuse ``loops`` and run them in parallel when the work is worth the threads; returns the fused loop
+    (None when they stay serial)."""
+    if not loops:
+        return None
+    extents = [loop_extent(sch, lp) for lp in loops]
+    symbolic = [i for i, e in enumerate(extents) if e is None]
+    if len(symbolic) > 1:
+        # Fusing symbolic loops makes each iteration divide by a symbolic extent to recover its
+        # indices: worth it over a loop of work (batch x rows), not over single elements.
+        second = symbolic[1]
+        keep = second + 1 if _inner_work(sch, loops[second]) >= MIN_FUSED_WORK else second
+        keep = min(keep, symbolic[MAX_SYMBOLIC_FUSED - 1] + 1 if len(symbolic) > MAX_SYMBOLIC_FUSED else keep)
+        loops, extents = loops[:keep], extents[:keep]
+    total = work if work is not None else static_product(extents)
+    if total is None and min_elements > 1:
+        total = _guess_work(sch, loops)
+    if total is not None and total < min_elements:
+        return None
+    outer = static_product([_guess_extent(sch, lp) for lp in loops])
+    if outer < 2:
+        return None
+    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    sch.parallel(fused)
+    return fused

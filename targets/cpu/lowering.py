@@ -1,0 +1,183 @@
+"""``LegalizeOps`` overrides that lower float32 ``conv2d`` and ``matmul`` through the packed computes.
+
+A convolution (NHWC after ``layout.to_nhwc``; an NCHW one converts its own input and output) becomes a
+weight-packing kernel and ``compute.conv_nhwc`` or ``compute.depthwise_nhwc``; a product with a 2-D
+right operand a weight-packing kernel and ``compute.dense_packed``; a product of two run-time tensors
+(attention's Q K^T and P V) a run-time packing kernel and ``compute.batch_matmul_packed``.  The block
+and tile sizes come from the target (``simd``).  Anything else, or any surprise, keeps TVM's own
+lowering.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import tvm
+from tvm import relax, tirx, topi
+
+from nnadapter_tvm.targets.cpu import compute
+from nnadapter_tvm.targets.cpu.simd import (
+    channel_block,
+    symbolic_tile,
+    vector_lanes,
+    vector_padded,
+    vector_registers,
+)
+
+log = logging.getLogger("nnadapter_tvm")
+
+
+def _shape(expr: relax.Expr) -> list | None:
+    """``expr``'s shape, static dims as ints, symbolic ones as expressions; None when unknown."""
+    shape = getattr(expr.ty, "shape", None)
+    if shape is None or not hasattr(shape, "values"):
+        return None
+    return [int(d.value) if isinstance(d, tirx.IntImm) else d for d in shape.values]
+
+
+def _static_shape(expr: relax.Expr) -> list[int] | None:
+    """``expr``'s shape when every dim is static, else None."""
+    dims = _shape(expr)
+    return dims if dims is not None and all(isinstance(d, int) for d in dims) else None
+
+
+def _out_dtype(attrs, default: str) -> str:
+    """An op's ``out_dtype`` attribute; unset (None, void, empty) means ``default``."""
+    text = str(getattr(attrs, "out_dtype", None) or "")
+    return default if text in ("", "None", "void") else text
+
+
+class Lowering:
+    """``LegalizeOps`` overrides for ``relax.nn.conv2d`` and ``relax.matmul`` (see the module docstring)."""
+
+    def __init__(self, target: tvm.target.Target):
+        self.lanes = vector_lanes(target)
+        self.registers = vector_registers(target)
+        self._default = {
+            name: tvm.ir.Op.get(name).get_attr("FLegalize") for name in ("relax.nn.conv2d", "relax.matmul")
+        }
+
+    def legalize_map(self) -> dict[str, Callable]:
+        return {"relax.nn.conv2d": self.conv2d, "relax.matmul": self.matmul}
+
+    def conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        return self._or_default("relax.nn.conv2d", self._conv2d, bb, call)
+
+    def matmul(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        return self._or_default("relax.matmul", self._matmul, bb, call)
+
+    def _or_default(self, op: str, lower: Callable, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        """``lower(bb, call)``, or TVM's own lowering of ``op`` when it declines (None) or raises."""
+        try:
+            lowered = lower(bb, call)
+        except Exception as err:  # any surprise: TVM's own lowering
+            log.debug("cpu schedules: %s keeps the default lowering (%s)", op, err)
+            lowered = None
+        return lowered if lowered is not None else self._default[op](bb, call)
+
+    def _tile(self, block: int) -> int:
+        """Register-tile rows along a symbolic axis for a tile ``block`` channels (columns) wide."""
+        return symbolic_tile(self.registers, max(block // self.lanes, 1))
+
+    # conv2d ---------------------------------------------------------------------------
+
+    def _conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
+        attrs = call.attrs
+        x, w = call.args
+        layouts = (attrs.data_layout, attrs.kernel_layout, attrs.out_layout)
+        if layouts not in (("NHWC", "OIHW", "NHWC"), ("NCHW", "OIHW", "NCHW")):
+            return None
+        nchw = layouts[0] == "NCHW"
+        if x.ty.dtype != "float32" or w.ty.dtype != "float32" or _out_dtype(attrs, "float32") != "float32":
+            return None
+        w_shape, x_shape = _static_shape(w), _shape(x)
+        if w_shape is None or x_shape is None or len(x_shape) != 4:
+            return None
+        oc, icg, _, _ = w_shape
+        c = x_shape[1] if nchw else x_shape[3]
+        groups = int(attrs.groups)
+        if not isinstance(c, int) or groups <= 0 or c % groups or oc % groups or icg * groups != c:
+            return None
+        strides = [int(v) for v in attrs.strides]
+        dilation = [int(v) for v in attrs.dilation]
+        pads = tuple(int(v) for v in attrs.padding)  # top, left, bottom, right
+        ocg = oc // groups
+        if nchw:
+            # ConvertLayout did not run (it rejects some graphs): NHWC around this convolution only.
+            x = bb.emit_te(topi.transpose, x, [0, 2, 3, 1], primfunc_name_hint="transpose")
+        if icg == 1 and groups > 1:  # depthwise (with a channel multiplier when ocg > 1)
+            name = compute.PACK + "depthwise_weight"
+            wp = bb.emit_te(compute.pack_depthwise_weight, w, primfunc_name_hint=name)
+            tile = self._tile(channel_block(oc, self.lanes))
+            y = bb.call_te(
+                compute.depthwise_nhwc, x, wp, strides, pads, dilation, ocg, tile, primfunc_name_hint=compute.DEPTHWISE
+            )
+        else:
+            # Output channels pad to whole vectors (zero weights) when that is all a block lacks; the
+            # extra channels are sliced off (a channel count like 1000 would otherwise get 8-wide blocks).
+            ocp = vector_padded(oc, self.lanes) if groups == 1 else oc
+            ob = channel_block(ocp // groups, self.lanes)
+            name = compute.PACK + "conv_weight"
+            wp = bb.emit_te(compute.pack_conv_weight, w, ocp, ob, primfunc_name_hint=name)
+            tile = self._tile(ob)
+            y = bb.call_te(
+                compute.conv_nhwc, x, wp, ocp, strides, pads, dilation, groups, tile, primfunc_name_hint=compute.CONV
+            )
+            if ocp != oc:
+                y = relax.op.strided_slice(bb.emit(y), axes=[3], begin=[0], end=[oc])
+        if nchw:
+            y = bb.call_te(topi.transpose, bb.emit(y), [0, 3, 1, 2], primfunc_name_hint="transpose")
+        return y
+
+    # matmul ---------------------------------------------------------------------------
+
+    def _matmul(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
+        a, b = call.args
+        if _out_dtype(call.attrs, "float32") != "float32":
+            return None
+        if a.ty.dtype != "float32" or b.ty.dtype != "float32":
+            return None
+        b_shape, a_shape = _static_shape(b), _shape(a)
+        if b_shape is None or len(b_shape) != 2:
+            return self._batch_matmul(bb, a, b)
+        if a_shape is None or len(a_shape) < 2:
+            return None
+        k, n = b_shape
+        if not isinstance(a_shape[-1], int) or a_shape[-1] != k:
+            return None
+        npad = vector_padded(n, self.lanes)
+        nb = channel_block(npad, self.lanes)
+        name = compute.PACK + "dense_weight"
+        bp = bb.emit_te(compute.pack_dense_weight, b, npad, nb, primfunc_name_hint=name)
+        y = bb.call_te(compute.dense_packed, a, bp, npad, self._tile(nb), primfunc_name_hint=compute.DENSE)
+        if npad != n:
+            y = relax.op.strided_slice(bb.emit(y), axes=[len(a_shape) - 1], begin=[0], end=[n])
+        return y
+
+    def _batch_matmul(self, bb: relax.BlockBuilder, a: relax.Expr, b: relax.Expr) -> relax.Expr | None:
+        """A product of two run-time tensors with the same batch dims (attention's Q K^T and P V): the
+        right operand is packed at run time into ``[..., N / nb, K, nb]`` blocks (zero past N), and the
+        product runs under the dense rule; rows and a symbolic N are padded to whole tiles and cropped."""
+        a_shape, b_shape = _shape(a), _shape(b)
+        if a_shape is None or b_shape is None or len(a_shape) != len(b_shape) or len(a_shape) < 3:
+            return None
+        analyzer = tvm.sym.Analyzer()
+        same = [
+            (x == y) if isinstance(x, int) and isinstance(y, int) else analyzer.can_prove_equal(x, y)
+            for x, y in zip([*a_shape[:-2], a_shape[-1]], [*b_shape[:-2], b_shape[-2]])
+        ]
+        if not all(same):  # broadcast batch dims, or K not provably equal: TVM's lowering
+            return None
+        n = b_shape[-1]
+        if isinstance(n, int):
+            npad = vector_padded(n, self.lanes)
+            nb = channel_block(npad, self.lanes)
+        else:
+            nb = 2 * self.lanes if self.registers >= 32 else self.lanes
+            npad = (n + nb - 1) // nb * nb
+        name = compute.PACK + "batch_matmul"
+        # The sizes reach the compute through the closure, not as arguments of emit_te: the kernel then
+        # takes a symbolic N as a parameter of its own (emit_te leaves an argument's vars out of it).
+        bp = bb.emit_te(lambda t: compute.pack_batch_operand(t, b_shape, npad, nb), b, primfunc_name_hint=name)
+        return bb.call_te(compute.batch_matmul_packed, a, bp, n, self._tile(nb), primfunc_name_hint=compute.DENSE)

@@ -1,0 +1,57 @@
+"""The CPU build: Relax -> NHWC (``layout``), legalized with packed weights (``lowering``), fused,
+scheduled (``schedule``) and compiled.  The ``llvm`` and ``arm`` drivers build through ``build``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import tvm
+from tvm import relax
+
+from nnadapter_tvm.targets.cpu.layout import to_nhwc
+from nnadapter_tvm.targets.cpu.lowering import Lowering
+from nnadapter_tvm.targets.cpu.schedule import schedule_module
+
+
+def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """Relax -> NHWC, legalized with packed weights and fused: the kernels the schedules (or MetaSchedule) see.
+
+    ``FoldConstant`` runs the weight packing once, at compile time, on constant weights; ``FuseOps`` and
+    ``FuseTIR`` put bias, batch-norm, activation and residual epilogues into the kernel of the
+    convolution or product they follow."""
+    lowering = Lowering(target)
+    mod = to_nhwc(mod)
+    return tvm.transform.Sequential(
+        [
+            relax.backend.DispatchSampling(),
+            relax.backend.DispatchSortScan(),
+            relax.transform.LegalizeOps(customize_legalize_map=lowering.legalize_map()),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )(mod)
+
+
+def prepare(
+    mod: tvm.IRModule, target: tvm.target.Target, tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None
+) -> tuple[tvm.IRModule, dict[str, str]]:
+    """Relax -> NHWC, legalized with packed weights, fused and scheduled (call under ``with target``).
+    ``tuned`` (tuning records) schedules the kernels it knows first; the default rules take the rest."""
+    mod = lower(mod, target)
+    if tuned is not None:
+        mod = tuned(mod)
+    return schedule_module(mod, target)
+
+
+def build(
+    mod: tvm.IRModule,
+    target: tvm.target.Target,
+    opt_level: int = 3,
+    tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
+) -> tuple[relax.VMExecutable, dict]:
+    """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``."""
+    with target, tvm.transform.PassContext(opt_level=opt_level):
+        mod, report = prepare(mod, target, tuned)
+        return tvm.compile(mod, target), report

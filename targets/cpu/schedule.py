@@ -1,0 +1,116 @@
+"""Choosing the schedule of each fused PrimFunc: the rule for its main block (``tiled``), else the generic
+rule (``generic``), else none.
+
+A rule that raises, or whose result does not lower through TVM's TIR pipeline, is dropped for the next
+one; the last resort is the unscheduled function, so a schedule never fails a compile.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from nnadapter_tvm.targets.base import is_scheduled
+from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE, PAD
+from nnadapter_tvm.targets.cpu.generic import schedule_generic
+from nnadapter_tvm.targets.cpu.loops import BUFFER_LOAD, child_blocks
+from nnadapter_tvm.targets.cpu.tiled import NotThisRule, schedule_conv, schedule_dense, schedule_depthwise
+
+log = logging.getLogger("nnadapter_tvm")
+
+
+def schedule_prim_func(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[tirx.PrimFunc, str]:
+    """``func`` with the first CPU schedule that applies and lowers, and that rule's name."""
+    if not _single_root(func) or is_scheduled(func):
+        return func, "none"
+    rules: list[tuple[str, Callable]] = []
+    for name, fn in ((CONV, schedule_conv), (DEPTHWISE, schedule_depthwise), (DENSE, schedule_dense)):
+        rules.append((name, lambda sch, n=name, f=fn: f(sch, _require(_main_block(sch, n)), target)))
+    if _has_bool(func):
+        # LLVM miscompiles some vectors of i1 (bool casts and comparisons came out wrong): scalar loops.
+        rules = [("generic-scalar", lambda sch: schedule_generic(sch, target, vectorize=False))]
+    else:
+        rules.append(("generic", lambda sch: schedule_generic(sch, target)))
+    for name, rule in rules:
+        sch = s_tir.Schedule(func)
+        try:
+            rule(sch)
+        except NotThisRule:
+            continue
+        except Exception as err:  # a rule that half-matches: try the next
+            log.debug("cpu schedules: rule %s failed: %s", name, str(err).strip().splitlines()[-1:])
+            continue
+        candidate = sch.mod["main"]
+        if _lowers(candidate, target):
+            return candidate, name
+        log.debug("cpu schedules: rule %s produced a function that does not lower", name)
+    return func, "none"
+
+
+def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule, dict[str, str]]:
+    """Every PrimFunc of a fused module scheduled; returns ``{function name: rule}``."""
+    report: dict[str, str] = {}
+    updates = {}
+    for gvar, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        if is_scheduled(func):
+            report[gvar.name_hint] = "tuned"  # MetaSchedule's record applied
+            continue
+        scheduled, rule = schedule_prim_func(func, target)
+        report[gvar.name_hint] = rule
+        if rule != "none":
+            updates[gvar] = scheduled
+        elif _single_root(func):
+            # Visible without debug logging: such a kernel runs as TVM's naive single-threaded loops.
+            log.info("cpu schedules: no default schedule applied to %s (naive loops)", gvar.name_hint)
+    for gvar, func in updates.items():
+        mod[gvar] = func
+    return mod, report
+
+
+def _main_block(sch: s_tir.Schedule, name: str):
+    for blk in child_blocks(sch):
+        if sch.get(blk).name_hint.startswith(name) and not sch.get(blk).name_hint.startswith(PAD):
+            return blk
+    return None
+
+
+def _require(block):
+    if block is None:
+        raise NotThisRule
+    return block
+
+
+def _lowers(func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    try:
+        host = target if target.host is None else target.host
+        mod = tirx.transform.BindTarget(target.with_host(host))(mod)
+        pipeline, _, _ = tirx.get_default_tir_pipeline(target)
+        pipeline(mod)
+    except Exception:  # any failure means the schedule is unusable
+        return False
+    return True
+
+
+def _single_root(func: tirx.PrimFunc) -> bool:
+    body = func.body
+    return isinstance(body, s_tir.SBlockRealize) and body.block.name_hint == "root"
+
+
+def _has_bool(func: tirx.PrimFunc) -> bool:
+    found = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, (tirx.BufferStore, BUFFER_LOAD)):
+            buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+            if str(buffer.dtype) == "bool":
+                found.append(node)
+
+    tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, visit), (BUFFER_LOAD, visit)], order="pre")
+    return bool(found) or any(str(p.ty.dtype) == "bool" for p in func.params if hasattr(p.ty, "dtype"))

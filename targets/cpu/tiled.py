@@ -1,0 +1,213 @@
+"""The register-tiled schedule rules, for kernels whose main block is a packed convolution or product.
+
+- ``conv2d`` / ``dense``: a register tile of ``wt`` output pixels (rows) x ``ob`` output channels
+  (columns, one or two SIMD vectors) accumulates in a local buffer while the reduction loops (kernel
+  rows, columns, input channels) run outside it; the tile's channel loop is vectorized and its pixel loop
+  unrolled; batch x channel blocks x output rows run in parallel; the epilogue is computed on the tile
+  right after its reduction (``reverse_compute_at``), before it leaves registers.
+- ``depthwise``: the same with the channel block as the only reduction-free vector axis.
+
+A register tile along a symbolic axis runs whole tiles past the end (the compute padded the axis, see
+``compute._padded``).  A rule that does not apply raises ``NotThisRule``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import tvm
+from tvm import s_tir, tirx
+
+from nnadapter_tvm.targets.cpu.compute import CROP, PAD
+from nnadapter_tvm.targets.cpu.generic import schedule_spatial
+from nnadapter_tvm.targets.cpu.loops import child_blocks, loop_extent, parallel, static_product, vectorize_inner
+from nnadapter_tvm.targets.cpu.simd import (
+    channel_block,
+    row_tile,
+    symbolic_tile,
+    tile_budget,
+    vector_lanes,
+    vector_registers,
+)
+
+
+class NotThisRule(Exception):
+    """The function is not the kind a rule schedules: the next rule is tried, nothing is logged."""
+
+
+def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    lanes, regs, epilogue = _start(sch, block, target)
+    b, y, x, o, rh, rw, ri = sch.get_loops(block)
+    ob = _packed_block(sch, block, 5)
+    oo, oi, xo, xi = _split_tile(sch, o, ob, x, regs, lanes)
+    symbolic = loop_extent(sch, b) is None or loop_extent(sch, y) is None
+    if symbolic:
+        # The channel block stays out of a parallel loop fused from symbolic extents: recovered from
+        # it, its index could not be proved in range, and the register tile lost its constant offsets
+        # (kept in memory: 3x slower).
+        sch.reorder(b, y, oo, xo, rh, rw, ri, xi, oi)
+    else:
+        sch.reorder(b, oo, y, xo, rh, rw, ri, xi, oi)
+    sch.unroll(xi)
+    sch.vectorize(oi)
+    _tile_epilogue(sch, block, epilogue, xo, lanes)
+    parallel(sch, [b, y] if symbolic else [b, oo, y], min_elements=1, work=None)
+    sch.decompose_reduction(block, rh)
+
+
+def schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    lanes, regs, epilogue = _start(sch, block, target)
+    b, y, x, o, rh, rw = sch.get_loops(block)
+    oc = loop_extent(sch, o)
+    ob = channel_block(oc, lanes) if oc else 1
+    oo, oi, xo, xi = _split_tile(sch, o, ob, x, regs, lanes)
+    sch.reorder(b, y, xo, oo, rh, rw, xi, oi)
+    sch.unroll(xi)
+    sch.vectorize(oi)
+    _tile_epilogue(sch, block, epilogue, oo, lanes)
+    parallel(sch, [b, y], min_elements=1)
+    sch.decompose_reduction(block, rh)
+
+
+def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    lanes, regs = vector_lanes(target), vector_registers(target)
+    epilogue = _epilogue_blocks(sch, block)
+    loops = sch.get_loops(block)
+    *rows, j, k = loops
+    nb = _packed_block(sch, block, (3, 4))
+    vectors = max(nb // lanes, 1)
+    extents = [loop_extent(sch, lp) for lp in rows]
+    fused_tile = row_tile(static_product(extents), tile_budget(regs, vectors), lo=2) if None not in extents else 0
+    if len(rows) == 1 or (fused_tile and _tiles_whole_batches(fused_tile, extents)):
+        outer, m = [], sch.fuse(*rows) if len(rows) > 1 else rows[0]
+    else:
+        # Rows are fused only when no tile straddles two batches ([2, 77] rows in tiles of 14 computed
+        # wrong results: TVM compacts such a tile's buffer wrongly), nor when an extent is symbolic (the
+        # fused index would divide by it): then the last row axis is tiled (a symbolic one was padded to
+        # whole tiles by the compute) and the others stay outside.
+        outer, m = rows[:-1], rows[-1]
+    jo, ji = sch.split(j, [None, nb])
+    mt = _tile_rows(sch, m, regs, vectors, lo=2)
+    mo, mi = sch.split(m, [None, mt])
+    sch.reorder(jo, *outer, mo, k, mi, ji)
+    sch.unroll(mi)
+    sch.vectorize(ji)
+    if loop_extent(sch, jo) is None and epilogue:
+        # Columns padded to whole blocks (a symbolic N): on the tile, the crop's guard varies inside
+        # the vector and scalarizes every store.  The tile is written whole to the padded product and
+        # the crop and epilogue run after it, as element-wise loops (partitioned vector tails).
+        _tile_epilogue(sch, block, [], mo, lanes)
+        for stage in epilogue:
+            schedule_spatial(sch, stage, lanes)
+    else:
+        _tile_epilogue(sch, block, epilogue, mo, lanes)
+    parallel(sch, [jo, *outer, mo], min_elements=1, work=None)
+    sch.decompose_reduction(block, k)
+
+
+def _start(sch: s_tir.Schedule, block, target: tvm.target.Target) -> tuple[int, int, list]:
+    """A convolution's lanes, registers and epilogue blocks; its padding stage scheduled as a copy."""
+    lanes, regs = vector_lanes(target), vector_registers(target)
+    epilogue = _epilogue_blocks(sch, block)
+    for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
+        schedule_spatial(sch, pad, lanes)
+    return lanes, regs, epilogue
+
+
+def _split_tile(sch: s_tir.Schedule, channels, ob: int, columns, regs: int, lanes: int) -> tuple:
+    """A convolution's register tile: output ``channels`` split into blocks of ``ob`` (the vector axis),
+    output ``columns`` into rows of the tile; returns (channel blocks, block, column tiles, tile)."""
+    oo, oi = sch.split(channels, [None, ob])
+    wt = _tile_rows(sch, columns, regs, max(ob // lanes, 1))
+    xo, xi = sch.split(columns, [None, wt])
+    return oo, oi, xo, xi
+
+
+def _tile_rows(sch: s_tir.Schedule, loop, registers: int, vectors: int, lo: int = 4) -> int:
+    """The register tile's rows along ``loop``: a divisor of a static extent, ``symbolic_tile`` (which the
+    compute padded the loop to, see ``compute._padded``) for a symbolic one."""
+    extent = loop_extent(sch, loop)
+    budget = tile_budget(registers, vectors)
+    if extent is not None:
+        return row_tile(extent, budget, lo)
+    # The tile the compute padded to (whatever vector count it assumed): the largest one that provably
+    # divides the extent.  Otherwise the split gets a guarded tail (correct, slower).
+    value, analyzer = sch.get(loop).extent, tvm.sym.Analyzer()
+    for tile in range(budget, 1, -1):
+        if analyzer.can_prove_equal(tirx.floormod(value, tile), 0):
+            return tile
+    return symbolic_tile(registers, vectors)
+
+
+def _packed_block(sch: s_tir.Schedule, block, ndim: int | tuple[int, ...]) -> int:
+    """The innermost extent of the packed weight (the ``ndim``-D buffer ``block`` reads)."""
+    # The packed operand is read last (a 3-D input of a dense product is read first); a weight is wholly
+    # static, a run-time operand packed per batch (4-D) has a static block.
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    for region in reversed(list(sch.get(block).reads)):
+        shape = region.source.shape
+        static = all(isinstance(d, tirx.IntImm) for d in shape) or len(shape) == 4
+        if len(shape) in ndims and static and isinstance(shape[-1], tirx.IntImm):
+            return int(shape[-1])
+    raise NotThisRule
+
+
+def _tiles_whole_batches(tile: int, extents: list[int]) -> bool:
+    """Whether tiles of ``tile`` fused rows never straddle a batch boundary of any row axis: for every
+    inner block of rows (the product of the trailing extents), the tile divides it or it divides the
+    tile.  Checking the last extent alone let a tile of 12 over [5, 2, 4] rows straddle the batches of
+    8 rows, and TVM then computed rows 16-19 from rows 0-3."""
+    block = 1
+    for extent in reversed(extents[1:]):
+        block *= extent
+        if tile % block and block % tile:
+            return False
+    return True
+
+
+def _epilogue_blocks(sch: s_tir.Schedule, block) -> list:
+    """The blocks that follow ``block`` in its function (its fused epilogue), in order."""
+    root = child_blocks(sch)
+    names = [sch.get(b).name_hint for b in root]
+    index = names.index(sch.get(block).name_hint)
+    after = root[index + 1 :]
+    # Only consumers of the main block can run on its tile: a block after it that computes something
+    # else (Gemm's beta * C) would be computed per tile and read whole. Leave such functions to the
+    # next rule.
+    consumers, frontier = set(), [block]
+    while frontier:
+        for c in sch.get_consumers(frontier.pop()):
+            name = sch.get(c).name_hint
+            if name not in consumers:
+                consumers.add(name)
+                frontier.append(c)
+    if any(sch.get(b).name_hint not in consumers for b in after):
+        raise NotThisRule("a block after the main one does not consume it")
+    return after
+
+
+def _tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: int) -> None:
+    """Compute the epilogue on the tile right after its reduction, while the tile is in registers.
+
+    Each epilogue block keeps its own stage (not inlined: see ``generic.schedule_generic``), on the tile,
+    except after a padded symbolic tile (below)."""
+    if any(sch.get(b).name_hint.startswith(CROP) for b in epilogue[:-1]):
+        # A padded symbolic tile (see ``compute._padded``): the crop and the epilogue stages before the
+        # last are inlined into it.  As stages of their own on the tile, their buffers were a whole row of
+        # symbolic size (the crop's), or min(tile, width) elements: a run-time sized array, kept in
+        # memory, not registers (1.2-1.35x slower on a relu6 epilogue).
+        for stage in list(epilogue[:-1]):
+            with contextlib.suppress(Exception):
+                sch.compute_inline(stage)
+                epilogue = [b for b in epilogue if not b.same_as(stage)]
+    if not epilogue:
+        epilogue = [sch.cache_write(main, 0, "local")]
+    else:
+        sch.set_scope(main, 0, "local")
+    for consumer in epilogue:
+        sch.reverse_compute_at(consumer, tile_loop, preserve_unit_loops=True)
+        # Vectors as wide as the tile's (a 32-wide tile stored by 16-wide vectors stayed an array in
+        # memory instead of becoming vector registers: 2x slower).
+        vectorize_inner(sch, sch.get_loops(consumer)[-1], lanes)
+    for consumer in epilogue[:-1]:
+        sch.set_scope(consumer, 0, "local")
