@@ -127,7 +127,7 @@ def nan_max_pool2d_te(
     TOPI's pool reduces with ``max(acc, x) = acc > x ? acc : x``, which a later element overwrites when
     ``acc`` is NaN, so only a NaN in a window's last place survived.  The window is read in place, each
     tap outside the input taken as the lowest value (as TOPI's padding with ``min_value``), so there is no
-    separate padding stage and the CPU schedule sees one reduction block (targets/cpu_schedule.py
+    separate padding stage and the CPU schedule sees one reduction block (targets/cpu/generic.py
     vectorizes an NHWC pool over its channels; a 112x112x64 pool runs as fast as TOPI's).  The read is an
     ``if_then_else``, not a ``Select``: TVM simplifies a Select's value under its condition, which drops
     the index clamps, and a Select evaluates both sides, so it would read before the buffer.
