@@ -57,11 +57,35 @@ def _execute(compilation: Compilation, x: np.ndarray) -> tuple[np.ndarray, float
     return outputs[0], time.perf_counter() - start
 
 
+def _paddle_to_onnx(args: argparse.Namespace) -> None:
+    """A Paddle inference model (a directory, MODEL.json or MODEL.pdmodel) becomes its ONNX export (cached), and a
+    partition config naming Paddle op types the ONNX rules for it; anything else is left as it is."""
+    from nnadapter_tvm.frontends import paddle
+
+    if args.model.lower().endswith(".onnx") or not paddle.is_paddle_model(args.model):
+        return
+    source = args.model
+    args.model = paddle.export_to_file(source, getattr(args, "cache_dir", None))
+    print(f"paddle model: {source} (exported to ONNX by paddle2onnx: {args.model})")
+    if args.partition_config:
+        import onnx
+
+        text = args.partition_config  # a file, or the config's text
+        if os.path.isfile(text):
+            with open(text, encoding="utf-8") as f:
+                text = f.read()
+        model = onnx.load(args.model, load_external_data=False)
+        args.partition_config = paddle.translate_partition_config(text, model).rstrip("\n") + "\n"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.model != "builtin":
+        _paddle_to_onnx(args)
         if not args.model.lower().endswith(".onnx"):
             raise NNAdapterError(
-                ResultCode.INVALID_PARAMETER, f"MODEL must be 'builtin' or an .onnx file, got {args.model!r}"
+                ResultCode.INVALID_PARAMETER,
+                f"MODEL must be 'builtin', an .onnx file or a Paddle inference model (a directory, MODEL.json or "
+                f"MODEL.pdmodel), got {args.model!r}",
             )
         from nnadapter_tvm.frontends.onnx import cli as onnx_cli
 
@@ -184,6 +208,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     from nnadapter_tvm.frontends.onnx import cli as onnx_cli
 
+    _paddle_to_onnx(args)
+
     return onnx_cli.cmd_info(args)
 
 
@@ -192,7 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("devices", help="list devices and context properties").set_defaults(func=cmd_devices)
     run = sub.add_parser("run", help="compile (or load from the cache) and run the built-in CNN or an ONNX model")
-    run.add_argument("model", nargs="?", default="builtin", help="'builtin' (default) or MODEL.onnx")
+    run.add_argument(
+        "model", nargs="?", default="builtin", help="'builtin' (default), MODEL.onnx or a Paddle model (MODEL_DIR)"
+    )
     run.add_argument(
         "--device", action="append", choices=list(DRIVERS), help="device (repeat for several; default llvm)"
     )
@@ -207,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_onnx_model_options(run)
     run.set_defaults(func=cmd_run)
     info = sub.add_parser("info", help="how an ONNX model is partitioned: subgraphs, host nodes, DOT graph")
-    info.add_argument("model", help="MODEL.onnx")
+    info.add_argument("model", help="MODEL.onnx or a Paddle inference model (MODEL_DIR, MODEL.json, MODEL.pdmodel)")
     info.add_argument("--dot", action="store_true", help="print a DOT graph coloured by subgraph")
     _add_onnx_model_options(info)
     info.set_defaults(func=cmd_info)
