@@ -19,7 +19,7 @@ import numpy as np
 
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.execution import host_copy, host_view, run_arrays
-from nnadapter_tvm.frontends.onnx.control import ControlNode, ControlUnit
+from nnadapter_tvm.frontends.onnx.control_node import ControlNode, ControlUnit
 from nnadapter_tvm.frontends.onnx.host import HostNode
 from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
 from nnadapter_tvm.frontends.onnx.values import Unit, Value, precision_of
