@@ -8,23 +8,10 @@ from collections.abc import Sequence
 
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check, fail
+from nnadapter_tvm.runtime.tuning_database import TUNING_DATABASE
 from nnadapter_tvm.targets import DRIVERS, Property
-from nnadapter_tvm.tools.tuning import TuningDatabase
+from nnadapter_tvm.targets.base import TVM_NUM_THREADS, TVM_OPT_LEVEL
 from nnadapter_tvm.types import OperationType
-
-
-def _opt_level(text: str) -> int:
-    level = int(text)
-    if not 0 <= level <= 3:
-        raise ValueError("must be 0..3")
-    return level
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError("must be > 0")
-    return value
 
 
 class CacheKey(bytes):
@@ -54,20 +41,14 @@ def _key_env(name: str) -> CacheKey:
     return CacheKey(key)
 
 
-COMMON_PROPERTIES = (
-    Property("TVM_OPT_LEVEL", "TVM pass-context optimization level, 0..3", _opt_level, 3),
-    Property("TVM_NUM_THREADS", "worker threads of the TVM runtime (default: one per core)", _positive, codegen=False),
-    Property(
-        "CACHE_KEY_FILE", "file holding the HMAC-SHA256 key that signs and checks .nnc caches", _key_file, codegen=False
-    ),
-    Property("CACHE_KEY_ENV", "environment variable holding the cache signing key", _key_env, codegen=False),
-    Property(
-        "TUNING_DATABASE",
-        "MetaSchedule database directory (nnadapter-tvm tune) whose records CPU builds apply; its fingerprint "
-        "enters the model token",
-        TuningDatabase,
-    ),
+CACHE_KEY_FILE = Property(
+    "CACHE_KEY_FILE", "file holding the HMAC-SHA256 key that signs and checks .nnc caches", _key_file, codegen=False
 )
+CACHE_KEY_ENV = Property("CACHE_KEY_ENV", "environment variable holding the cache signing key", _key_env, codegen=False)
+
+#: The properties every context accepts, whatever its devices. Each device's own are in its driver's
+#: ``properties``. A setting is read as ``PROPERTY.read(context.properties)`` (typed, or its default).
+COMMON_PROPERTIES = (TVM_OPT_LEVEL, TVM_NUM_THREADS, CACHE_KEY_FILE, CACHE_KEY_ENV, TUNING_DATABASE)
 
 
 def _operations(text: str) -> frozenset[OperationType]:
@@ -109,9 +90,13 @@ def known_properties() -> dict[str, Property]:
 
 
 def parse_properties(text: str) -> dict[str, object]:
-    """``"K1=V1;K2=V2;"`` -> {K1: parsed V1, ...}; unknown keys and bad values fail by name."""
+    """``"K1=V1;K2=V2;"`` -> {K1: parsed V1, ...}; unknown keys and bad values fail by name.
+
+    The common properties' defaults are filled in (they apply to every context, and so enter its
+    codegen properties and token whether given or not); a device's own defaults are left to
+    ``Property.read``, so that one device's settings stay out of another's token."""
     known = known_properties()
-    result: dict[str, object] = {p.key: p.default for p in known.values() if p.default is not None}
+    result: dict[str, object] = {p.key: p.default for p in COMMON_PROPERTIES if p.default is not None}
     for item in (text or "").split(";"):
         item = item.strip()
         if not item:
@@ -153,7 +138,7 @@ class Context:
     @property
     def cache_key(self) -> CacheKey | None:
         """The signing key, when CACHE_KEY_FILE or CACHE_KEY_ENV names one."""
-        return self.properties.get("CACHE_KEY_FILE") or self.properties.get("CACHE_KEY_ENV")
+        return CACHE_KEY_FILE.read(self.properties) or CACHE_KEY_ENV.read(self.properties)
 
     def device_accepts(self, index: int, op_type: OperationType) -> bool:
         only = self.properties.get(f"DEVICE_{index}_SUPPORTED_OPERATIONS")

@@ -39,7 +39,8 @@ def _mtriple(text: str) -> str:
 
 
 def _mattr(text: str) -> list[str]:
-    features = _csv(text)
+    # An empty ARM_MATTR= means the default: NEON is what every aarch64 kernel assumes.
+    features = _csv(text) or list(DEFAULT_MATTR)
     bad = [f for f in features if f[:1] not in "+-" or len(f) < 2]
     if bad:
         raise ValueError(f"features must look like +neon or -sve, got {', '.join(bad)}")
@@ -53,6 +54,16 @@ def _mcpu(text: str) -> str:
     return cpu
 
 
+ARM_MCPU = Property("ARM_MCPU", "CPU model of the ARM board, as for -mcpu, e.g. cortex-a72 (default: generic)", _mcpu)
+ARM_MATTR = Property(
+    "ARM_MATTR",
+    "comma-separated aarch64 features for arm, e.g. +neon,+dotprod (default: +neon)",
+    _mattr,
+    list(DEFAULT_MATTR),
+)
+ARM_MTRIPLE = Property("ARM_MTRIPLE", f"target triple for arm (default: {DEFAULT_MTRIPLE})", _mtriple, DEFAULT_MTRIPLE)
+
+
 def host_is_aarch64() -> bool:
     """Whether this process runs on a 64-bit ARM CPU."""
     return platform.machine().lower() in _AARCH64_MACHINES
@@ -64,11 +75,7 @@ class ArmDriver(LlvmDriver):
 
     name = "arm"
     vendor = "Apache TVM"
-    properties = (
-        Property("ARM_MCPU", "CPU model of the ARM board, as for -mcpu, e.g. cortex-a72 (default: generic)", _mcpu),
-        Property("ARM_MATTR", "comma-separated aarch64 features for arm, e.g. +neon,+dotprod (default: +neon)", _mattr),
-        Property("ARM_MTRIPLE", f"target triple for arm (default: {DEFAULT_MTRIPLE})", _mtriple),
-    )
+    properties = (ARM_MCPU, ARM_MATTR, ARM_MTRIPLE)
     # CPU_SCHEDULES, declared by the llvm driver, applies here too: build() is LlvmDriver.build.
 
     def can_run_here(self) -> tuple[bool, str]:
@@ -79,10 +86,10 @@ class ArmDriver(LlvmDriver):
     def tvm_target(self, props: dict) -> tvm.target.Target:
         config: dict = {
             "kind": "llvm",
-            "mtriple": props.get("ARM_MTRIPLE") or DEFAULT_MTRIPLE,
-            "mattr": list(props.get("ARM_MATTR") or DEFAULT_MATTR),
+            "mtriple": ARM_MTRIPLE.read(props),
+            "mattr": list(ARM_MATTR.read(props)),
         }
-        cpu = props.get("ARM_MCPU")
+        cpu = ARM_MCPU.read(props)
         if cpu:
             known = _known_cpus(config["mtriple"])
             if known and cpu not in known:
@@ -97,7 +104,7 @@ class ArmDriver(LlvmDriver):
         """The C++ driver that links the exported library for the board."""
         if os.environ.get(CXX_ENV):
             return os.environ[CXX_ENV]
-        return f"{(props or {}).get('ARM_MTRIPLE') or DEFAULT_MTRIPLE}-g++"
+        return f"{ARM_MTRIPLE.read(props or {})}-g++"
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
         executable = super().build(mod, props)

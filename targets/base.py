@@ -20,7 +20,8 @@ import abc
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import tvm
@@ -40,13 +41,42 @@ def is_scheduled(func: tvm.tirx.PrimFunc) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Property:
-    """A context property a device understands (``KEY=VALUE;`` in the properties string)."""
+    """A context property a device understands (``KEY=VALUE;`` in the properties string).
+
+    Read a setting as ``PROPERTY.read(props)``: the value ``parse`` gave it, or ``default`` where the
+    context does not set it. ``props`` holds parsed (typed) values: ``Context.properties``."""
 
     key: str
     description: str
     parse: Callable[[str], object]
     default: object = None
     codegen: bool = True  # changes the compiled code, so it enters the model token
+
+    def read(self, props: Mapping[str, object]) -> Any:
+        """This setting in the parsed properties ``props``, or its declared default."""
+        value = props.get(self.key)
+        return self.default if value is None else value
+
+
+def _opt_level(text: str) -> int:
+    level = int(text)
+    if not 0 <= level <= 3:
+        raise ValueError("must be 0..3")
+    return level
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+# Common context properties (every context accepts them; context.py lists them) that the drivers read.
+TVM_OPT_LEVEL = Property("TVM_OPT_LEVEL", "TVM pass-context optimization level, 0..3", _opt_level, 3)
+TVM_NUM_THREADS = Property(
+    "TVM_NUM_THREADS", "worker threads of the TVM runtime (default: one per core)", _positive, codegen=False
+)
 
 
 class Program:
@@ -203,16 +233,17 @@ class Driver(abc.ABC):
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
         target = self.tvm_target(props)
-        with tvm.transform.PassContext(opt_level=int(props.get("TVM_OPT_LEVEL", 3))):
+        with tvm.transform.PassContext(opt_level=TVM_OPT_LEVEL.read(props)):
             return tvm.compile(mod, target)
 
     def export(self, executable: relax.VMExecutable, path: str) -> None:
         executable.export_library(path, workspace_dir=os.path.dirname(path))
 
     def load(self, path: str, props: dict) -> Program:
-        if props.get("TVM_NUM_THREADS"):
+        threads = TVM_NUM_THREADS.read(props)
+        if threads:
             # Process-wide: TVM has one worker pool.  Mode 1 = use the big cores first.
-            tvm.get_global_func("runtime.config_threadpool")(1, int(props["TVM_NUM_THREADS"]))
+            tvm.get_global_func("runtime.config_threadpool")(1, threads)
         return Program(tvm.runtime.load_module(path), self.tvm_device())
 
     def lower_for_tuning(self, mod: tvm.IRModule, props: dict) -> tvm.IRModule:

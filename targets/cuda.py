@@ -54,18 +54,20 @@ def _kernel_compiler() -> str | None:
     return None
 
 
+CUDA_ARCH = Property(
+    "CUDA_ARCH",
+    f"GPU architecture the kernels are scheduled for, sm_XY (default {DEFAULT_ARCH})",
+    _cuda_arch,
+    DEFAULT_ARCH,
+)
+
+
 class CudaDriver(GpuDriver):
     """``cuda``: kernels in CUDA C, host code for this machine's CPU."""
 
     name = "cuda"
     vendor = "NVIDIA (via TVM)"
-    properties = (
-        Property(
-            "CUDA_ARCH",
-            f"GPU architecture the kernels are scheduled for, sm_XY (default {DEFAULT_ARCH})",
-            _cuda_arch,
-        ),
-    )
+    properties = (CUDA_ARCH,)
 
     def can_run_here(self) -> tuple[bool, str]:
         """Whether TVM's CUDA runtime is loaded and sees a GPU (``tvm.cuda(0).exist``)."""
@@ -80,7 +82,7 @@ class CudaDriver(GpuDriver):
         return True, f"{device.device_name} (compute capability {device.compute_version})"
 
     def tvm_target(self, props: dict) -> tvm.target.Target:
-        arch = props.get("CUDA_ARCH") or DEFAULT_ARCH
+        arch = CUDA_ARCH.read(props)
         return tvm.target.Target({"kind": "cuda", "arch": arch}, host={"kind": "llvm"})
 
     def tvm_device(self) -> tvm.runtime.Device:

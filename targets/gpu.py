@@ -39,7 +39,7 @@ from tvm.s_tir import dlight as dl
 from tvm.support import cc
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.targets.base import SCHEDULED, Driver, is_scheduled
+from nnadapter_tvm.targets.base import SCHEDULED, TVM_OPT_LEVEL, Driver, is_scheduled
 from nnadapter_tvm.types import DeviceType, OperationType, ResultCode
 
 log = logging.getLogger("nnadapter_tvm")
@@ -367,7 +367,7 @@ class GpuDriver(Driver):
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
         """Legalize, fuse, schedule (dlight and fallbacks) and compile ``mod``."""
-        executable, report = build(mod, self.tvm_target(props), int(props.get("TVM_OPT_LEVEL", 3)))
+        executable, report = build(mod, self.tvm_target(props), TVM_OPT_LEVEL.read(props))
         log.debug("%s schedules: %s", self.name, report.strategies)
         return executable
 

@@ -11,8 +11,8 @@ import logging
 import tvm
 from tvm import relax
 
-from nnadapter_tvm.targets.base import Driver, Property
-from nnadapter_tvm.tools import tuning
+from nnadapter_tvm.runtime import tuning_database
+from nnadapter_tvm.targets.base import TVM_OPT_LEVEL, Driver, Property
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -52,28 +52,28 @@ CPU_SCHEDULES = Property(
     "1: default CPU schedules (NHWC, packed weights, tiled, vectorized, parallel); 0: TVM's unscheduled loops "
     "(default: 1)",
     _switch,
+    True,
 )
+LLVM_MCPU = Property("LLVM_MCPU", "CPU model for code generation, e.g. skylake-avx512 (default: the host's)", str)
+LLVM_MATTR = Property("LLVM_MATTR", "comma-separated LLVM features, e.g. +avx2,+fma", _csv)
 
 
 class LlvmDriver(Driver):
     name = "llvm"
-    properties = (
-        Property("LLVM_MCPU", "CPU model for code generation, e.g. skylake-avx512 (default: the host's)", str),
-        Property("LLVM_MATTR", "comma-separated LLVM features, e.g. +avx2,+fma", _csv),
-        CPU_SCHEDULES,
-    )
+    properties = (LLVM_MCPU, LLVM_MATTR, CPU_SCHEDULES)
 
     def can_run_here(self) -> tuple[bool, str]:
         return True, "host CPU"
 
     def tvm_target(self, props: dict) -> tvm.target.Target:
         config: dict = {"kind": "llvm"}
-        cpu = props.get("LLVM_MCPU") or host_cpu()
+        cpu = LLVM_MCPU.read(props) or host_cpu()
         if cpu:
             # Without a CPU, LLVM generates baseline code (SSE2 on x86-64: no AVX, no FMA).
             config["mcpu"] = cpu
-        if props.get("LLVM_MATTR"):
-            config["mattr"] = list(props["LLVM_MATTR"])
+        features = LLVM_MATTR.read(props)
+        if features:
+            config["mattr"] = list(features)
         return tvm.target.Target(config)
 
     def tvm_device(self) -> tvm.runtime.Device:
@@ -82,12 +82,12 @@ class LlvmDriver(Driver):
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
         """Compile ``mod``; with ``CPU_SCHEDULES`` (the default) every kernel is scheduled first."""
         target = self.tvm_target(props)
-        opt_level = int(props.get("TVM_OPT_LEVEL", 3))
-        if props.get("CPU_SCHEDULES") is False:
+        opt_level = TVM_OPT_LEVEL.read(props)
+        if not CPU_SCHEDULES.read(props):
             with tvm.transform.PassContext(opt_level=opt_level):
                 return tvm.compile(mod, target)
-        database = props.get("TUNING_DATABASE")
-        tuned = (lambda fused: tuning.apply(fused, target, database)) if database is not None else None
+        database = tuning_database.TUNING_DATABASE.read(props)
+        tuned = (lambda fused: tuning_database.apply(fused, target, database)) if database is not None else None
         executable, report = _cpu_pipeline().build(mod, target, opt_level, tuned)
         log.debug("%s schedules: %s", self.name, report)
         return executable
@@ -95,7 +95,7 @@ class LlvmDriver(Driver):
     def lower_for_tuning(self, mod: tvm.IRModule, props: dict) -> tvm.IRModule:
         """The fused kernels the default schedules would see: what MetaSchedule tunes."""
         target = self.tvm_target(props)
-        with target, tvm.transform.PassContext(opt_level=int(props.get("TVM_OPT_LEVEL", 3))):
+        with target, tvm.transform.PassContext(opt_level=TVM_OPT_LEVEL.read(props)):
             return _cpu_pipeline().lower(mod, target)
 
     def default_schedule(self, func: tvm.tirx.PrimFunc, props: dict) -> tvm.tirx.PrimFunc:

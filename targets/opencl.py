@@ -26,19 +26,20 @@ def _host(text: str) -> str:
     return machine
 
 
+OPENCL_HOST = Property(
+    "OPENCL_HOST",
+    "CPU the host code is generated for: x86_64 or aarch64 (default: this machine's); "
+    "aarch64 from another machine needs aarch64-linux-gnu-g++",
+    _host,
+)
+
+
 class OpenclDriver(GpuDriver):
     """``opencl``: kernels in OpenCL C, host code for this machine or an aarch64 board."""
 
     name = "opencl"
     vendor = "Khronos OpenCL (via TVM)"
-    properties = (
-        Property(
-            "OPENCL_HOST",
-            "CPU the host code is generated for: x86_64 or aarch64 (default: this machine's); "
-            "aarch64 from another machine needs aarch64-linux-gnu-g++",
-            _host,
-        ),
-    )
+    properties = (OPENCL_HOST,)
 
     def can_run_here(self) -> tuple[bool, str]:
         """Whether TVM's OpenCL runtime is present and sees a device (``tvm.opencl(0).exist``)."""
@@ -52,7 +53,7 @@ class OpenclDriver(GpuDriver):
         return True, tvm.opencl(0).device_name
 
     def tvm_target(self, props: dict) -> tvm.target.Target:
-        return tvm.target.Target({"kind": "opencl"}, host=llvm_host(props.get("OPENCL_HOST")))
+        return tvm.target.Target({"kind": "opencl"}, host=llvm_host(OPENCL_HOST.read(props)))
 
     def tvm_device(self) -> tvm.runtime.Device:
         return tvm.opencl(0)
@@ -62,7 +63,7 @@ class OpenclDriver(GpuDriver):
 
         Fails with FEATURE_NOT_SUPPORTED where the module's host code is for another CPU or the
         TVM runtime has no OpenCL, and with DEVICE_NOT_FOUND where no OpenCL device is visible."""
-        machine = props.get("OPENCL_HOST") or host_machine()
+        machine = OPENCL_HOST.read(props) or host_machine()
         if machine != host_machine():
             fail(
                 f"opencl: this module's host code is for {machine} (OPENCL_HOST) and this machine is "

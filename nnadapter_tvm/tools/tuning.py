@@ -1,15 +1,12 @@
-"""Auto-tuning with MetaSchedule: ``tune`` searches schedules for a model's kernels and keeps, per kernel,
-the best one only where it beats the default CPU schedule; a compilation whose context names the
-directory (``TUNING_DATABASE=DIR``) applies what was kept before the default schedules take the rest.
-
-The database's fingerprint (a hash of its records), not its path, enters the model token: tuned and
-untuned caches never collide, and a database that gains records gives a new token.
+"""Auto-tuning with MetaSchedule (offline): ``tune`` searches schedules for a model's kernels and ``select``
+keeps, per kernel, the best one only where it beats the default CPU schedule. A compilation whose
+context names the directory (``TUNING_DATABASE=DIR``) applies what was kept through
+``nnadapter_tvm/runtime/tuning_database.py``, which the runtime imports instead of this module.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -22,57 +19,33 @@ from collections.abc import Callable, Sequence
 
 import tvm
 import tvm_ffi
-from tvm import relax
 
 from nnadapter_tvm.errors import fail, tvm_error_text
+from nnadapter_tvm.runtime.tuning_database import APPLIED, RECORDS, WORKLOADS, TuningDatabase, apply
 from nnadapter_tvm.types import ResultCode
 
-WORKLOADS = "database_workload.json"
-RECORDS = "database_tuning_record.json"
-#: The records that beat the default schedules, written by ``select``: what a build applies.
-APPLIED = "applied"
+# What a build needs to apply the records lives in the runtime (runtime/tuning_database.py); re-exported
+# here so that the search and its callers name one module.
+__all__ = [
+    "APPLIED",
+    "MIN_GAIN",
+    "RECORDS",
+    "SELECTION",
+    "WORKLOADS",
+    "TuningDatabase",
+    "apply",
+    "kernels",
+    "make_builder",
+    "make_runner",
+    "record_count",
+    "select",
+    "tune",
+    "with_core_count",
+]
+
 SELECTION = "selection.json"
 #: A tuned kernel replaces the default schedule only when it is this much faster (measurement noise).
 MIN_GAIN = 0.03
-
-
-def _has_database(path: str) -> bool:
-    return all(os.path.isfile(os.path.join(path, n)) for n in (WORKLOADS, RECORDS))
-
-
-class TuningDatabase:
-    """A tuning directory as the ``TUNING_DATABASE`` property names it: the records ``tune`` kept in its
-    ``applied/`` database, or, for a MetaSchedule database written by other means, all its records."""
-
-    def __init__(self, path: str):
-        self.path = os.path.abspath(os.path.expanduser(path))
-        applied = os.path.join(self.path, APPLIED)
-        self.records_path = applied if _has_database(applied) else self.path
-        if not _has_database(self.records_path):
-            raise ValueError(f"{self.path} holds no MetaSchedule database (missing {WORKLOADS} or {RECORDS})")
-        h = hashlib.sha256()
-        for name in (WORKLOADS, RECORDS):
-            with open(os.path.join(self.records_path, name), "rb") as f:
-                h.update(f.read())
-            h.update(b"\0")
-        self.fingerprint = h.hexdigest()[:32]
-
-    def __str__(self) -> str:
-        # What the model token sees (json.dumps(default=str)): the records' hash, not where they live.
-        return f"metaschedule:{self.fingerprint}"
-
-    __repr__ = __str__
-
-    def open(self):  # -> ms.database.JSONDatabase
-        from tvm.s_tir import meta_schedule as ms
-
-        return ms.database.JSONDatabase(work_dir=self.records_path, allow_missing=False)
-
-
-def apply(fused: tvm.IRModule, target: tvm.target.Target, database: TuningDatabase) -> tvm.IRModule:
-    """The kernels of a fused module that the database has records for, replaced by their tuned schedules."""
-    with target, database.open(), tvm.transform.PassContext(opt_level=3):
-        return relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(fused)
 
 
 SCHEDULER_LOG = "tvm.s_tir.meta_schedule.logging.task_scheduler.log"
