@@ -1,6 +1,6 @@
-"""Float32 scalars for the TE and TIR computes that follow Paddle's CPU kernels (resize, grid sample,
-ROI align, detection), which compute in float32: constants rounded as C++ rounds a float literal,
-casts, and float operand lists."""
+"""Float32 scalars for the TE and TIR computes that work in float32 as their references do (Paddle's
+resize, grid sample, ROI align and detection kernels; onnxruntime's recurrent layers): constants
+rounded as C++ rounds a float literal, casts, and float operand lists."""
 
 from __future__ import annotations
 

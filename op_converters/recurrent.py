@@ -34,12 +34,12 @@ import numpy as np
 from tvm import relax, te, tirx
 
 from nnadapter_tvm.op_converters.args import Key, OpArgs
+from nnadapter_tvm.op_converters.float32 import F32, f32
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import RecurrentActivation as A
 from nnadapter_tvm.types import RecurrentDirection, ResultCode
 
-F32 = "float32"
 SCHEDULED = "tirx.is_scheduled"  # targets.base.SCHEDULED (not imported: converters do not import targets)
 LANES = 16  # vector width of the inner loops (LLVM splits it into the target's registers)
 # Gate outputs kept in registers across the recurrent product: 8 AVX-512 vectors (16 AVX2), enough
@@ -61,45 +61,41 @@ _DEFAULT_ACTIVATIONS = {
 }
 
 
-def _f(v: float) -> tirx.PrimExpr:
-    return tirx.const(float(np.float32(v)), F32)
-
-
 def fast_tanh(x: tirx.PrimExpr) -> tirx.PrimExpr:
     """tanh as TVM's fast_tanh_float (Eigen's rational approximation on [-9, 9]); vectorizes."""
-    x = tirx.max(_f(-9.0), tirx.min(_f(9.0), x))
+    x = tirx.max(f32(-9.0), tirx.min(f32(9.0), x))
     x2 = x * x
-    p = x2 * _f(-2.76076847742355e-16) + _f(2.00018790482477e-13)
+    p = x2 * f32(-2.76076847742355e-16) + f32(2.00018790482477e-13)
     for c in (-8.60467152213735e-11, 5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04):
-        p = x2 * p + _f(c)
-    p = x * (x2 * p + _f(4.89352455891786e-03))
-    q = x2 * _f(1.19825839466702e-06) + _f(1.18534705686654e-04)
-    q = x2 * q + _f(2.26843463243900e-03)
-    q = x2 * q + _f(4.89352518554385e-03)
+        p = x2 * p + f32(c)
+    p = x * (x2 * p + f32(4.89352455891786e-03))
+    q = x2 * f32(1.19825839466702e-06) + f32(1.18534705686654e-04)
+    q = x2 * q + f32(2.26843463243900e-03)
+    q = x2 * q + f32(4.89352518554385e-03)
     return p / q
 
 
 def activation(code: int, x: tirx.PrimExpr, alpha: float, beta: float) -> tirx.PrimExpr:
     """ONNX's recurrent activation ``code`` (a RecurrentActivation) of ``x``."""
-    zero, one = _f(0.0), _f(1.0)
+    zero, one = f32(0.0), f32(1.0)
     if code == A.RELU:
         return tirx.max(x, zero)
     if code == A.TANH:
         return fast_tanh(x)
     if code == A.SIGMOID:
-        return _f(0.5) * fast_tanh(_f(0.5) * x) + _f(0.5)  # the identity sigmoid(x) = (1 + tanh(x/2)) / 2
+        return f32(0.5) * fast_tanh(f32(0.5) * x) + f32(0.5)  # the identity sigmoid(x) = (1 + tanh(x/2)) / 2
     if code == A.AFFINE:
-        return _f(alpha) * x + _f(beta)
+        return f32(alpha) * x + f32(beta)
     if code == A.LEAKY_RELU:
-        return tirx.Select(x >= zero, x, _f(alpha) * x)
+        return tirx.Select(x >= zero, x, f32(alpha) * x)
     if code == A.THRESHOLDED_RELU:
-        return tirx.Select(x > _f(alpha), x, zero)
+        return tirx.Select(x > f32(alpha), x, zero)
     if code == A.SCALED_TANH:
-        return _f(alpha) * fast_tanh(_f(beta) * x)
+        return f32(alpha) * fast_tanh(f32(beta) * x)
     if code == A.HARD_SIGMOID:
-        return tirx.max(zero, tirx.min(one, _f(alpha) * x + _f(beta)))
+        return tirx.max(zero, tirx.min(one, f32(alpha) * x + f32(beta)))
     if code == A.ELU:
-        return tirx.Select(x >= zero, x, _f(alpha) * (tirx.exp(x) - one))
+        return tirx.Select(x >= zero, x, f32(alpha) * (tirx.exp(x) - one))
     if code == A.SOFTSIGN:
         return x / (one + tirx.abs(x))
     if code == A.SOFTPLUS:
@@ -226,7 +222,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
         def act(k: int, x):
             """Activation k of this direction, its input clipped (ONNX's clip)."""
             if clip is not None:
-                x = tirx.max(_f(-clip), tirx.min(_f(clip), x))
+                x = tirx.max(f32(-clip), tirx.min(f32(clip), x))
             code, alpha, beta = acts[k]
             first = activation(code, x, alpha, beta)
             if num_dirs == 1 or acts[k] == acts[per + k]:
@@ -255,7 +251,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
                     for q in range(tile):
                         if width < sub:
                             with T.vectorized(0, sub) as v:
-                                part[q, v] = _f(0.0)
+                                part[q, v] = f32(0.0)
                         with T.vectorized(0, width) as v:
                             part[q, v] = initial(base + v, q)
                     with T.serial(0, h) as k:
@@ -277,9 +273,9 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
 
         def init(j):
             for q in range(tile):
-                yh[state(j, q)] = h0[state(j, q)] if h0 is not None else _f(0.0)
+                yh[state(j, q)] = h0[state(j, q)] if h0 is not None else f32(0.0)
                 if yc is not None:
-                    yc[state(j, q)] = c0[state(j, q)] if c0 is not None else _f(0.0)
+                    yc[state(j, q)] = c0[state(j, q)] if c0 is not None else f32(0.0)
 
         work.units(h, init)
 
@@ -314,7 +310,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
                             with T.Then():
                                 update(j, q)
                             with T.Else(), T.If(b0 + q < batch), T.Then():
-                                y[y_at(s, j, q)] = _f(0.0)
+                                y[y_at(s, j, q)] = f32(0.0)
 
                 work.units(h, body)
 
@@ -336,7 +332,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
                     if peep is not None:
                         pi, pf = pi + peep[d, j] * c_prev, pf + peep[d, 2 * h + j] * c_prev
                     i = act(0, pi)
-                    f = _f(1.0) - i if input_forget else act(0, pf)
+                    f = f32(1.0) - i if input_forget else act(0, pf)
                     yc[state(j, q)] = f * c_prev + i * act(1, acc[q, 3 * h + j])
                     c = yc[state(j, q)]  # read back: the expression is not duplicated
                     if peep is not None:
@@ -348,7 +344,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
             elif lbr:
                 # The h gate's recurrent part, h Rh + Rbh, is kept apart: r multiplies it.
                 def with_rbh(g, q):
-                    bias = rbh[d, tirx.max(g - 2 * h, 0)] if rbh is not None else _f(0.0)
+                    bias = rbh[d, tirx.max(g - 2 * h, 0)] if rbh is not None else f32(0.0)
                     return tirx.Select(g < 2 * h, projected(g, q), bias)
 
                 matvec(0, h_prev, with_rbh)
@@ -357,7 +353,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
                     z = act(0, acc[q, j])
                     reset = act(0, acc[q, h + j])
                     cand = act(1, projected(2 * h + j, q) + reset * acc[q, 2 * h + j])
-                    yh[state(j, q)] = (_f(1.0) - z) * cand + z * yh[state(j, q)]
+                    yh[state(j, q)] = (f32(1.0) - z) * cand + z * yh[state(j, q)]
                     y[y_at(ts[q], j, q)] = yh[state(j, q)]
 
                 each_row(gru_lbr)
@@ -374,7 +370,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
                 def gru(j, q):
                     z = act(0, acc[q, j])
                     cand = act(1, acc[q, 2 * h + j])
-                    yh[state(j, q)] = (_f(1.0) - z) * cand + z * yh[state(j, q)]
+                    yh[state(j, q)] = (f32(1.0) - z) * cand + z * yh[state(j, q)]
                     y[y_at(ts[q], j, q)] = yh[state(j, q)]
 
                 each_row(gru)
@@ -390,7 +386,7 @@ def _recurrence_ir(ins, outs, *, op, hidden, num_dirs, direction, layout, acts, 
                     with T.Else():
 
                         def zero(j, s=s):
-                            y[y_at(s, j)] = _f(0.0)
+                            y[y_at(s, j)] = f32(0.0)
 
                         work.units(h, zero)
 
