@@ -1,7 +1,5 @@
 """nnadapter-tvm: Paddle Lite's NNAdapter API, with TVM generating the code."""
 
-__version__ = "0.1.0"
-
 from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.device import Device, list_devices
@@ -22,6 +20,7 @@ from nnadapter_tvm.types import (
     Precision,
     ResultCode,
 )
+from nnadapter_tvm.version import __version__ as __version__
 
 
 def __getattr__(name: str) -> object:

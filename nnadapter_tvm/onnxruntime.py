@@ -337,7 +337,7 @@ def cache_dir_default() -> str | None:
     """Where sessions cache compiled models unless told otherwise; None when ``NNADAPTER_TVM_CACHE`` is off."""
     if os.environ.get("NNADAPTER_TVM_CACHE", "").strip().lower() in _OFF:
         return None
-    from nnadapter_tvm.tools.cli import default_cache_dir
+    from nnadapter_tvm.runtime.cache import default_cache_dir
 
     return default_cache_dir()
 

@@ -252,8 +252,7 @@ def test_no_import_cycles():
 @pytest.mark.xfail(
     strict=True,
     reason="cycles closed by imports inside functions, outside the ONNX importer: op_converters args <-> "
-    "shape_values; runtime/cache.py's `from nnadapter_tvm import __version__` (the package's __init__ imports "
-    "compilation -> runtime.cache); frontends/onnx control.py imports plan, which imports control",
+    "shape_values; frontends/onnx control.py imports plan, which imports control",
 )
 def test_no_deferred_import_closes_a_cycle():
     """An import written inside a function to dodge a cycle is still the cycle: none may close one."""
@@ -272,11 +271,6 @@ def _runtime_and_api_modules() -> list[str]:
     return sorted({*top, *runtime, PACKAGE})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="context.py imports tools.tuning (TuningDatabase) at module level and onnxruntime.py imports "
-    "tools.cli (default_cache_dir) in a function; outside this helper's files (issue 14, item 5)",
-)
 def test_runtime_and_api_do_not_import_tools():
     """Tools sit on top of the runtime, never the reverse (imports inside functions count too)."""
     modules = _modules()

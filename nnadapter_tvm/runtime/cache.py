@@ -32,6 +32,7 @@ import tvm_ffi
 from nnadapter_tvm.errors import check
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
+from nnadapter_tvm.version import __version__
 
 MAGIC = b"NNATVMC\0"
 SIGNATURE_MAGIC = b"NNATVMS\0"
@@ -50,8 +51,7 @@ class CacheError(NNAdapterError):
 
 
 def library_versions() -> dict[str, str]:
-    from nnadapter_tvm import __version__
-
+    """The versions a cache must have been built with to be loaded here."""
     return {"nnadapter_tvm": __version__, "tvm": tvm.__version__, "tvm_ffi": tvm_ffi.__version__}
 
 
@@ -62,6 +62,15 @@ def validate_token(token: object) -> str:
         f"cache token must be exactly 32 characters of [0-9A-Za-z], got {token!r}",
     )
     return token  # type: ignore[return-value]
+
+
+def default_cache_dir() -> str:
+    """Where compiled models are cached unless told otherwise: ``$NNADAPTER_TVM_CACHE_DIR``, else
+    ``nnadapter-tvm`` in the user's cache directory (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
+    if os.environ.get("NNADAPTER_TVM_CACHE_DIR"):
+        return os.environ["NNADAPTER_TVM_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "nnadapter-tvm")
 
 
 def cache_path(cache_dir: str | os.PathLike, token: str) -> str:

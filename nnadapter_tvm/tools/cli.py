@@ -16,17 +16,11 @@ from nnadapter_tvm.context import Context, known_properties
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.execution import Execution
 from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime.cache import default_cache_dir
 from nnadapter_tvm.runtime.token import model_token
 from nnadapter_tvm.targets import DRIVERS
 from nnadapter_tvm.tools import builtin_model
 from nnadapter_tvm.types import NNAdapterError, ResultCode
-
-
-def default_cache_dir() -> str:
-    if os.environ.get("NNADAPTER_TVM_CACHE_DIR"):
-        return os.environ["NNADAPTER_TVM_CACHE_DIR"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "nnadapter-tvm")
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
