@@ -58,9 +58,9 @@ class Reader:
         self.args = args
         self._known = known
 
-    @property
-    def count(self) -> int:
-        return self.args.count
+    def index(self, name: str) -> int:
+        """The position of the operand the spec calls ``name`` (after a variadic slot, its count)."""
+        return self.args.index(name)
 
     def has(self, i: Key) -> bool:
         return self.args.has(i)
@@ -161,7 +161,7 @@ def _cast(r: Reader):
 
 @rule(O.CONCAT)
 def _concat(r: Reader):
-    parts = [r.values(i) for i in range(r.args.index("axis"))]
+    parts = [r.values(i) for i in range(r.index("axis"))]
     if any(p is None for p in parts):
         return None
     dims = r.dims(0)
@@ -172,7 +172,7 @@ def _concat(r: Reader):
 
 @rule(O.STACK)
 def _stack(r: Reader):
-    parts = [r.values(i) for i in range(r.args.index("axis"))]
+    parts = [r.values(i) for i in range(r.index("axis"))]
     if any(p is None or len(p) != 1 for p in parts):
         return None
     return [[p[0] for p in parts]]
