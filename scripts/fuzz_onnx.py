@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 import time
 from collections import Counter
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     tally: Counter = Counter()
     seen: set[str] = set()
     findings: dict[str, dict] = {}
+    refusals: Counter = Counter()
     start = time.time()
     batches = -(-args.graphs // args.batch)
 
@@ -75,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             worst = next((s for s in ("error", "differs", "ambiguous", "refused", "invalid") if s in statuses), "ok")
             tally[worst] += 1
             tally["nodes"] += len(case.model.graph.node)
+            for outcome in outcomes.values():
+                if outcome.status == "refused":  # what users would meet unsupported, by message
+                    refusals[re.sub(r"\d+", "N", outcome.detail)[:160]] += 1
+                    break
             # An error is the whole compilation's: minimize it first (once), else the first difference.
             for name, outcome in sorted(outcomes.items(), key=lambda item: item[1].status != "error"):
                 if outcome.status not in ("differs", "error"):
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\r[{done}/{args.graphs}] {counts} distinct={len(findings)} {rate:.2f} graphs/s", end="", file=sys.stderr
         )
-        _write_summary(args.out / "summary.json", tally, findings, start)
+        _write_summary(args.out / "summary.json", tally, findings, start, refusals)
 
     if args.engine == "hypothesis":
         settings(max_examples=batches, deadline=None, database=None, suppress_health_check=list(HealthCheck))(
@@ -110,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     print(file=sys.stderr)
     for key, found in sorted(findings.items()):
         print(f"{found['count']:5d}  {key}: {found['detail'][:200]}")
-    print(json.dumps(_write_summary(args.out / "summary.json", tally, findings, start)))
+    print(json.dumps(_write_summary(args.out / "summary.json", tally, findings, start, refusals)))
     return 0
 
 
@@ -121,7 +127,7 @@ def _key(case: fuzz_onnx.Case) -> str:
     return digest.hexdigest()
 
 
-def _write_summary(path: Path, tally: Counter, findings: dict, start: float) -> dict:
+def _write_summary(path: Path, tally: Counter, findings: dict, start: float, refusals: Counter) -> dict:
     """The campaign's figures so far (rewritten after every batch, so that an interrupted campaign
     still has them)."""
     summary = {
@@ -132,6 +138,7 @@ def _write_summary(path: Path, tally: Counter, findings: dict, start: float) -> 
         "harness_error": tally["harness_error"],
         "repeated_not_rerun": tally["repeated"],
         "seconds": round(time.time() - start),
+        "refusals": dict(refusals.most_common(20)),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=1) + "\n")

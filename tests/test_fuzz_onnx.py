@@ -50,7 +50,7 @@ def test_generator_draws_valid_graphs_of_the_vocabulary() -> None:
 
     seen_ops, symbolic, special = set(), 0, 0
 
-    @settings(max_examples=40, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=60, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def draw(data) -> None:
         nonlocal symbolic, special
