@@ -90,6 +90,22 @@ class NodeContext:
         value = self.attrs[name]
         return value.decode() if isinstance(value, bytes) else value
 
+    def attr_or_input(self, attr: str, i: int, since: int, default: object = _REQUIRED, runtime: bool = False) -> Any:
+        """A parameter ONNX moved from attribute ``attr`` to input ``i`` at opset ``since``: before it the
+        attribute's value, from it on input ``i``'s value known at import (``const``); ``default`` where
+        the node gives neither. ``runtime``: an input computed at run time is returned as its ``Value``
+        (for an operation that takes it as an operand) rather than refused."""
+        if self.opset < since:
+            return self.attr(attr, default)
+        if runtime and self.has(i) and not self._inputs[i].is_const:
+            return self._inputs[i]
+        return self.const(i, default)
+
+    def ints_attr_or_input(self, attr: str, i: int, since: int, default: object = _REQUIRED) -> list[int] | None:
+        """``attr_or_input`` as a list of ints (a scalar becomes one element); None stays None."""
+        value = self.attr_or_input(attr, i, since, default)
+        return None if value is None else [int(v) for v in np.reshape(value, -1)]
+
     def out_shape(self, i: int = 0) -> Shape | None:
         info = self.graph.inferred.get(self.node.output[i]) if i < len(self.node.output) else None
         return None if info is None else info[1]

@@ -202,13 +202,12 @@ def shrink(ctx: NodeContext) -> Value:
 
 
 def _clip_bound(ctx: NodeContext, x: Value, i: int, attr: str, default: float) -> Value | None:
-    """Clip's bound, one value: input ``i`` (opset >= 11) or attribute ``attr`` (earlier); None when absent."""
-    if ctx.opset < 11:
-        return scalar(ctx, ctx.attr(attr, default), x)
-    bound = ctx.optional(i)
-    if bound is not None and bound.is_const:
-        return scalar(ctx, np.reshape(bound.const, []), x)
-    return bound
+    """Clip's bound, one value: attribute ``attr`` before opset 11 (``default`` when absent, Clip-6's
+    float limit), input ``i`` from it on (None when absent: no bound; its ``Value`` when computed at run time)."""
+    bound = ctx.attr_or_input(attr, i, 11, default if ctx.opset < 11 else None, runtime=True)
+    if bound is None or isinstance(bound, Value):
+        return bound
+    return scalar(ctx, np.reshape(bound, []), x)
 
 
 def _one_value(ctx: NodeContext, bound: Value) -> Value:

@@ -48,7 +48,7 @@ def dropout(ctx: NodeContext) -> list[Value]:
     if ctx.opset < 7 and not ctx.attr("is_test", 0):
         training = True
     if training:
-        ratio = ctx.const(1, np.array(0.5)) if ctx.opset >= 12 else ctx.attr("ratio", 0.5)
+        ratio = ctx.attr_or_input("ratio", 1, 12, 0.5)
         if float(np.reshape(ratio, -1)[0]) != 0.0:
             ctx.unsupported("Dropout in training mode draws a random mask; no standard operation does")
     outputs = [ctx.emit(O.ASSIGN, [x], shape=x.shape)]

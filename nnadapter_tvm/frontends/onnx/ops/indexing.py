@@ -19,15 +19,6 @@ from nnadapter_tvm.types import PadMode
 _I32 = np.iinfo(np.int32)
 
 
-def _ints(ctx: NodeContext, i: int, attr: str, since: int, default: object = None) -> list[int] | None:
-    """Attribute ``attr`` before opset ``since``, constant input ``i`` from it on."""
-    if ctx.opset < since:
-        value = ctx.attr(attr, default)
-    else:
-        value = np.reshape(ctx.const(i), -1).tolist() if ctx.has(i) else default
-    return None if value is None else [int(v) for v in value]
-
-
 def _empty_result(ctx: NodeContext, x: Value) -> np.ndarray | None:
     shape = ctx.out_shape()
     if shape is not None and all(d is not None for d in shape) and 0 in shape:
@@ -50,12 +41,12 @@ def slice_(ctx: NodeContext) -> Value | np.ndarray:
     rank = rank_of(ctx, x)
     if ctx.opset >= 10 and not all(ctx.input(i).is_const for i in (1, 2)) and _from_shapes(ctx, 1, 2):
         return _slice_computed(ctx, x, rank)
-    starts = _ints(ctx, 1, "starts", 10)
-    ends = _ints(ctx, 2, "ends", 10)
+    starts = ctx.ints_attr_or_input("starts", 1, 10, None)
+    ends = ctx.ints_attr_or_input("ends", 2, 10, None)
     if starts is None or ends is None or len(starts) != len(ends):
         ctx.fail(f"starts {starts} and ends {ends} must be given, one per sliced axis")
-    axes = _ints(ctx, 3, "axes", 10, list(range(len(starts))))
-    steps = _ints(ctx, 4, "steps", 10, [1] * len(starts))
+    axes = ctx.ints_attr_or_input("axes", 3, 10, list(range(len(starts))))
+    steps = ctx.ints_attr_or_input("steps", 4, 10, [1] * len(starts))
     if len(axes) != len(starts) or len(steps) != len(starts):
         ctx.fail(f"axes {axes} and steps {steps} must hold one value per start {starts}")
     if 0 in steps:
@@ -90,8 +81,8 @@ def _slice_computed(ctx: NodeContext, x: Value, rank: int) -> Value:
         if v.is_const:  # INT64 bounds clamped to INT32, as in the constant case
             v = ctx.constant(np.clip(np.reshape(v.const, -1), _I32.min, _I32.max), v.dtype)
         bounds.append(cast(ctx, v, "int32"))
-    axes = _ints(ctx, 3, "axes", 10, list(range(count)))
-    steps = _ints(ctx, 4, "steps", 10, [1] * count)
+    axes = ctx.ints_attr_or_input("axes", 3, 10, list(range(count)))
+    steps = ctx.ints_attr_or_input("steps", 4, 10, [1] * count)
     if len(axes) != count or len(steps) != count:
         ctx.fail(f"axes {axes} and steps {steps} must hold one value per start ({count})")
     if 0 in steps:
@@ -217,11 +208,9 @@ _PAD_MODES = {"constant": PadMode.CONSTANT, "reflect": PadMode.REFLECT, "edge": 
 
 
 def _pad_value(ctx: NodeContext, x: Value) -> Value:
-    if ctx.opset < 11:
-        value = np.array(ctx.attr("value", 0.0))
-    else:
-        value = np.reshape(ctx.const(2), -1) if ctx.has(2) and ctx.input(2).shape != (0,) else np.zeros(1)
-        value = value[0] if value.size else np.zeros(())
+    empty = ctx.opset >= 11 and ctx.has(2) and ctx.input(2).shape == (0,)  # an empty input: none given
+    value = np.reshape(ctx.attr_or_input("value", 2, 11, 0.0) if not empty else np.zeros(1), -1)
+    value = value[0] if value.size else np.zeros(())
     if x.dtype.kind == "f":
         v32 = np.float32(value)
         if not (np.isnan(v32) and np.isnan(value)) and float(v32) != float(value):
@@ -237,10 +226,11 @@ def pad(ctx: NodeContext) -> Value | np.ndarray:
     x = ctx.input(0)
     rank = rank_of(ctx, x)
     mode = ctx.attr("mode", "constant")
-    pads = ctx.attr("paddings", None) if ctx.opset < 2 else _ints(ctx, 1, "pads", 11)
+    pads = ctx.attr("paddings", None) if ctx.opset < 2 else ctx.ints_attr_or_input("pads", 1, 11, None)
     if pads is None:
         ctx.fail("pads are required")
-    axes = _ints(ctx, 3, "axes", 18, list(range(rank))) if ctx.opset >= 18 else list(range(rank))
+    # An input from opset 18 on, never an attribute.
+    axes = [int(a) for a in np.reshape(ctx.const(3), -1)] if ctx.opset >= 18 and ctx.has(3) else list(range(rank))
     axes = [norm_axis(ctx, a, rank) for a in axes]
     if len(pads) != 2 * len(axes):
         ctx.fail(f"{len(pads)} pads for {len(axes)} axes")

@@ -160,10 +160,7 @@ def reduction(ctx: NodeContext) -> Value | np.ndarray:
     folded = fold_if_empty(ctx)
     if folded is not None:
         return folded[0]
-    if ctx.opset < _AXES_INPUT_SINCE.get(ctx.op_type, 18):
-        axes = ctx.attr("axes", None)
-    else:
-        axes = np.reshape(ctx.const(1), -1).tolist() if ctx.has(1) else None
+    axes = ctx.ints_attr_or_input("axes", 1, _AXES_INPUT_SINCE.get(ctx.op_type, 18), None)
     keepdims = bool(ctx.attr("keepdims", 1))
     if not axes:
         axes = [] if ctx.attr("noop_with_empty_axes", 0) else list(range(rank))
@@ -202,7 +199,7 @@ def top_k(ctx: NodeContext) -> list[Value]:
     sorted=0 allows any order, TOP_K's sorted order is one of them)."""
     x = ctx.input(0)
     rank = rank_of(ctx, x)
-    k = int(ctx.attr("k")) if ctx.opset < 10 else int(np.reshape(ctx.const(1), -1)[0])
+    k = ctx.ints_attr_or_input("k", 1, 10)[0]
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank)
     largest = bool(ctx.attr("largest", 1))
     sorted_ = bool(ctx.attr("sorted", 1))

@@ -94,7 +94,7 @@ def _probe_inputs(ctx: NodeContext, probe: np.ndarray) -> list[np.ndarray | None
 def _onnx_scales(ctx: NodeContext, x: Value) -> tuple[float, float] | None:
     """The H and W scales ONNX's coordinate transformation uses, when given as scales."""
     if ctx.op_type == "Upsample":
-        scales = ctx.attr("scales", None) if ctx.opset < 9 else ctx.const(1)
+        scales = ctx.attr_or_input("scales", 1, 9, None)
     else:
         scales = ctx.const(1 if ctx.opset < 11 else 2, None) if ctx.has(1 if ctx.opset < 11 else 2) else None
     if scales is None or np.size(scales) == 0:

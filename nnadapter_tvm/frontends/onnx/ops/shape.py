@@ -22,16 +22,6 @@ def _static_out(ctx: NodeContext, i: int = 0) -> tuple[int, ...] | None:
     return tuple(shape) if shape is not None and all(d is not None for d in shape) else None
 
 
-def axes_of(ctx: NodeContext, input_index: int, since: int) -> list[int] | None:
-    """The ``axes`` attribute (opset < ``since``) or constant input ``input_index`` (opset >= ``since``)."""
-    if ctx.opset < since:
-        axes = ctx.attr("axes", None)
-        return None if axes is None else [int(a) for a in axes]
-    if not ctx.has(input_index):
-        return None
-    return [int(a) for a in np.reshape(ctx.const(input_index), -1)]
-
-
 @onnx_op("Reshape")
 def reshape_(ctx: NodeContext) -> Value | np.ndarray:
     """Reshape -> RESHAPE (0 copies the input dimension unless allowzero, -1 is inferred); the shape must be
@@ -93,7 +83,7 @@ def squeeze(ctx: NodeContext) -> Value:
     is a RESHAPE to [] (NNAdapter's SQUEEZE keeps [1])."""
     x = ctx.input(0)
     rank = rank_of(ctx, x)
-    axes = axes_of(ctx, 1, 13)
+    axes = ctx.ints_attr_or_input("axes", 1, 13, None)
     if axes is None:
         if any(d is None for d in x.shape):
             ctx.unsupported(f"Squeeze without axes on {x.describe()}: which dims are 1 is known only at run time")
@@ -113,7 +103,7 @@ def squeeze(ctx: NodeContext) -> Value:
 def unsqueeze(ctx: NodeContext) -> Value:
     """Unsqueeze -> UNSQUEEZE (axes index the output: attribute before opset 13, input after)."""
     x = ctx.input(0)
-    axes = axes_of(ctx, 1, 13)
+    axes = ctx.ints_attr_or_input("axes", 1, 13, None)
     if not axes:
         ctx.fail("axes are required")
     out_rank = rank_of(ctx, x) + len(axes)
@@ -148,9 +138,7 @@ def split(ctx: NodeContext) -> list[Value]:
     rank = rank_of(ctx, x)
     axis = norm_axis(ctx, int(ctx.attr("axis", 0)), rank)
     count = len(ctx.node.output)
-    sizes = ctx.attr("split", None) if ctx.opset < 13 else None  # an attribute before opset 13
-    if ctx.opset >= 13 and ctx.has(1):
-        sizes = np.reshape(ctx.const(1), -1).tolist()
+    sizes = ctx.ints_attr_or_input("split", 1, 13, None)
     dim = x.shape[axis]
     if sizes is None:
         if dim is None:
