@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -20,6 +20,22 @@ def cast(ctx: NodeContext, x: Value, dtype: object) -> Value:
     if x.is_const:
         return ctx.constant(x.const.astype(dtype), dtype)
     return ctx.emit(O.CAST, [x, ctx.i32(int(precision_of(dtype, ctx.label)))], dtype=dtype, shape=x.shape)
+
+
+def in_float32(ctx: NodeContext, x: Value, exact: Collection[str], refusal: str) -> tuple[Value, np.dtype | None]:
+    """``x`` for an operation that computes in float32: a CAST when its type is one of ``exact`` (whose
+    every value float32 holds), unsupported with ``refusal`` for other types; and the type to cast the
+    results back to with ``cast_back`` (None: ``x`` is float32 already)."""
+    if x.dtype == np.float32:
+        return x, None
+    if x.dtype.name not in exact:
+        ctx.unsupported(refusal)
+    return cast(ctx, x, "float32"), x.dtype
+
+
+def cast_back(ctx: NodeContext, y: Value, dtype: np.dtype | None) -> Value:
+    """``y`` in the type ``in_float32`` gave (nothing to do where it gave None)."""
+    return y if dtype is None else cast(ctx, y, dtype)
 
 
 def fuse_none(ctx: NodeContext) -> Value:

@@ -117,6 +117,22 @@ def conv_nd(ctx: NodeContext, x: Value, w: Value, bias: Value) -> Value:
     nd = x.rank - 2
     if w.shape is None or any(d is None for d in w.shape[2:]):
         ctx.unsupported(f"the filter {w.describe()} needs static spatial dims")
+    return emit_conv(ctx, O.CONV_2D, nd, x, w, [bias], [fuse_none(ctx)])
+
+
+def emit_conv(
+    ctx: NodeContext,
+    op: O,
+    nd: int,
+    x: Value,
+    w: Value,
+    extra: list[Value],
+    tail: list[Value],
+    dtype: str | None = None,
+) -> Value:
+    """``op`` (CONV_2D or CONV_2D_INTEGER, 1-D as 2-D) of ``x`` and the filter ``w`` with the node's
+    geometry, giving its output 0: operands ``x, w, *extra``, auto_pad NONE, the pads (auto_pad resolved),
+    strides, group, dilations, ``*tail``."""
     strides, dilations, pads = spatial_attrs(ctx, nd)
     sizes = [None if d is None or d < 0 else d for d in x.shape[2:]]
     pads = resolve_pads(ctx, sizes, w.shape[2:], strides, dilations, pads)
@@ -124,21 +140,14 @@ def conv_nd(ctx: NodeContext, x: Value, w: Value, bias: Value) -> Value:
     if nd == 1:
         x, w = lift_1d(ctx, x), lift_1d(ctx, w)
     strides, dilations, pads = lift_attrs(nd, strides, dilations, pads)
-    y = ctx.emit(
-        O.CONV_2D,
-        [
-            x,
-            w,
-            bias,
-            ctx.i32(int(AutoPad.NONE)),
-            ctx.i32(nn_pads(pads)),
-            ctx.i32(strides),
-            ctx.i32(group),
-            ctx.i32(dilations),
-            fuse_none(ctx),
-        ],
-        shape=lifted_shape(ctx, nd),
-    )
+    geometry = [
+        ctx.i32(int(AutoPad.NONE)),
+        ctx.i32(nn_pads(pads)),
+        ctx.i32(strides),
+        ctx.i32(group),
+        ctx.i32(dilations),
+    ]
+    y = ctx.emit(op, [x, w, *extra, *geometry, *tail], dtype=dtype, shape=lifted_shape(ctx, nd))
     return drop_1d(ctx, y) if nd == 1 else y
 
 

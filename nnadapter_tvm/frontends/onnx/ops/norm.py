@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
-from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, norm_axis, rank_of
+from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, cast_back, in_float32, norm_axis, rank_of
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import OperationType as O
@@ -69,17 +69,9 @@ def instance_normalization(ctx: NodeContext) -> Value:
 
 def _stash(ctx: NodeContext, x: Value) -> tuple[Value, np.dtype | None]:
     """``x`` in float32 (stash_type 1, the computation type) and the type to cast the results back to."""
-    if x.dtype == np.float32:
-        return x, None
-    if int(ctx.attr("stash_type", 1)) != 1 or x.dtype != np.float16:
-        ctx.unsupported(f"{ctx.op_type} of {x.dtype} with stash_type {ctx.attr('stash_type', 1)}")
-    return cast(ctx, x, "float32"), x.dtype
-
-
-def _unstash(ctx: NodeContext, v: Value, dtype: np.dtype | None) -> Value:
-    if dtype is None:
-        return v
-    return cast(ctx, v, dtype)
+    stash_type = int(ctx.attr("stash_type", 1))
+    refusal = f"{ctx.op_type} of {x.dtype} with stash_type {ctx.attr('stash_type', 1)}"
+    return in_float32(ctx, x, ("float16",) if stash_type == 1 else (), refusal)
 
 
 @onnx_op("LayerNormalization")
@@ -106,11 +98,11 @@ def layer_normalization(ctx: NodeContext) -> Value | list[Value]:
     var = _mean(ctx, binary(ctx, O.MUL, centred, centred, shape=x.shape), axes)
     inv = ctx.emit(O.RSQRT, [binary(ctx, O.ADD, var, ctx.f32(epsilon), shape=var.shape)], shape=var.shape)
     y = binary(ctx, O.MUL, centred, inv, shape=x.shape)
-    y = _unstash(ctx, y, back)
+    y = cast_back(ctx, y, back)
     y = binary(ctx, O.MUL, y, scale, shape=x.shape)
     if bias is not None:
         y = binary(ctx, O.ADD, y, bias, shape=x.shape)
-    return [y, _unstash(ctx, mean, back), _unstash(ctx, inv, back)][: 1 + max(extras, default=0)]
+    return [y, cast_back(ctx, mean, back), cast_back(ctx, inv, back)][: 1 + max(extras, default=0)]
 
 
 @onnx_op("GroupNormalization")
@@ -132,7 +124,7 @@ def group_normalization(ctx: NodeContext) -> Value:
         params.append(p)
     epsilon = ctx.f32(float(ctx.attr("epsilon", 1e-5)))
     y = ctx.emit(O.GROUP_NORMALIZATION, [x, *params, epsilon, ctx.i32(groups)], shape=x.shape)
-    return _unstash(ctx, y, back)
+    return cast_back(ctx, y, back)
 
 
 @onnx_op("RMSNormalization")
@@ -145,7 +137,7 @@ def rms_normalization(ctx: NodeContext) -> Value:
     mean_square = _mean(ctx, binary(ctx, O.MUL, x, x, shape=x.shape), axes)
     eps = ctx.f32(float(ctx.attr("epsilon", 1e-5)))
     inv = ctx.emit(O.RSQRT, [binary(ctx, O.ADD, mean_square, eps, shape=mean_square.shape)], shape=mean_square.shape)
-    y = _unstash(ctx, binary(ctx, O.MUL, x, inv, shape=x.shape), back)
+    y = cast_back(ctx, binary(ctx, O.MUL, x, inv, shape=x.shape), back)
     return binary(ctx, O.MUL, y, scale)
 
 

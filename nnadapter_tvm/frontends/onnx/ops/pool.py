@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
-from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fuse_none, rank_of, reshape
+from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, cast_back, fuse_none, in_float32, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.ops.conv import lift_1d, resolve_pads, spatial_attrs
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
@@ -223,17 +223,7 @@ def _dilated_pool(ctx: NodeContext, kind: str, x: Value, kernel, strides, pads, 
 
 def _as_f32(ctx: NodeContext, x: Value, exact: tuple[str, ...]) -> tuple[Value, np.dtype | None]:
     """``x`` as float32 (CAST) when its type is one of ``exact``; the original type to cast back to."""
-    if x.dtype == np.float32:
-        return x, None
-    if x.dtype.name not in exact:
-        ctx.unsupported(f"pooling of {x.dtype} (NNAdapter's poolings take float32)")
-    return cast(ctx, x, "float32"), x.dtype
-
-
-def _cast_back(ctx: NodeContext, y: Value, dtype: np.dtype | None) -> Value:
-    if dtype is None:
-        return y
-    return cast(ctx, y, dtype)
+    return in_float32(ctx, x, exact, f"pooling of {x.dtype} (NNAdapter's poolings take float32)")
 
 
 @onnx_op("MaxPool")
@@ -243,7 +233,7 @@ def max_pool(ctx: NodeContext) -> Value | list[Value]:
     x, dtype = _as_f32(ctx, ctx.input(0), _EXACT_IN_F32)
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
         return _max_pool_with_indices(ctx, x)
-    return _cast_back(ctx, _pool_nd(ctx, "max", x), dtype)
+    return cast_back(ctx, _pool_nd(ctx, "max", x), dtype)
 
 
 def _max_pool_with_indices(ctx: NodeContext, x: Value) -> list[Value]:
@@ -303,7 +293,7 @@ def _max_pool_with_indices(ctx: NodeContext, x: Value) -> list[Value]:
 def average_pool(ctx: NodeContext) -> Value:
     """AveragePool -> AVERAGE_POOL_2D with count_include_pad."""
     x, dtype = _as_f32(ctx, ctx.input(0), ())
-    return _cast_back(ctx, _pool_nd(ctx, "avg", x, bool(ctx.attr("count_include_pad", 0))), dtype)
+    return cast_back(ctx, _pool_nd(ctx, "avg", x, bool(ctx.attr("count_include_pad", 0))), dtype)
 
 
 @onnx_op("LpPool")

@@ -11,20 +11,11 @@ import numpy as np
 
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import binary, broadcast_shape, cast, norm_axis, rank_of, reshape
-from nnadapter_tvm.frontends.onnx.ops.conv import (
-    conv_operands,
-    drop_1d,
-    lift_1d,
-    lift_attrs,
-    lifted_shape,
-    nn_pads,
-    resolve_pads,
-    spatial_attrs,
-)
+from nnadapter_tvm.frontends.onnx.ops.conv import conv_operands, emit_conv
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Quant, Value
-from nnadapter_tvm.types import AutoPad, Precision
 from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import Precision
 
 # Integer types a float32 holds exactly (every value, and every zero point).
 _INT_TYPES = ("int8", "uint8", "int16", "uint16")
@@ -282,28 +273,7 @@ def _conv_integer(ctx: NodeContext, w_i: int, x_zp_i: int, w_zp_i: int) -> Value
         ctx.unsupported(f"the filter {w.describe()} needs static dims")
     x_zp = _zero_point_or_empty(ctx, x_zp_i, x)
     w_zp = _zero_point_or_empty(ctx, w_zp_i, w)
-    strides, dilations, pads = spatial_attrs(ctx, nd)
-    pads = resolve_pads(ctx, x.shape[2:], w.shape[2:], strides, dilations, pads)
-    if nd == 1:
-        x, w = lift_1d(ctx, x), lift_1d(ctx, w)
-    strides, dilations, pads = lift_attrs(nd, strides, dilations, pads)
-    y = ctx.emit(
-        O.CONV_2D_INTEGER,
-        [
-            x,
-            w,
-            x_zp,
-            w_zp,
-            ctx.i32(int(AutoPad.NONE)),
-            ctx.i32(nn_pads(pads)),
-            ctx.i32(strides),
-            ctx.i32(int(ctx.attr("group", 1))),
-            ctx.i32(dilations),
-        ],
-        dtype="int32",
-        shape=lifted_shape(ctx, nd),
-    )
-    return drop_1d(ctx, y) if nd == 1 else y
+    return emit_conv(ctx, O.CONV_2D_INTEGER, nd, x, w, [x_zp, w_zp], [], dtype="int32")
 
 
 @onnx_op("ConvInteger")
