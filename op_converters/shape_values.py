@@ -23,13 +23,16 @@ Only integer tensors of at most ``MAX_ELEMENTS`` elements (a shape, a scalar) ar
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm
 from tvm import tirx
 
-from nnadapter_tvm.op_converters.args import Key
 from nnadapter_tvm.types import OperationType as O
+
+if TYPE_CHECKING:  # args imports this module (OpArgs.shape_values): the name only, for the annotations
+    from nnadapter_tvm.op_converters.args import Key
 
 #: Tensors with more elements than this are data, not shapes: their values are not tracked.
 MAX_ELEMENTS = 64
