@@ -36,6 +36,9 @@ class NotThisRule(Exception):
 
 
 def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    """A convolution (``compute.conv_nhwc``): output columns x a channel block per register tile, the
+    kernel rows, columns and input channels reduced outside it; batch x channel blocks x rows parallel
+    (batch x rows when one of them is symbolic)."""
     lanes, regs, epilogue = _start(sch, block, target)
     b, y, x, o, rh, rw, ri = sch.get_loops(block)
     ob = _packed_block(sch, block, 5)
@@ -56,6 +59,8 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
 
 
 def schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    """A depthwise convolution (``compute.depthwise_nhwc``): output columns x a channel block per register
+    tile, the kernel rows and columns reduced outside it; batch x rows parallel."""
     lanes, regs, epilogue = _start(sch, block, target)
     b, y, x, o, rh, rw = sch.get_loops(block)
     oc = loop_extent(sch, o)
@@ -70,6 +75,8 @@ def schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) ->
 
 
 def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    """A packed product (``compute.dense_packed``, ``compute.batch_matmul_packed``): rows x a column block
+    per register tile, K reduced outside it; column blocks x rows parallel."""
     lanes, regs = vector_lanes(target), vector_registers(target)
     epilogue = _epilogue_blocks(sch, block)
     loops = sch.get_loops(block)
