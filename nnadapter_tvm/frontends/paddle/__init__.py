@@ -160,6 +160,27 @@ def cache_key(model: PaddleModel, opset: int = DEFAULT_OPSET) -> str:
     return h.hexdigest()
 
 
+def _rename_io(data: bytes, inputs: list[str], outputs: list[str]) -> bytes:
+    """The ONNX model with its graph's inputs and outputs named as the Paddle program names them (in order); left
+    as it is when the counts differ or a name is taken by another value."""
+    import onnx
+
+    model = onnx.load_model_from_string(data)
+    graph = model.graph
+    if len(inputs) != len(graph.input) or len(outputs) != len(graph.output):
+        return data
+    mapping = {v.name: new for v, new in zip([*graph.input, *graph.output], [*inputs, *outputs]) if v.name != new}
+    taken = {n for node in graph.node for n in [*node.input, *node.output]} | {t.name for t in graph.initializer}
+    if not mapping or any(new in taken for new in mapping.values()):
+        return data
+    for node in graph.node:
+        node.input[:] = [mapping.get(n, n) for n in node.input]
+        node.output[:] = [mapping.get(n, n) for n in node.output]
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        value.name = mapping.get(value.name, value.name)
+    return model.SerializeToString()
+
+
 def cached_onnx_path(model: PaddleModel, cache_dir: str | os.PathLike, opset: int = DEFAULT_OPSET) -> str:
     """Where :func:`to_onnx` keeps the exported model in ``cache_dir``."""
     return os.path.join(os.fspath(cache_dir), "paddle2onnx", cache_key(model, opset) + ".onnx")
@@ -195,6 +216,12 @@ def to_onnx(model: PaddleModel, cache_dir: str | os.PathLike | None = None, opse
             fail(f"Paddle model {model.program}: paddle2onnx could not export it (exit {done.returncode}):\n{tail}")
         with open(out, "rb") as f:
             data = f.read()
+        if os.path.isfile(out + ".names.json"):
+            import json
+
+            with open(out + ".names.json", encoding="utf-8") as f:
+                names = json.load(f)
+            data = _rename_io(data, names["inputs"], names["outputs"])
     if cached is not None:
         os.makedirs(os.path.dirname(cached), exist_ok=True)
         partial = f"{cached}.{os.getpid()}.tmp"

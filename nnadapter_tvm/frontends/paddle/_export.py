@@ -7,8 +7,9 @@ interpreter needs only paddlepaddle and paddle2onnx. Why a separate process: pad
 from its C++ exporter without importing onnx, onnxoptimizer or polygraphy, so it runs beside any onnx, or in an
 interpreter of its own. A crash or a stray global flag of paddle's stays in the child as well.
 
-Exit status: 0 with the model written to OUT; 3 when paddle or paddle2onnx cannot be imported; 1 when the export
-failed (the reason on stderr).
+For a ``.pdmodel`` program it also writes ``OUT.names.json``: the program's own input and output names, which
+paddle2onnx's translation to PIR does not keep. Exit status: 0 with the model written to OUT; 3 when paddle or
+paddle2onnx cannot be imported; 1 when the export failed (the reason on stderr).
 """
 
 import os
@@ -41,6 +42,19 @@ def main(argv: list) -> int:
         return 1
     with open(out, "wb") as f:
         f.write(data)
+    if model_file.endswith(".pdmodel"):
+        # paddle2onnx translates an old program to PIR first, which renames its outputs (fetch_name_<k>); Paddle's
+        # own predictor keeps the program's names. Tell the parent what they are.
+        import json
+
+        import paddle
+
+        prefix = model_file[: -len(".pdmodel")]
+        with paddle.pir_utils.OldIrGuard():
+            exe = paddle.static.Executor(paddle.CPUPlace())
+            _, feeds, fetches = paddle.static.load_inference_model(prefix, exe)
+        with open(out + ".names.json", "w") as f:
+            json.dump({"inputs": list(feeds), "outputs": [v.name for v in fetches]}, f)
     return 0
 
 
