@@ -14,7 +14,7 @@ import onnx.shape_inference
 from onnx import numpy_helper
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.frontends.onnx import functions, host, shape_elements
+from nnadapter_tvm.frontends.onnx import function_bodies, host, shape_elements
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import get_converter, get_graph_importer
 from nnadapter_tvm.frontends.onnx.value_info import dim_names, type_of
@@ -281,7 +281,7 @@ class ImportedGraph:
 
     def _expand(self, index: int, node: onnx.NodeProto, inputs: list[Value | None], opset: int) -> bool:
         """Import the node's ONNX function body instead, when its op is defined as one."""
-        expansion = functions.expand(node, opset, [(v.dtype, v.shape) if v else (None, None) for v in inputs])
+        expansion = function_bodies.expand(node, opset, [(v.dtype, v.shape) if v else (None, None) for v in inputs])
         if expansion is None:
             return False
         nodes, body_opset, inferred = expansion
