@@ -3,7 +3,8 @@
 The target is LLVM's aarch64 backend; the CPU model and features come from the context
 properties (``ARM_MCPU``, ``ARM_MATTR``, ``ARM_MTRIPLE``), so a module can be tuned to the
 board's ``-mcpu``.  On any other host the module is linked with the aarch64 cross compiler
-(Debian ``g++-aarch64-linux-gnu``) and stored in the ``.nnc``; it cannot run in this process
+(Debian ``g++-aarch64-linux-gnu``, else zig from the ``ziglang`` wheel: ``targets/toolchain.py``)
+and stored in the ``.nnc``; it cannot run in this process
 (the runtime keeps it unloaded) and is deployed to a board (``nnadapter-tvm deploy``), which loads
 it from the cache with the TVM runtime alone.  On an aarch64 host it also runs locally.
 """
@@ -20,14 +21,15 @@ import tvm
 from tvm import relax
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.targets import toolchain
 from nnadapter_tvm.targets.base import Program, Property
 from nnadapter_tvm.targets.llvm import LlvmDriver, _csv
 from nnadapter_tvm.types import ResultCode
 
 DEFAULT_MTRIPLE = "aarch64-linux-gnu"
 DEFAULT_MATTR = ("+neon",)
-#: Overrides the cross compiler (default: ``<ARM_MTRIPLE>-g++``, i.e. ``aarch64-linux-gnu-g++``).
-CXX_ENV = "NNADAPTER_TVM_ARM_CXX"
+#: Overrides the cross compiler (default: ``<ARM_MTRIPLE>-g++``, else zig from the ``ziglang`` wheel).
+CXX_ENV = toolchain.CXX_ENV
 _AARCH64_MACHINES = ("aarch64", "arm64")
 
 
@@ -100,11 +102,11 @@ class ArmDriver(LlvmDriver):
     def tvm_device(self) -> tvm.runtime.Device:
         return tvm.cpu(0)
 
-    def cross_compiler(self, props: dict | None = None) -> str:
-        """The C++ driver that links the exported library for the board."""
-        if os.environ.get(CXX_ENV):
-            return os.environ[CXX_ENV]
-        return f"{ARM_MTRIPLE.read(props or {})}-g++"
+    def cross_compiler(self, props: dict | None = None) -> toolchain.Linker:
+        """The linker of the board's library on this (non-aarch64) host, an ``fcompile`` for TVM:
+        ``$NNADAPTER_TVM_ARM_CXX``, else ``<ARM_MTRIPLE>-g++``, else the ``ziglang`` wheel's zig
+        (``targets/toolchain.py``); DEVICE_INTERNAL_ERROR naming both packages when there is none."""
+        return toolchain.cross_linker(ARM_MTRIPLE.read(props or {}), "arm")
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
         executable = super().build(mod, props)
@@ -127,17 +129,7 @@ class ArmDriver(LlvmDriver):
                 path, workspace_dir=os.path.dirname(path), fcompile=tvm.support.cc.cross_compiler(native)
             )
             return
-        cxx = self.cross_compiler(props)
-        if shutil.which(cxx) is None:
-            fail(
-                f"the arm device needs the aarch64 cross compiler {cxx!r} to export its module, and it is not on "
-                f"PATH: install Debian's g++-aarch64-linux-gnu (apt-get install g++-aarch64-linux-gnu) "
-                f"or set {CXX_ENV}",
-                ResultCode.DEVICE_INTERNAL_ERROR,
-            )
-        executable.export_library(
-            path, workspace_dir=os.path.dirname(path), fcompile=tvm.support.cc.cross_compiler(cxx)
-        )
+        executable.export_library(path, workspace_dir=os.path.dirname(path), fcompile=self.cross_compiler(props))
 
     def load(self, path: str, props: dict) -> Program:
         # The runtime loads only what can_run_here() allows; this guards direct callers.

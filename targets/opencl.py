@@ -2,19 +2,23 @@
 
 Every PrimFunc gets a GPU schedule (``targets/gpu.py``), the kernels become OpenCL C and the
 host code is generated for this machine or, with ``OPENCL_HOST=aarch64``, cross-compiled for
-an ARM board (``aarch64-linux-gnu-g++``).  The board's OpenCL driver compiles the OpenCL C when
-the module is loaded.  The apache-tvm wheel has OpenCL *codegen* but no OpenCL *runtime*, so a
-module compiles and exports here but runs only where TVM's runtime was built with OpenCL
-(``USE_OPENCL=ON``); see docs/targets-gpu.md.
+an ARM board (``aarch64-linux-gnu-g++``, else zig from the ``ziglang`` wheel: ``targets/toolchain.py``).
+The board's OpenCL driver compiles the OpenCL C when the module is loaded.  The apache-tvm
+wheel has OpenCL *codegen* but no OpenCL *runtime*, so a module compiles and exports here but
+runs only where TVM's runtime was built with OpenCL (``USE_OPENCL=ON``); see docs/targets-gpu.md.
 """
 
 from __future__ import annotations
 
+import os
+
 import tvm
+from tvm import relax
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.targets import toolchain
 from nnadapter_tvm.targets.base import Program, Property
-from nnadapter_tvm.targets.gpu import HOST_TRIPLES, GpuDriver, host_machine, llvm_host
+from nnadapter_tvm.targets.gpu import HOST_TRIPLES, GpuDriver, host_machine, host_of, llvm_host
 from nnadapter_tvm.types import ResultCode
 
 
@@ -29,7 +33,7 @@ def _host(text: str) -> str:
 OPENCL_HOST = Property(
     "OPENCL_HOST",
     "CPU the host code is generated for: x86_64 or aarch64 (default: this machine's); "
-    "aarch64 from another machine needs aarch64-linux-gnu-g++",
+    "aarch64 from another machine needs aarch64-linux-gnu-g++ or the ziglang package",
     _host,
 )
 
@@ -57,6 +61,16 @@ class OpenclDriver(GpuDriver):
 
     def tvm_device(self) -> tvm.runtime.Device:
         return tvm.opencl(0)
+
+    def export(self, executable: relax.VMExecutable, path: str) -> None:
+        """Write the shared library. aarch64 host code from another machine is linked as the ``arm``
+        device links (``$NNADAPTER_TVM_ARM_CXX``, ``aarch64-linux-gnu-g++``, else the ``ziglang``
+        wheel's zig), so ``pip install`` alone can export for a board; the rest as ``GpuDriver``."""
+        if host_of(executable) == "aarch64" and host_machine() != "aarch64":
+            linker = toolchain.cross_linker(HOST_TRIPLES["aarch64"], self.name, ResultCode.FEATURE_NOT_SUPPORTED)
+            executable.export_library(path, workspace_dir=os.path.dirname(path), fcompile=linker)
+            return
+        super().export(executable, path)
 
     def load(self, path: str, props: dict) -> Program:
         """Load an exported module onto OpenCL device 0.

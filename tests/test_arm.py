@@ -1,9 +1,9 @@
 """The ``arm`` device, the board runner and ``deploy``.
 
 Everything but the last section runs anywhere (the cross-compiling tests need Debian's
-``g++-aarch64-linux-gnu`` on non-aarch64 hosts).  The ``slow`` end-to-end tests deploy to a real
-or emulated board described by ``$NNADAPTER_TVM_BOARD`` (a ``board.env`` as written by
-``scripts/make_arm_board.sh``) and skip when it is not set.
+``g++-aarch64-linux-gnu`` or the ``ziglang`` wheel on non-aarch64 hosts).  The ``slow`` end-to-end
+tests deploy to a real or emulated board described by ``$NNADAPTER_TVM_BOARD`` (a ``board.env`` as
+written by ``scripts/make_arm_board.sh``) and skip when it is not set.
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ import pytest
 import nnadapter_tvm as nna
 from nnadapter_tvm.runtime import cache
 from nnadapter_tvm.runtime.token import model_token
-from nnadapter_tvm.targets import DRIVERS
+from nnadapter_tvm.targets import DRIVERS, toolchain
 from nnadapter_tvm.targets.arm import ArmDriver, elf_machine, host_is_aarch64
 from nnadapter_tvm.tools import builtin_model, deploy, remote
 from nnadapter_tvm.tools.cli import main
 
 EM_AARCH64 = 183
 ARM = DRIVERS["arm"]
-CAN_EXPORT = host_is_aarch64() or shutil.which("aarch64-linux-gnu-g++") is not None
-needs_cross = pytest.mark.skipif(
-    not CAN_EXPORT, reason="needs the aarch64 cross compiler: apt-get install g++-aarch64-linux-gnu"
-)
+HAS_ZIG = not host_is_aarch64() and toolchain.zig_executable() is not None
+CAN_EXPORT = host_is_aarch64() or shutil.which("aarch64-linux-gnu-g++") is not None or HAS_ZIG
+NO_CROSS = "needs an aarch64 cross compiler: apt-get install g++-aarch64-linux-gnu, or pip install ziglang"
+needs_cross = pytest.mark.skipif(not CAN_EXPORT, reason=NO_CROSS)
 
 
 def arm_context(properties: str = "") -> nna.Context:
@@ -47,7 +47,7 @@ def arm_context(properties: str = "") -> nna.Context:
 def arm_cache(tmp_path_factory):
     """The built-in CNN compiled for arm (cortex-a72) into a cache directory: (dir, token, path)."""
     if not CAN_EXPORT:
-        pytest.skip("needs the aarch64 cross compiler: apt-get install g++-aarch64-linux-gnu")
+        pytest.skip(NO_CROSS)
     directory = tmp_path_factory.mktemp("arm-cache")
     model = builtin_model.build()
     context = arm_context("ARM_MCPU=cortex-a72;")
@@ -176,12 +176,165 @@ def test_missing_cross_compiler_names_the_debian_package(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(host_is_aarch64(), reason="no cross compiler needed on aarch64")
-def test_cross_compiler_follows_the_triple():
+def test_cross_compiler_follows_the_triple(monkeypatch):
+    monkeypatch.setattr(toolchain, "zig_executable", lambda: None)  # zig would link musl too
     compilation = nna.Compilation(builtin_model.build(), arm_context("ARM_MTRIPLE=aarch64-unknown-linux-musl;"))
     if shutil.which("aarch64-unknown-linux-musl-g++"):
         pytest.skip("this host has a musl cross compiler")
     with pytest.raises(nna.NNAdapterError, match="aarch64-unknown-linux-musl-g\\+\\+"):
         compilation.finish()
+
+
+# -- the aarch64 linker: the system's cross compiler, else zig from the ziglang wheel ----------------
+needs_zig = pytest.mark.skipif(not HAS_ZIG, reason="needs the ziglang wheel on a non-aarch64 host: pip install ziglang")
+FAKE_ZIG = "/opt/fake/ziglang/zig"
+
+
+def fake_compiler(directory, name: str, script: str = "exit 0") -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture
+def bare_path(tmp_path, monkeypatch):
+    """PATH holding only an empty tmp_path/bin and no $NNADAPTER_TVM_ARM_CXX: a test decides which
+    compilers exist (``fake_compiler``) and whether the ziglang wheel does (``toolchain.zig_executable``)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv(toolchain.CXX_ENV, raising=False)
+    return bin_dir
+
+
+def test_system_cross_compiler_is_preferred_to_zig(bare_path, monkeypatch):
+    fake_compiler(bare_path, "aarch64-linux-gnu-g++")
+    monkeypatch.setattr(toolchain, "zig_executable", lambda: FAKE_ZIG)
+    linker = ARM.cross_compiler({})
+    assert linker.argv == ("aarch64-linux-gnu-g++",) and linker.origin == "system"
+
+
+def test_zig_links_when_it_is_the_only_toolchain(bare_path, monkeypatch):
+    monkeypatch.setattr(toolchain, "zig_executable", lambda: FAKE_ZIG)
+    linker = ARM.cross_compiler({})
+    assert linker.argv == (FAKE_ZIG, "cc", "-target", f"aarch64-linux-gnu.{toolchain.ZIG_GLIBC}")
+    assert linker.origin == "zig"
+    musl = ARM.cross_compiler({"ARM_MTRIPLE": "aarch64-unknown-linux-musl"})
+    assert musl.argv[-1] == "aarch64-linux-musl"
+
+
+def test_no_toolchain_names_both_ways_out(bare_path, monkeypatch):
+    monkeypatch.setattr(toolchain, "zig_executable", lambda: None)
+    with pytest.raises(nna.NNAdapterError) as err:
+        ARM.cross_compiler({})
+    message = str(err.value)
+    assert err.value.code == nna.ResultCode.DEVICE_INTERNAL_ERROR
+    assert "'aarch64-linux-gnu-g++'" in message and "apt-get install g++-aarch64-linux-gnu" in message
+    assert "pip install ziglang" in message and toolchain.CXX_ENV in message
+    # Through the API: the model compiles, then exporting it fails with the same message.
+    if not host_is_aarch64():
+        with pytest.raises(nna.NNAdapterError, match="pip install ziglang"):
+            nna.Compilation(builtin_model.build_tiny(), arm_context()).finish()
+
+
+def test_zig_setting_forces_zig(bare_path, monkeypatch):
+    fake_compiler(bare_path, "aarch64-linux-gnu-g++")
+    monkeypatch.setenv(toolchain.CXX_ENV, "zig")
+    monkeypatch.setattr(toolchain, "zig_executable", lambda: FAKE_ZIG)
+    assert ARM.cross_compiler({}).argv[:2] == (FAKE_ZIG, "cc")
+    monkeypatch.setattr(toolchain, "zig_executable", lambda: None)
+    with pytest.raises(nna.NNAdapterError, match=f"{toolchain.CXX_ENV}=zig .*pip install ziglang"):
+        ARM.cross_compiler({})
+
+
+def test_cxx_setting_is_a_command_line(bare_path, tmp_path, monkeypatch):
+    fake = fake_compiler(bare_path, "my-cc")
+    monkeypatch.setenv(toolchain.CXX_ENV, f"{fake} cc -target aarch64-linux-gnu.2.17")
+    linker = ARM.cross_compiler({})
+    assert linker.argv == (fake, "cc", "-target", "aarch64-linux-gnu.2.17") and linker.origin == toolchain.CXX_ENV
+    spaced = fake_compiler(tmp_path / "my tools", "g++")  # a path with a space is one word
+    monkeypatch.setenv(toolchain.CXX_ENV, spaced)
+    assert ARM.cross_compiler({}).argv == (spaced,)
+
+
+@pytest.mark.parametrize(
+    "triple, target",
+    [
+        ("aarch64-linux-gnu", f"aarch64-linux-gnu.{toolchain.ZIG_GLIBC}"),
+        ("aarch64-unknown-linux-gnu", f"aarch64-linux-gnu.{toolchain.ZIG_GLIBC}"),
+        ("arm64-linux-gnu", f"aarch64-linux-gnu.{toolchain.ZIG_GLIBC}"),
+        ("aarch64-unknown-linux-musl", "aarch64-linux-musl"),
+        ("aarch64-none-elf", None),  # bare metal: no C library, no zig
+        ("aarch64-linux-android", None),
+    ],
+)
+def test_zig_target_of_a_triple(triple, target):
+    assert toolchain.zig_target(triple) == target
+
+
+def test_linker_runs_its_command_as_tvm_links(tmp_path):
+    log = tmp_path / "argv"
+    fake = fake_compiler(tmp_path, "cc", f'printf "%s\\n" "$@" > {shlex.quote(str(log))}')
+    toolchain.Linker((fake, "cc", "-target", "t"))("out.so", ["a.o", "b.o"], options=["-O2"])
+    assert log.read_text().split() == ["cc", "-target", "t", "-shared", "-fPIC", "-o", "out.so", "-O2", "a.o", "b.o"]
+    broken = fake_compiler(tmp_path, "broken", "echo 'ld: cannot find -lfoo'; exit 1")
+    with pytest.raises(RuntimeError, match=r"(?s)cannot find -lfoo.*Command line: .*broken -shared"):
+        toolchain.Linker((broken,))("out.so", "a.o")
+
+
+def module_blob(path) -> bytes:
+    container = cache.unpack(cache.read_file(path), str(path))
+    (sub,) = container.meta["subgraphs"]
+    return bytes(container.blobs[sub["blob"]])
+
+
+@needs_zig
+def test_zig_links_an_aarch64_module_needing_only_the_c_library(tmp_path, monkeypatch):
+    """What a board needs from the zig-linked module: aarch64 code, libc and libm only (no libstdc++ or
+    libc++: TVM's objects reference C symbols alone), symbol versions no newer than glibc 2.28."""
+    monkeypatch.setenv(toolchain.CXX_ENV, "zig")
+    model = softmax_model()  # its exp is expf from libm
+    context = arm_context("ARM_MCPU=cortex-a72;")
+    nna.Compilation(model, context, cache_token="Z" * 32, cache_dir=tmp_path).finish()
+    blob = module_blob(cache.cache_path(tmp_path, "Z" * 32))
+    assert elf_machine(blob) == EM_AARCH64
+    assert b"libm.so.6" in blob and b"libstdc++" not in blob and b"libc++" not in blob
+    versions = {tuple(map(int, v)) for v in re.findall(rb"GLIBC_(\d+)\.(\d+)", blob)}
+    assert versions and max(versions) <= (2, 28), versions
+    if shutil.which("readelf"):
+        (tmp_path / "module.so").write_bytes(blob)
+        dynamic = subprocess.run(["readelf", "-d", str(tmp_path / "module.so")], capture_output=True, text=True)
+        needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic.stdout))
+        assert "libm.so.6" in needed and needed <= {"libc.so.6", "libm.so.6"}, dynamic.stdout + dynamic.stderr
+
+
+@needs_zig
+def test_opencl_aarch64_host_links_with_zig(tmp_path, monkeypatch):
+    monkeypatch.setenv(toolchain.CXX_ENV, "zig")
+    context = nna.Context([nna.Device.acquire("opencl")], "OPENCL_HOST=aarch64;")
+    nna.Compilation(softmax_model(), context, cache_token="C" * 32, cache_dir=tmp_path).finish()
+    blob = module_blob(cache.cache_path(tmp_path, "C" * 32))
+    assert elf_machine(blob) == EM_AARCH64 and b"__kernel" in blob  # host code for the board, OpenCL C inside
+
+
+def softmax_model() -> nna.Model:
+    """y = softmax(x, axis=1) with x: [N, 7]; reference ``softmax_reference``."""
+    model = nna.Model()
+    x = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, [nna.UNKNOWN, 7]))
+    axis = model.add_operand(nna.OperandType(nna.Precision.INT32, [1]))
+    model.set_operand_value(axis, np.array([1], "int32"))
+    y = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, [nna.UNKNOWN, 7]))
+    model.add_operation(nna.OperationType.SOFTMAX, [x, axis], [y])
+    model.identify_inputs_and_outputs([x], [y])
+    model.finish()
+    return model
+
+
+def softmax_reference(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x.astype("float64") - x.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype("float32")
 
 
 # -- the board runner (runs here on llvm) ------------------------------------------------------
@@ -392,6 +545,57 @@ def test_e2e_deploy_and_verify_on_the_board(board, tmp_path):
     remote_dir = f"~/nnadapter-e2e-{os.getpid()}"
     try:
         deploy_and_verify(board, tmp_path, remote_dir)
+    finally:
+        with contextlib.suppress(Exception):
+            ssh_board(board, f"rm -rf {deploy.remote_path_expr(remote_dir)}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("linker", ["system", "zig"])
+def test_e2e_module_linked_by_each_toolchain_runs_on_the_board(board, tmp_path, monkeypatch, linker):
+    """Modules linked by Debian's g++ and by the ziglang wheel's zig load and run on the board: the
+    softmax (its exp is libm's expf, bound when the board loads the module) and the tiny model against
+    numpy, the CNN against this host's llvm result (as ``deploy --verify``)."""
+    if host_is_aarch64():
+        pytest.skip("an aarch64 host links natively")
+    if linker == "system":
+        if not shutil.which("aarch64-linux-gnu-g++"):
+            pytest.skip("no aarch64-linux-gnu-g++ here (apt-get install g++-aarch64-linux-gnu)")
+        monkeypatch.setenv(toolchain.CXX_ENV, "aarch64-linux-gnu-g++")
+    else:
+        if not HAS_ZIG:
+            pytest.skip("no ziglang wheel here (pip install ziglang)")
+        monkeypatch.setenv(toolchain.CXX_ENV, "zig")
+    remote_dir = f"~/nna-{linker}-{os.getpid()}"
+    b = deploy.Board(
+        board["BOARD_HOST"],
+        port=int(board["BOARD_PORT"]),
+        identity=board["BOARD_KEY"],
+        known_hosts=board.get("BOARD_KNOWN_HOSTS") or None,
+        remote_dir=remote_dir,
+        python=board.get("BOARD_PYTHON") or None,
+    )
+    rng = np.random.default_rng(11)
+    cases = [
+        (softmax_model(), [rng.normal(0, 3, (4, 7)).astype("float32")], softmax_reference),
+        (builtin_model.build_tiny(), [rng.normal(0, 2, (5, 3)).astype("float32")], builtin_model.tiny_reference),
+        (builtin_model.build(), [builtin_model.sample_input(2)], None),
+    ]
+    try:
+        info = deploy.preflight(b)
+        for model, inputs, reference in cases:
+            _, token, path = deploy.compile_for_arm(model, "ARM_MCPU=cortex-a72;", str(tmp_path))
+            blob = module_blob(path)
+            assert elf_machine(blob) == EM_AARCH64
+            # The .comment section names who linked it: LLD for zig, GCC's crt files for g++.
+            assert (b"Linker: LLD" if linker == "zig" else b"GCC: (") in blob
+            deploy.push(b, info, token, cache.read_file(path))
+            outputs, report = deploy.run_on_board(b, info, token, inputs, iterations=1, warmup=0)
+            assert report["latency_ms"]
+            if reference is not None:
+                np.testing.assert_allclose(outputs[0], reference(*inputs), rtol=1e-5, atol=1e-6)
+            else:
+                deploy.compare(outputs, deploy.host_reference(model, inputs, str(tmp_path)))
     finally:
         with contextlib.suppress(Exception):
             ssh_board(board, f"rm -rf {deploy.remote_path_expr(remote_dir)}")
