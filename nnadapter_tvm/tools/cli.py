@@ -193,6 +193,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return benchmark.main(args.rest)
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from nnadapter_tvm.tools import profile
+
+    return profile.main(args.rest)
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from nnadapter_tvm.tools import tune_command
 
@@ -239,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
+    profile = sub.add_parser(
+        "profile", help="each fused kernel's time, share, FLOPs and GFLOP/s against the peak", add_help=False
+    )
+    profile.add_argument("rest", nargs=argparse.REMAINDER)
+    profile.set_defaults(func=cmd_profile)
     tune = sub.add_parser("tune", help="auto-tune a model's kernels with MetaSchedule into a database", add_help=False)
     tune.add_argument("rest", nargs=argparse.REMAINDER)
     tune.set_defaults(func=cmd_tune)
@@ -247,9 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("bench", "tune"):
+    own_options = {"bench": cmd_bench, "profile": cmd_profile, "tune": cmd_tune}
+    if argv and argv[0] in own_options:
         # These parse their own options (the scripts/ entry points share them).
-        return (cmd_bench if argv[0] == "bench" else cmd_tune)(argparse.Namespace(rest=argv[1:]))
+        return own_options[argv[0]](argparse.Namespace(rest=argv[1:]))
     args = build_parser().parse_args(argv)
     if args.command is None:
         args = build_parser().parse_args(["run", *(argv or [])])

@@ -1,0 +1,174 @@
+"""Where an inference's time goes: each fused kernel's time per inference, its share, its FLOPs and its
+GFLOP/s against the machine's measured peak, so that the gap to a peer shows where it is.
+
+    nnadapter-tvm profile MODEL.onnx [--threads 2] [--repeat 10] [--top 30] [--as-shipped]
+
+The model is rewritten as the benchmark does (``tools/benchmark.optimizable``: constants folded) unless
+``--as-shipped``.  Kernel times come from the Relax VM's instrument hook (called before and after every
+call the VM makes; the hook's own cost, a few microseconds a call, is included in each kernel's time and
+shows in the difference between the kernels' sum and an uninstrumented inference).  FLOPs are TVM's
+estimate (``tvm.s_tir.analysis.estimate_tir_flops``) of each fused kernel as the default schedules see it
+(``Driver.lower_for_tuning``), so a multiply-add counts two; kernels whose extents are symbolic show no
+FLOPs.  The peak is measured, not looked up: numpy's float32 GEMM (OpenBLAS, ``--threads`` threads) on
+2048x2048 matrices, the best of five, which comes within a few percent of what a core's FMA units give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+import onnx
+
+# What the VM calls besides kernels (allocation, shape matching, tuples): summed as one row.
+BUILTIN_PREFIX = "vm.builtin."
+BUILTINS = "(VM builtins: allocation, shape checks)"
+
+_PEAK_CODE = """
+import time, numpy as np
+n = 2048
+a, b = np.random.rand(n, n).astype("float32"), np.random.rand(n, n).astype("float32")
+a @ b
+best = min((lambda s: (a @ b, time.perf_counter() - s)[1])(time.perf_counter()) for _ in range(5))
+print(2 * n**3 / best / 1e9)
+"""
+
+
+def peak_gflops(threads: int) -> float:
+    """float32 GEMM GFLOP/s of numpy's BLAS with ``threads`` threads, in a fresh process (the thread count
+    is read when the BLAS library loads)."""
+    env = dict(os.environ, **{k: str(threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
+    out = subprocess.run([sys.executable, "-c", _PEAK_CODE], capture_output=True, text=True, check=True, env=env)
+    return float(out.stdout.split()[-1])
+
+
+def kernel_flops(compilation) -> dict[str, float | None]:
+    """Each fused kernel of ``compilation`` (by the symbol the VM calls) -> its estimated FLOPs per call
+    (None where symbolic extents leave the count open)."""
+    import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    from nnadapter_tvm.runtime.convert import convert_subgraph
+    from nnadapter_tvm.runtime.partition import assign_devices, split_by_device
+
+    model, context = compilation.model, compilation.context
+    flops: dict[str, float | None] = {}
+    for sub in split_by_device(model, assign_devices(model, context)):
+        driver = context.devices[sub.device_index].driver
+        mod, _ = convert_subgraph(sub.inputs, sub.outputs, sub.operations, [])
+        fused = driver.lower_for_tuning(mod, context.properties)
+        for gv, func in fused.functions.items():
+            if isinstance(func, tvm.tirx.PrimFunc):
+                try:
+                    flops[gv.name_hint] = float(estimate_tir_flops(tvm.IRModule({"main": func})))
+                except Exception:  # symbolic extents: TVM cannot count them
+                    flops[gv.name_hint] = None
+    return flops
+
+
+class KernelTimer:
+    """The VM instrument: seconds and calls per symbol, summed over the runs made while it is set."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._started: list[float] = []
+
+    def __call__(self, func, symbol: str, before_run: bool, ret_value, *args) -> int:
+        if before_run:
+            self._started.append(time.perf_counter())
+        else:
+            name = BUILTINS if symbol.startswith(BUILTIN_PREFIX) else symbol
+            self.seconds[name] += time.perf_counter() - self._started.pop()
+            self.calls[name] += 1
+        return 0  # VMInstrumentReturnKind.NO_OP: run the call
+
+
+def profile(predictor, feeds: dict[str, np.ndarray], repeat: int) -> tuple[KernelTimer, float, dict]:
+    """Kernel times over ``repeat`` instrumented inferences, the median uninstrumented inference in
+    seconds, and every compiled kernel's FLOPs."""
+    predictor.run(feeds)  # warm-up: first-call allocations, thread pool start
+    whole = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        predictor.run(feeds)
+        whole.append(time.perf_counter() - start)
+    timer, flops = KernelTimer(), {}
+    programs = []
+    for segment in predictor.plan.all_segments():
+        compilation = segment.compilation
+        flops.update(kernel_flops(compilation))
+        programs += [step.program for step in compilation._steps]
+    for program in programs:
+        program.vm.set_instrument(timer)
+    try:
+        for _ in range(repeat):
+            predictor.run(feeds)
+    finally:
+        for program in programs:
+            program.vm.set_instrument(None)
+    return timer, statistics.median(whole), flops
+
+
+def report(timer: KernelTimer, whole_s: float, flops: dict, repeat: int, peak: float, top: int) -> str:
+    rows = sorted(timer.seconds.items(), key=lambda item: -item[1])
+    kernels_ms = sum(timer.seconds.values()) / repeat * 1000
+    lines = [
+        f"one inference: {whole_s * 1000:.3f} ms uninstrumented; kernels and VM calls sum to {kernels_ms:.3f} ms "
+        f"instrumented; peak {peak:.1f} GFLOP/s (numpy float32 GEMM, measured)",
+        f"{'kernel':<52}{'calls':>6}{'ms':>9}{'share':>7}{'GFLOP':>8}{'GFLOP/s':>9}{'peak':>6}",
+    ]
+    total_flops = 0.0
+    for name, seconds in rows[:top]:
+        ms = seconds / repeat * 1000
+        calls = timer.calls[name] // repeat
+        count = flops.get(name)
+        cells = f"{'':>8}{'':>9}{'':>6}"
+        if count:
+            rate = count * calls / (seconds / repeat) / 1e9
+            cells = f"{count * calls / 1e9:>8.3f}{rate:>9.1f}{rate / peak:>6.0%}"
+        lines.append(f"{name[:51]:<52}{calls:>6}{ms:>9.3f}{ms / kernels_ms:>7.1%}{cells}")
+    for name in timer.seconds:
+        total_flops += (flops.get(name) or 0) * (timer.calls[name] // repeat)
+    if len(rows) > top:
+        rest = sum(s for _, s in rows[top:]) / repeat * 1000
+        lines.append(f"{f'({len(rows) - top} more)':<52}{'':>6}{rest:>9.3f}{rest / kernels_ms:>7.1%}")
+    rate = total_flops / whole_s / 1e9
+    lines.append(
+        f"whole model: {total_flops / 1e9:.3f} GFLOP in {whole_s * 1000:.3f} ms = {rate:.1f} GFLOP/s "
+        f"({rate / peak:.0%} of peak)"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="nnadapter-tvm profile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("model", help="an ONNX file")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=10, help="inferences timed (%(default)s)")
+    parser.add_argument("--top", type=int, default=30, help="kernels listed (%(default)s); the rest in one row")
+    parser.add_argument("--as-shipped", action="store_true", help="profile the file as it is (no rewrite)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))  # before TVM's pool starts
+    import nnadapter_tvm as nna
+    from nnadapter_tvm.tools.benchmark import model_inputs, optimizable
+
+    model = onnx.load(args.model)
+    if not args.as_shipped:
+        model, _ = optimizable(model)
+    predictor = nna.Predictor(model, context_properties=f"TVM_NUM_THREADS={args.threads}", host_fallback=True)
+    timer, whole_s, flops = profile(predictor, model_inputs(model), args.repeat)
+    print(report(timer, whole_s, flops, args.repeat, peak_gflops(args.threads), args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

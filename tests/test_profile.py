@@ -1,0 +1,62 @@
+"""``nnadapter-tvm profile``: every kernel of an inference timed through the VM's instrument hook, with
+FLOPs that match the operation's own count."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import nnadapter_tvm as nna
+from nnadapter_tvm.tools import cli, profile
+
+
+def _conv_relu() -> onnx.ModelProto:
+    """Conv 3x3 (4 -> 8 channels, 10x10, no padding) + bias, then Relu."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype("float32"), "w")
+    b = numpy_helper.from_array(rng.standard_normal(8).astype("float32"), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
+        "conv_relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+        initializer=[w, b],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_kernels_are_timed_and_their_flops_counted():
+    model = _conv_relu()
+    predictor = nna.Predictor(model)
+    feeds = {"x": np.ones((1, 4, 10, 10), "float32")}
+    timer, whole_s, flops = profile.profile(predictor, feeds, repeat=3)
+    assert whole_s > 0
+    kernels = [k for k in timer.seconds if k != profile.BUILTINS]
+    assert kernels and all(timer.calls[k] % 3 == 0 for k in kernels), "calls counted per inference"
+    # The convolution's multiply-adds (2 FLOPs each) are counted, plus at most a few per output for the
+    # fused bias and Relu.
+    macs = 8 * 4 * 3 * 3 * 8 * 8
+    counted = sum(flops.get(k) or 0 for k in kernels)
+    assert 2 * macs <= counted <= 2 * macs + 4 * 8 * 8 * 8, counted
+    # The instrument is removed afterwards: the predictor still runs and gives the same answer.
+    np.testing.assert_array_equal(predictor.run(feeds)[0], predictor.run(feeds)[0])
+
+
+def test_report_lists_kernels_with_share_and_rate():
+    timer = profile.KernelTimer()
+    timer.seconds.update({"conv": 0.004, profile.BUILTINS: 0.001})
+    timer.calls.update({"conv": 2, profile.BUILTINS: 10})
+    text = profile.report(timer, whole_s=0.0025, flops={"conv": 1e7}, repeat=2, peak=10.0, top=5)
+    conv = next(line for line in text.splitlines() if line.startswith("conv"))
+    # 2 ms per inference, 80 % of 2.5 ms of calls; 1e7 FLOPs in 2 ms = 5 GFLOP/s, half the peak.
+    assert conv.split()[1:] == ["1", "2.000", "80.0%", "0.010", "5.0", "50%"]
+    assert "whole model: 0.010 GFLOP in 2.500 ms = 4.0 GFLOP/s (40% of peak)" in text
+
+
+def test_cli_profiles_a_model(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(_conv_relu(), path)
+    assert cli.main(["profile", str(path), "--repeat", "2", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "whole model:" in out and "GFLOP/s" in out
