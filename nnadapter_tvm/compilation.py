@@ -259,6 +259,12 @@ class Compilation:
         """The device of each subgraph, in execution order."""
         return [step.driver.name for step in self._steps]
 
+    @property
+    def programs(self) -> list[Program]:
+        """The loaded program of each subgraph, in execution order (for tools: the profiler instruments
+        their VMs)."""
+        return [step.program for step in self._steps]
+
     # -- queries ------------------------------------------------------------------------
     def _check_finished(self, what: str) -> None:
         check(self.finished, f"{what} needs Compilation.finish() first")

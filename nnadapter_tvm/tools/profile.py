@@ -104,7 +104,7 @@ def profile(predictor, feeds: dict[str, np.ndarray], repeat: int) -> tuple[Kerne
     for segment in predictor.plan.all_segments():
         compilation = segment.compilation
         flops.update(kernel_flops(compilation))
-        programs += [step.program for step in compilation._steps]
+        programs += compilation.programs
     for program in programs:
         program.vm.set_instrument(timer)
     try:
