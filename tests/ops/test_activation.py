@@ -11,6 +11,7 @@ from oputil import (
     In,
     Out,
     b8,
+    build_model,
     check_op,
     check_quantized,
     expect_error,
@@ -19,6 +20,7 @@ from oputil import (
     q8_const,
     q8_input,
     rand,
+    run_model,
     run_op,
 )
 
@@ -296,6 +298,21 @@ def test_leaky_relu_alpha(alpha):
     x = np.concatenate([rand(10, seed=2), np.array([0.0, -0.0], "float32")])
     # one float32 multiply, correctly rounded: within 1 ulp (2e-7 relative); zeros stay exact.
     check_op(OP.LEAKY_RELU, [In(x), f32([alpha])], _leaky_relu(x, alpha), rtol=2e-7, atol=0)
+
+
+@pytest.mark.parametrize("schedules", ["1", "0"], ids=["cpu_schedules", "no_schedules"])
+@pytest.mark.parametrize("op", [OP.LEAKY_RELU, OP.PRELU], ids=lambda o: o.name)
+def test_zero_slope_keeps_nan_and_infinity(op, schedules):
+    """A slope of 0 multiplies, it does not drop the negative side: NaN stays NaN and -inf gives NaN
+    (0 * -inf), as numpy's where(x >= 0, x, 0 * x) and onnxruntime give; TVM's constant folding made
+    x * 0 a 0 in the kernel (both the CPU schedules and CPU_SCHEDULES=0 are checked)."""
+    x = np.array([[np.nan, -np.inf, np.inf, -3.0], [0.0, -0.0, 2.5, -1e-40]], "float32")
+    with np.errstate(invalid="ignore"):
+        want = _leaky_relu(x, 0.0)
+    model = build_model(op, [In(x), f32([0.0])], [Out()], [want.shape])
+    got = run_model(model, [x], properties=f"CPU_SCHEDULES={schedules};")[0]
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[0, :2]).all()
 
 
 # -- PRELU ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from oputil import (
     Const,
     In,
     Out,
+    build_model,
     check_op,
     check_quantized,
     expect_error,
@@ -19,6 +20,7 @@ from oputil import (
     q8_const,
     q8_input,
     rand,
+    run_model,
     run_op,
 )
 
@@ -313,3 +315,26 @@ def test_nan_in_either_input_gives_nan(op, code):
     want = fuse_ref(REFS[op](a, b), code)
     got = check_op(op, [In(a), In(b), fuse(code)], want, rtol=0, atol=0)[0]
     assert np.array_equal(np.isnan(got), np.isnan(want))
+
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, 3e38, -1e-40, 7.0, -0.5, 2.0], "float32")
+
+
+@pytest.mark.parametrize("schedules", ["1", "0"], ids=["cpu_schedules", "no_schedules"])
+@pytest.mark.parametrize("zero_dims", [[], [1]], ids=["rank0", "rank1"])
+@pytest.mark.parametrize("zero_first", [False, True], ids=["x_op_0", "0_op_x"])
+@pytest.mark.parametrize("op", [OP.MUL, OP.DIV, OP.ADD, OP.SUB], ids=lambda o: o.name)
+def test_constant_zero_operand_follows_ieee(op, zero_first, zero_dims, schedules):
+    """A constant 0 operand is computed, not folded: x * 0 and 0 / x are NaN for NaN and +-inf
+    (numpy's IEEE results), 0 / 0 is NaN, x / 0 is +-inf and compiles, -0 + 0 is +0. TVM's constant
+    folding would turn a 0 the kernel sees as an immediate into 0 (x * 0, 0 / x), x (x + 0) or a build
+    error (x / 0); both the CPU schedules and TVM's own loops (CPU_SCHEDULES=0) are checked."""
+    x = SPECIAL.reshape(2, 6)
+    zero = np.zeros(zero_dims, "float32")
+    operands = [Const(zero), In(x)] if zero_first else [In(x), Const(zero)]
+    with np.errstate(all="ignore"):
+        want = REFS[op](zero, x) if zero_first else REFS[op](x, zero)
+    model = build_model(op, [*operands, fuse(0)], [Out()], [want.shape])
+    got = run_model(model, [x], properties=f"CPU_SCHEDULES={schedules};")[0]
+    np.testing.assert_array_equal(got, want)  # NaN where numpy has NaN, infinities equal
+    assert np.array_equal(np.signbit(got), np.signbit(want)), (got, want)  # the sign of zeros too
