@@ -159,7 +159,8 @@ def test_cli_runs_a_paddle_model_directory(
 @pytest.mark.slow
 def test_model_cache_dir_and_cache_buffers(models: dict[str, Path], tmp_path: Path) -> None:
     """set_nnadapter_model_cache_dir: a second predictor loads the .nnc; set_nnadapter_model_cache_buffers: a
-    predictor given the .nnc's bytes under its token (no cache directory) loads them instead of compiling."""
+    predictor given the program, the parameters (set_model_buffer) and the .nnc's bytes under its token, all from
+    memory (no cache directory), loads them instead of compiling."""
     x = _rng_input((2, 3, 16, 16), 4)
     config = CxxConfig()
     config.set_model_dir(str(models["cnn"]))
@@ -174,7 +175,10 @@ def test_model_cache_dir_and_cache_buffers(models: dict[str, Path], tmp_path: Pa
     (token,) = first.tokens
     buffer = (tmp_path / "cache" / f"{token}.nnc").read_bytes()
     from_memory = CxxConfig()
-    from_memory.set_model_dir(str(models["cnn"]))
+    from_memory.set_model_buffer(
+        (models["cnn"] / "inference.json").read_bytes(), (models["cnn"] / "inference.pdiparams").read_bytes()
+    )
+    assert from_memory.is_model_from_memory()
     from_memory.set_nnadapter_model_cache_buffers(token, buffer)
     third = create_paddle_predictor(from_memory)
     assert third.predictor.loaded_from_cache
