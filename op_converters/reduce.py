@@ -203,7 +203,9 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
 
     Values come largest first (``largest``) or smallest first; equal values come by smaller index
     first, and the same rule picks among equal values at the k-th place (Paddle's partial_sort leaves
-    ties unordered; this makes them deterministic, like a stable sort).  ``sorted`` false lets
+    ties unordered; this makes them deterministic, like a stable sort).  Floats are ordered totally:
+    NaN ranks above +inf (first when ``largest``, last otherwise, as numpy's sort and onnxruntime's
+    TopK), -0 and +0 are equal.  ``sorted`` false lets
     Paddle return the same k elements in any order; this implementation returns them sorted too.
     ``k`` must be a constant in [1, dim(axis)] (checked at execution where dim(axis) is known only then).
     Reference: Paddle's top_k_v2 (paddle.topk).
@@ -221,12 +223,42 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     if not isinstance(shape[axis], int):
         x = args.require(x, shape[axis] >= k, f"k {k} exceeds the size of axis {axis} at execution", "k")
     key = _top_k_key(x, str(x.ty.dtype))
+    if key is None and str(x.ty.dtype) in _FLOAT_KEY_BITS:
+        key = args.emit_te(_float_order_key, x, primfunc_name_hint="top_k_key")
     if key is None:
         both = args.emit(relax.op.topk(x, k, axis, "both", largest, dtype))
         return [relax.TupleGetItem(both, 0), relax.TupleGetItem(both, 1)]
     indices = args.emit(relax.op.topk(key, k, axis, "indices", largest, "int64"))
     values = relax.op.gather_elements(x, indices, axis)
     return [values, relax.op.astype(indices, dtype) if dtype != "int64" else indices]
+
+
+# A float's bits as a signed integer of its width (float16 widened to int32, which TVM's topk takes).
+_FLOAT_KEY_BITS = {"float16": ("int16", "int32"), "float32": ("int32", "int32"), "float64": ("int64", "int64")}
+
+
+def _float_order_key(x: te.Tensor) -> te.Tensor:
+    """An integer tensor whose order is a total order of ``x``: -inf < ... < -0 = +0 < ... < +inf < NaN.
+
+    TVM's topk compares floats with ``<``, which is no order with NaN (a NaN landed in the middle of the
+    output).  The key is the float's bits read as a signed integer (monotonic for non-negative floats),
+    with the magnitude bits of negative ones flipped (so a larger magnitude is a smaller key); every NaN
+    becomes the one canonical quiet NaN (above +inf) and -0 becomes +0 (equal floats, equal keys: ties
+    then go by index, as onnxruntime's comparison does)."""
+    bits, wide = _FLOAT_KEY_BITS[str(x.dtype)]
+    width = int(bits[3:])
+    magnitude = tirx.const((1 << (width - 1)) - 1, bits)
+    quiet_nan = {16: 0x7E00, 32: 0x7FC00000, 64: 0x7FF8000000000000}[width]
+
+    def key(*index):
+        v = x[index]
+        raw = tirx.reinterpret(bits, v)
+        flipped = tirx.Select(raw < tirx.const(0, bits), raw ^ magnitude, raw)
+        zero = tirx.EQ(raw & magnitude, tirx.const(0, bits))
+        out = tirx.Select(is_nan(v), tirx.const(quiet_nan, bits), tirx.Select(zero, tirx.const(0, bits), flipped))
+        return out.astype(wide)
+
+    return te.compute(x.shape, key, name="top_k_key")
 
 
 def _top_k_key(x: relax.Expr, dtype: str) -> relax.Expr | None:

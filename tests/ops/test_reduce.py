@@ -417,6 +417,37 @@ def test_top_k_widened_integer_types(dtype, largest):
     check_op(OP.TOP_K, inputs, expected, outputs, **EXACT)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+def test_top_k_nan_ranks_above_infinity(dtype, largest):
+    """Floats in a total order, as onnxruntime's TopK and numpy's sort: NaN is the largest value (first
+    when largest, last when smallest), -0 equals +0, ties by smaller index.  TVM's topk compares with
+    ``<`` and placed a NaN in the middle."""
+    nan, inf = np.nan, np.inf
+    x = np.array(
+        [
+            [1, nan, 3, nan, -inf, inf, 0.0, -0.0, 2, 3],
+            [-0.0, 0.0, 2, 2, nan, -1, 5, -7, inf, -inf],
+            [nan, nan, nan, 1, -1, nan, 0, 4, -4, nan],
+        ],
+        dtype,
+    )
+    k = 7
+    value = np.where(np.isnan(x), 0, x) + 0.0  # + 0.0: -0 becomes +0, equal to it
+    primary, secondary = (-np.isnan(x).astype(int), -value) if largest else (np.isnan(x).astype(int), value)
+    order = np.stack([np.lexsort((secondary[r], primary[r]))[:k] for r in range(x.shape[0])])  # stable
+    expected = [np.take_along_axis(x, order, 1), order.astype("int64")]
+    precision = {"float32": P.FLOAT32, "float16": P.FLOAT16, "float64": P.FLOAT64}[dtype]
+    got = check_op(
+        OP.TOP_K,
+        top_k_inputs(x, k, 1, largest, True, 7, precision=precision),
+        expected,
+        [Out(precision), Out(P.INT64)],
+        **EXACT,
+    )
+    assert np.array_equal(np.signbit(got[0]), np.signbit(expected[0]))  # -0 and +0 kept as they were
+
+
 def test_top_k_q8():
     # Values come back requantized to the output's scale; with the input's scale that is exact.
     q, real = q8_input(rand(2, 3, 6, seed=43), 0.05)
