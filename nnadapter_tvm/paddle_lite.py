@@ -49,8 +49,11 @@ from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 __all__ = [
     "CxxConfig",
+    "CxxPredictor",
     "DataLayoutType",
+    "LightPredictor",
     "MobileConfig",
+    "Opt",
     "PaddlePredictor",
     "Place",
     "PowerMode",
@@ -635,6 +638,21 @@ def _check_onnx_bytes(data: bytes) -> None:
             "MobileConfig.set_model_from_buffer: the buffer is not an ONNX model (Paddle Lite's .nb models "
             f"cannot be read by nnadapter-tvm): {err}"
         ) from err
+
+
+# Paddle Lite's names for the predictors create_paddle_predictor makes from a CxxConfig and a MobileConfig.
+CxxPredictor = LightPredictor = PaddlePredictor
+
+
+class Opt:
+    """Paddle Lite's model optimizer writes ``.nb`` models for its own runtime: nothing here reads them, and
+    nothing needs them (a predictor takes the Paddle inference model itself)."""
+
+    def __init__(self) -> None:
+        raise UnsupportedCall(
+            "Opt: Paddle Lite's .nb optimizer is not part of nnadapter-tvm; give the Paddle inference model to "
+            "CxxConfig.set_model_dir (compiled subgraphs are kept by set_nnadapter_model_cache_dir)"
+        )
 
 
 def create_paddle_predictor(config: CxxConfig | MobileConfig) -> PaddlePredictor:

@@ -282,6 +282,25 @@ def test_mobile_config_onnx_model_and_tensor_calls(tmp_path: Path) -> None:
         predictor.save_optimized_model(str(tmp_path))
 
 
+def test_stands_in_for_paddlelite_lite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An application's ``from paddlelite.lite import *`` gets this module once it is registered under that name
+    (docs/paddle.md); Opt, the .nb optimizer, is refused by name."""
+    import types
+
+    import nnadapter_tvm.paddle_lite as lite
+
+    package = types.ModuleType("paddlelite")
+    package.lite = lite
+    monkeypatch.setitem(sys.modules, "paddlelite", package)
+    monkeypatch.setitem(sys.modules, "paddlelite.lite", lite)
+    namespace: dict = {}
+    exec("from paddlelite.lite import *", namespace)
+    assert namespace["CxxConfig"] is CxxConfig and namespace["create_paddle_predictor"] is create_paddle_predictor
+    assert namespace["CxxPredictor"] is namespace["LightPredictor"] is lite.PaddlePredictor
+    with pytest.raises(UnsupportedCall, match=r"Opt: Paddle Lite's \.nb optimizer"):
+        namespace["Opt"]()
+
+
 def test_locate_finds_and_refuses(tmp_path: Path) -> None:
     """Model directories: the program with params beside it, preferring inference.* and .json; the old layout
     and directories without a program are refused by name."""
