@@ -21,11 +21,30 @@ def _rank_at_least(args: OpArgs, x: relax.Expr, rank: int, layout: str) -> list:
     return shape
 
 
-def _standardize(x: relax.Expr, axes: list[int], epsilon: float) -> relax.Expr:
-    """(x - mean) / sqrt(variance + epsilon) over ``axes``, biased variance, two passes
-    (the variance of the centred values, which stays accurate for inputs with a large mean)."""
-    centred = relax.op.subtract(x, relax.op.mean(x, axes, keepdims=True))
-    variance = relax.op.mean(relax.op.multiply(centred, centred), axes, keepdims=True)
+def _mean(x: relax.Expr, axes: list[int], shape: list) -> relax.Expr:
+    """The mean over ``axes`` (kept) as the sum of x / n: the values are scaled before they are added,
+    so a sum that would pass float32's largest value does not (a row of -3e38: sum(x) / n is -inf / n,
+    sum(x / n) is -3e38, as onnxruntime gives).  One multiply per element, fused into the reduction as
+    the division of ``relax.op.mean`` was.  n is a constant where the axes are known; else the count
+    is summed from ones (exact up to 2^24 elements)."""
+    sizes = [shape[a] for a in axes]
+    if all(isinstance(d, int) for d in sizes):
+        count: int = 1
+        for d in sizes:
+            count *= d
+        inverse = _f32(1.0 / max(count, 1))  # n = 0: the output is empty
+    else:
+        count = relax.op.sum(relax.op.ones_like(x), axes, keepdims=True)
+        inverse = relax.op.divide(_f32(1.0), count)
+    return relax.op.sum(relax.op.multiply(x, inverse), axes, keepdims=True)
+
+
+def _standardize(x: relax.Expr, axes: list[int], epsilon: float, shape: list) -> relax.Expr:
+    """(x - mean) / sqrt(variance + epsilon) over ``axes`` of ``x`` (shaped ``shape``), biased variance,
+    two passes (the variance of the centred values, which stays accurate for inputs with a large mean);
+    both means scale before they sum (``_mean``), so values near float32's largest do not overflow."""
+    centred = relax.op.subtract(x, _mean(x, axes, shape))
+    variance = _mean(relax.op.multiply(centred, centred), axes, shape)
     return relax.op.multiply(centred, relax.op.rsqrt(relax.op.add(variance, _f32(epsilon))))
 
 
@@ -90,9 +109,9 @@ def instance_normalization(args: OpArgs) -> relax.Expr:
     shape = _rank_at_least(args, x, 2, " [N, C, ...]")
     epsilon = args.float("epsilon", 1e-5)
     if len(shape) == 2:  # one value per (n, c): standardize over a trailing axis of 1
-        y = relax.op.reshape(_standardize(relax.op.expand_dims(x, [2]), [2], epsilon), shape)
+        y = relax.op.reshape(_standardize(relax.op.expand_dims(x, [2]), [2], epsilon, [*shape, 1]), shape)
     else:
-        y = _standardize(x, list(range(2, len(shape))), epsilon)
+        y = _standardize(x, list(range(2, len(shape))), epsilon, shape)
     return _channel_params(args, y, shape)
 
 
@@ -117,7 +136,7 @@ def layer_normalization(args: OpArgs) -> relax.Expr:
         if len(fixed) == len(normalized) and all(isinstance(d, int) for d in fixed):
             x = args.match_cast(x, shape[:begin] + fixed)
             normalized = fixed
-    y = _standardize(x, axes, args.float("epsilon", 1e-5))
+    y = _standardize(x, axes, args.float("epsilon", 1e-5), shape[:begin] + list(normalized))
     return _scale_bias(args, y, normalized, normalized)
 
 
@@ -139,8 +158,9 @@ def group_normalization(args: OpArgs) -> relax.Expr:
     groups = args.int("groups")
     if groups <= 0 or channels % groups:
         args.fail(f"groups {groups} must be positive and divide the channel count {channels}", "groups")
-    grouped = relax.op.reshape(x, [shape[0], groups, channels // groups, *shape[2:]])
-    y = _standardize(grouped, list(range(2, len(shape) + 1)), args.float("epsilon", 1e-5))
+    grouped_shape = [shape[0], groups, channels // groups, *shape[2:]]
+    grouped = relax.op.reshape(x, grouped_shape)
+    y = _standardize(grouped, list(range(2, len(shape) + 1)), args.float("epsilon", 1e-5), grouped_shape)
     return _channel_params(args, relax.op.reshape(y, shape), shape)
 
 

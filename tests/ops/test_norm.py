@@ -437,3 +437,43 @@ def test_layer_normalization_omitted_trailing_operands():
     check_op(
         OP.LAYER_NORMALIZATION, [In(x), f32(scale), f32(bias)], _layer_norm_ref(x, scale, bias, 1, 1e-5), **NORM_TOL
     )
+
+
+# -- values near float32's largest ----------------------------------------------------------------
+def _near_float_max(shape, seed):
+    """Ordinary values, with every even row of the last axis set to one value near float32's largest."""
+    x = rand(*shape, seed=seed)
+    rows = x.reshape(-1, shape[-1])
+    for i, value in zip(range(0, rows.shape[0], 2), [-3e38, 3.4028235e38, 3e38, -1.7e38] * 8):
+        rows[i] = value
+    return x
+
+
+@pytest.mark.parametrize("unknown", [False, True], ids=["known", "unknown_dims"])
+@pytest.mark.parametrize("n", [3, 4, 7])
+def test_layer_normalization_near_float_max_does_not_overflow(n, unknown):
+    """A row of -3e38 has mean -3e38 and variance 0 (onnxruntime: the bias); a float32 sum of it overflows
+    to -inf, and x - mean was NaN.  The means scale before they sum; ordinary rows are unchanged."""
+    x = _near_float_max((2, 3, n), seed=n)
+    if unknown:  # the normalized dim unknown (no scale/bias to fix it): n is counted at run time
+        ins = [In(x, dims=[nna.UNKNOWN, 3, nna.UNKNOWN]), EMPTY_F32, EMPTY_F32, i32([2])]
+        want, out = _layer_norm_ref(x, None, None, 2, 1e-5), [Out(dims=[nna.UNKNOWN, 3, nna.UNKNOWN])]
+    else:
+        scale, bias = rand(n, seed=1), rand(n, seed=2)
+        ins = [In(x), f32(scale), f32(bias), i32([2])]
+        want, out = _layer_norm_ref(x, scale, bias, 2, 1e-5), None
+    got = check_op(OP.LAYER_NORMALIZATION, ins, want, out, **NORM_TOL)[0]
+    assert np.isfinite(got).all()
+
+
+def test_instance_and_group_normalization_near_float_max_do_not_overflow():
+    """INSTANCE_ and GROUP_NORMALIZATION share the means: a (n, c) plane of -3e38 gives the bias."""
+    x = _near_float_max((2, 6, 5), seed=8)
+    scale, bias = rand(6, seed=1), rand(6, seed=2)
+    check_op(
+        OP.INSTANCE_NORMALIZATION, [In(x), f32(scale), f32(bias)], _instance_norm_ref(x, scale, bias, 1e-5), **NORM_TOL
+    )
+    x = rand(2, 6, 3, seed=9)
+    x[0, :3] = -3e38  # the whole first group (3 channels) of the first instance
+    want = _group_norm_ref(x, scale, bias, 1e-3, 2)
+    check_op(OP.GROUP_NORMALIZATION, [In(x), f32(scale), f32(bias), f32([1e-3]), i32([2])], want, **NORM_TOL)
