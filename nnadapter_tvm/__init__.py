@@ -4,6 +4,7 @@ from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.device import Device, list_devices
 from nnadapter_tvm.execution import Execution
+from nnadapter_tvm.extensions import register_operation
 from nnadapter_tvm.model import Model, Operand, Operation
 from nnadapter_tvm.types import (
     UNKNOWN,
@@ -63,4 +64,5 @@ __all__ = [
     "ResultCode",
     "get_version",
     "list_devices",
+    "register_operation",
 ]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tvm
 
+from nnadapter_tvm import extensions
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail, tvm_error_text
 from nnadapter_tvm.model import Model
@@ -168,6 +169,7 @@ class Compilation:
             subgraphs=records,
             token=self.cache_token,
             compile_seconds=self.compile_seconds,
+            extensions=extensions.used_by([op.type for op in model.operations]),
         )
         self._buffer = cache.pack(manifest.to_json(), blobs, key=self.context.cache_key)
 
@@ -177,6 +179,7 @@ class Compilation:
         container = cache.unpack(data, source, key=self.context.cache_key)
         manifest = cache.Manifest.from_json(container.meta, source)
         manifest.check_origin(source, self.cache_token)
+        extensions.check_available(manifest.extensions, source)
         props = self.context.properties
         names = [d.name for d in self.context.devices]
         steps = []

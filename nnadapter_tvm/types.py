@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 
 import numpy as np
@@ -186,6 +186,39 @@ class OperationType(IntEnum):
     LSTM = 1001
     GRU = 1002
     RNN = 1003
+
+    @classmethod
+    def _missing_(cls, value: object) -> OperationType | None:
+        # A code registered beyond the enum (nnadapter_tvm.extensions): its member, made at registration;
+        # registrations that packages declare as entry points are loaded on the first unknown code.
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value not in _EXTENSION_TYPES and _EXTENSION_LOADER is not None:
+                _EXTENSION_LOADER()
+            return _EXTENSION_TYPES.get(value)
+        return None
+
+
+# Operation types registered beyond the enum (code -> member), and the hook that loads the registrations
+# packages declare as entry points (set by nnadapter_tvm.extensions).
+_EXTENSION_TYPES: dict[int, OperationType] = {}
+_EXTENSION_LOADER: Callable[[], None] | None = None
+
+
+def add_operation_type(name: str, code: int) -> OperationType:
+    """A member of ``OperationType`` for an operation registered beyond the enum (``name``, ``code``):
+    ``OperationType(code)`` gives it, ``.name`` is ``name``; iterating the enum still lists only its own
+    members.  Called by ``nnadapter_tvm.extensions.register_operation``, which checks name and code."""
+    member = int.__new__(OperationType, code)
+    member._name_ = name
+    member._value_ = code
+    OperationType._value2member_map_[code] = member
+    _EXTENSION_TYPES[code] = member
+    return member
+
+
+def set_extension_loader(loader: Callable[[], None]) -> None:
+    global _EXTENSION_LOADER
+    _EXTENSION_LOADER = loader
 
 
 # The 93 operations of the spec's appendix ("NNAdapter 标准算子"); the enum above also has

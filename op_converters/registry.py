@@ -1,9 +1,11 @@
-"""The converter registry: one function per standard operation."""
+"""The converter registry: one function per standard operation; operations registered beyond the
+standard set (nnadapter_tvm.extensions) bring their own."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from nnadapter_tvm import extensions
 from nnadapter_tvm.types import OperationType
 
 Converter = Callable[..., object]
@@ -26,8 +28,12 @@ def converter(*op_types: OperationType) -> Callable[[Converter], Converter]:
 
 
 def get_converter(op_type: OperationType) -> Converter | None:
-    return _CONVERTERS.get(OperationType(op_type))
+    op_type = OperationType(op_type)
+    found = _CONVERTERS.get(op_type)
+    if found is None and (extension := extensions.get(op_type)) is not None:
+        found = extension.converter
+    return found
 
 
 def supported_operations() -> frozenset[OperationType]:
-    return frozenset(_CONVERTERS)
+    return frozenset(_CONVERTERS) | {e.operation_type for e in extensions.registered()}

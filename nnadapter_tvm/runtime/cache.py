@@ -133,6 +133,8 @@ class Manifest:
     library: dict[str, str] = field(default_factory=library_versions)
     token: str | None = None
     compile_seconds: float | None = None
+    # The custom operations the model was compiled with: [name, code, version] each (nnadapter_tvm.extensions).
+    extensions: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -144,6 +146,7 @@ class Manifest:
             "compile_seconds": self.compile_seconds,
             "subgraphs": [s.to_json() for s in self.subgraphs],
             "token": self.token,
+            **({"extensions": self.extensions} if self.extensions else {}),
         }
 
     @classmethod
@@ -160,6 +163,7 @@ class Manifest:
                 library=dict(meta["library"]),
                 token=meta.get("token"),
                 compile_seconds=None if seconds is None else float(seconds),
+                extensions=[[str(n), int(c), str(v)] for n, c, v in meta.get("extensions", [])],
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, NNAdapterError) as err:
             # RuntimeError/NNAdapterError: a check or an operand type that does not parse.

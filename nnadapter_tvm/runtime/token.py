@@ -5,15 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 
+from nnadapter_tvm import extensions
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.model import Model
 from nnadapter_tvm.runtime.cache import FORMAT_VERSION, library_versions
 
 
 def model_token(model: Model, context: Context, extra: dict | None = None) -> str:
-    """32 hex characters over the model's operations, operand types and constant values,
-    the devices and their targets, the codegen-relevant context properties, the library
-    versions and ``extra`` (e.g. the fingerprint of tuning records).  Nothing else enters it."""
+    """32 hex characters over the model's operations (with the name, code and version of each custom
+    operation among them), operand types and constant values, the devices and their targets, the
+    codegen-relevant context properties, the library versions and ``extra`` (e.g. the fingerprint of
+    tuning records).  Nothing else enters it."""
     h = hashlib.md5(usedforsecurity=False)
 
     def put(obj: object) -> None:
@@ -40,6 +42,9 @@ def model_token(model: Model, context: Context, extra: dict | None = None) -> st
             h.update(operand.value().tobytes())
     for op in model.operations:
         put(["operation", int(op.type), [o.index for o in op.inputs], [o.index for o in op.outputs]])
+    used = extensions.used_by([op.type for op in model.operations])
+    if used:  # (models of standard operations keep their tokens)
+        put(["extensions", used])
     put(["io", [o.index for o in model.inputs], [o.index for o in model.outputs]])
     for part in codegen_setup(context):
         put(part)

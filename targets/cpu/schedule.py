@@ -14,6 +14,8 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from nnadapter_tvm import extensions
+from nnadapter_tvm.errors import fail
 from nnadapter_tvm.targets.base import is_scheduled
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE, PAD
 from nnadapter_tvm.targets.cpu.generic import schedule_generic
@@ -25,7 +27,22 @@ log = logging.getLogger("nnadapter_tvm")
 
 def schedule_prim_func(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[tirx.PrimFunc, str]:
     """``func`` with the first CPU schedule that applies and lowers, and that rule's name."""
-    if not _single_root(func) or is_scheduled(func):
+    if is_scheduled(func):
+        return func, "none"
+    extension = func.attrs.get(extensions.SCHEDULE_ATTR) if func.attrs is not None else None
+    if extension is not None:
+        # A custom operation's own schedule (nnadapter_tvm.extensions), else the rules below.
+        schedule = extensions.schedule_of(str(extension))
+        if schedule is not None:
+            sch = s_tir.Schedule(func)
+            try:
+                schedule(sch, target)
+            except Exception as err:
+                fail(f"the CPU schedule of custom operation {extension} failed: {type(err).__name__}: {err}")
+            if not _lowers(sch.mod["main"], target):
+                fail(f"the CPU schedule of custom operation {extension} gives a function that does not lower")
+            return sch.mod["main"], f"extension {extension}"
+    if not _single_root(func):
         return func, "none"
     rules: list[tuple[str, Callable]] = []
     for name, fn in ((CONV, schedule_conv), (DEPTHWISE, schedule_depthwise), (DENSE, schedule_dense)):

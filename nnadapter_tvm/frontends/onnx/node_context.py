@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 import onnx
 
+from nnadapter_tvm import extensions
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.frontends.onnx.schema_probe import check_schema, out_dtypes
 from nnadapter_tvm.frontends.onnx.values import OpRecord, Quant, Shape, Value, node_label
@@ -147,13 +148,32 @@ class NodeContext:
             return inputs[0]  # a copy of a constant is the constant (an empty one would read as omitted)
         check_schema(self.label, op_type, inputs, outputs, dtype, quant)
         dtypes = out_dtypes(inputs, dtype, outputs)
+        inferred = self._extension_shapes(op_type, inputs, outputs) if shape == "node" else None
         results = []
         for k in range(outputs):
             out_shape = self.out_shape(k) if shape == "node" else shape
+            if out_shape is None and inferred is not None:
+                out_shape = inferred[k]
             name = f"{self._prefix()}{op_type.name.lower()}{next(self._counter)}"
             results.append(Value(name, dtypes[k], None if out_shape is None else tuple(out_shape), quant=quant))
         self.ops.append(OpRecord(op_type, list(inputs), results))
         return results[0] if outputs == 1 else results
+
+    def _extension_shapes(self, op_type: OperationType, inputs: Sequence[Value | None], outputs: int) -> list | None:
+        """A custom operation's output shapes from its own shape inference (nnadapter_tvm.extensions), for
+        the nodes of domains ONNX's shape inference does not know."""
+        extension = extensions.get(op_type)
+        if extension is None or extension.infer is None:
+            return None
+        shapes = [None if v is None else v.shape for v in inputs]
+        values = [None if v is None else v.const for v in inputs]
+        try:
+            inferred = list(extension.infer(shapes, values))
+        except Exception as err:
+            self.fail(f"the shape inference of {op_type.name} failed: {type(err).__name__}: {err}")
+        if len(inferred) != outputs:
+            self.fail(f"the shape inference of {op_type.name} gives {len(inferred)} shapes for {outputs} outputs")
+        return [None if s is None else tuple(s) for s in inferred]
 
     def _prefix(self) -> str:
         return f"{self.node.name or self.node.output[0]}/"
