@@ -61,7 +61,7 @@ def _paddle_to_onnx(args: argparse.Namespace) -> None:
     source = args.model
     args.model = paddle.export_to_file(source, getattr(args, "cache_dir", None))
     print(f"paddle model: {source} (exported to ONNX by paddle2onnx: {args.model})")
-    if args.partition_config:
+    if getattr(args, "partition_config", None):
         import onnx
 
         text = args.partition_config  # a file, or the config's text
@@ -131,6 +131,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         python=args.remote_python,
         connect_timeout=args.connect_timeout,
     )
+    if args.model not in ("", "builtin"):
+        _paddle_to_onnx(args)  # a Paddle model directory deploys as its ONNX export
     source = deploy.load_model(args.model, args.batch)
     deploy.deploy(
         source,
@@ -156,7 +158,9 @@ def _add_deploy_parser(sub: argparse._SubParsersAction) -> None:
         "llvm result. Host keys: --known-hosts FILE (or ~/.ssh/known_hosts) must already hold the board's "
         "key, unless --accept-new-host-key trusts a board seen for the first time.",
     )
-    deploy.add_argument("model", nargs="?", default="builtin", help="'builtin' (default) or an .onnx file")
+    deploy.add_argument(
+        "model", nargs="?", default="builtin", help="'builtin' (default), an .onnx file or a Paddle model (MODEL_DIR)"
+    )
     deploy.add_argument("--host", required=True, help="user@board")
     deploy.add_argument("--port", type=int, help="ssh port (default: ssh's)")
     deploy.add_argument("--identity", metavar="KEY", help="ssh private key")
