@@ -326,10 +326,20 @@ class ImportedGraph:
             if check_against_onnx and name in self.declared_outputs:
                 _adopt_declared(node, i, value, self.inferred.get(name))
             elif check_against_onnx:
+                if _ceil_window_overcounted(node, value, self.inferred.get(name)):
+                    self._forget_inferred_shapes(name)
                 _check_inferred(node, i, value, self.inferred.get(name))
             self.values[name] = value
             bound.append(value)
         return bound
+
+    def _forget_inferred_shapes(self, name: str) -> None:
+        """ONNX inferred ``name``'s shape wrongly: drop it and the shapes of every value not imported yet (those
+        downstream were inferred from it), keeping element types and the graph outputs' declarations; each
+        later node then infers its outputs from its own inputs (_infer_locally)."""
+        for other, (dtype, _) in list(self.inferred.items()):
+            if other == name or (other not in self.values and other not in self.declared_outputs):
+                self.inferred[other] = (dtype, None)
 
     # -- describing ------------------------------------------------------------------------
     @property
@@ -379,6 +389,29 @@ def _adopt_declared(node: onnx.NodeProto, i: int, value: Value, declared: tuple 
         )  # fmt: skip
         return
     value.shape = tuple(a if a is not None else b for a, b in zip(shape, value.shape))
+
+
+_POOLS = ("MaxPool", "AveragePool", "LpPool")
+
+
+def _ceil_window_overcounted(node: onnx.NodeProto, value: Value, inferred: tuple | None) -> bool:
+    """Whether ONNX's shape inference counted, for a pooling with ceil_mode, a last window that starts past
+    the input and its begin pad, which the operator drops (onnx's reference evaluator and onnxruntime do:
+    MaxPool(ceil_mode=1, kernel 1, stride 2) of a width of 4 gives 2, onnx 1.23's inference says 3).  The
+    conversion's size (frontends/onnx/ops/pool.py's _onnx_sizes) is then the right one: one less on a
+    spatial axis, the rest equal."""
+    if node.op_type not in _POOLS or inferred is None or inferred[1] is None or value.shape is None:
+        return False
+    if not any(a.name == "ceil_mode" and a.i for a in node.attribute):
+        return False
+    shape = inferred[1]
+    if len(shape) != len(value.shape) or len(shape) < 3:
+        return False
+    pairs = list(zip(shape, value.shape))
+    if any(a is not None and b is not None and a != b for a, b in pairs[:2]):
+        return False
+    spatial = [(a, b) for a, b in pairs[2:] if a is not None and b is not None and a != b]
+    return bool(spatial) and all(a == b + 1 for a, b in spatial)
 
 
 def _check_inferred(node: onnx.NodeProto, i: int, value: Value, inferred: tuple | None) -> None:
