@@ -40,6 +40,12 @@ def _const(value: float | int, dtype: str) -> relax.Expr:
     return relax.const(np.asarray(value, dtype), dtype)
 
 
+def _saturate(v: relax.Expr, nan_to: float) -> relax.Expr:
+    """clip(v, 0, 255) with NaN sent to ``nan_to`` explicitly (clip alone keeps or drops NaN as LLVM's
+    min/max happen to order their operands)."""
+    return relax.op.where(relax.op.isnan(v), _const(nan_to, "float32"), relax.op.clip(v, 0.0, 255.0))
+
+
 @converter(O.DYNAMIC_QUANTIZE_LINEAR)
 def dynamic_quantize_linear(args: OpArgs) -> list[relax.Expr]:
     """input (FLOAT32) -> output (UINT8, the input's shape), scale (FLOAT32, [] or [1]),
@@ -48,9 +54,16 @@ def dynamic_quantize_linear(args: OpArgs) -> list[relax.Expr]:
     max_x = max(0, max(input)), min_x = min(0, min(input)); scale = (max_x - min_x) / 255, or 1 / 255
     when max_x == min_x (an all-zero input); zero_point = rint(clip(0 - min_x / scale, 0, 255));
     output = clip(rint(input / scale) + zero_point, 0, 255).  Every step in float32, rint rounding half
-    to even.  NaN inputs are not defined (TVM's max/min reductions skip them where numpy keeps them).
+    to even.  NaN and infinities as onnxruntime takes them (the spec is silent; onnx's reference gives NaN
+    everywhere): NaN elements are left out of max(input) / min(input) (a NaN element counts as 0, which
+    max(0, .) and min(0, .) absorb), a NaN zero point saturates to 255 and a NaN quantized element to 0
+    (std::min/max's order in onnxruntime, Python's in onnx's reference; TVM's min/max would pick the
+    other operand and its max reduction's result depends on where the NaN sits).  An infinite input
+    gives an infinite scale, so finite elements quantize to the zero point and infinite ones (inf / inf)
+    to 0, and DequantizeLinear of them gives NaN, as onnxruntime's does.
 
-    Reference: ONNX's DynamicQuantizeLinear (onnx.reference's implementation, step by step).
+    Reference: ONNX's DynamicQuantizeLinear (onnx.reference's implementation, step by step); onnxruntime
+    for NaN (its MLAS min/max skip NaN, its saturating casts send NaN to 0).
     """
     x = args.raw_tensor("input")
     if x.ty.dtype != "float32":
@@ -60,13 +73,14 @@ def dynamic_quantize_linear(args: OpArgs) -> list[relax.Expr]:
         if dims not in ([], [1]):
             args.fail(f"output {k} must have shape [] or [1], declared {dims}")
     zero = _const(0.0, "float32")
-    max_x = relax.op.maximum(zero, relax.op.max(x))
-    min_x = relax.op.minimum(zero, relax.op.min(x))
+    numbers = relax.op.where(relax.op.isnan(x), zero, x)  # NaN counts as 0: max(0, .) / min(0, .) absorb it
+    max_x = relax.op.maximum(zero, relax.op.max(numbers))
+    min_x = relax.op.minimum(zero, relax.op.min(numbers))
     width = relax.op.where(relax.op.equal(max_x, min_x), _const(1.0, "float32"), relax.op.subtract(max_x, min_x))
     scale = args.emit(relax.op.divide(width, _const(255.0, "float32")))
-    initial = relax.op.subtract(zero, relax.op.divide(min_x, scale))
-    zero_point = args.emit(relax.op.round(relax.op.clip(initial, 0.0, 255.0)))
-    y = relax.op.clip(relax.op.add(relax.op.round(relax.op.divide(x, scale)), zero_point), 0.0, 255.0)
+    initial = relax.op.subtract(zero, relax.op.divide(min_x, scale))  # NaN where min_x = -inf (-inf / inf)
+    zero_point = args.emit(_saturate(relax.op.round(initial), 255.0))
+    y = _saturate(relax.op.add(relax.op.round(relax.op.divide(x, scale)), zero_point), 0.0)
     outs = [relax.op.astype(y, "uint8"), scale, relax.op.astype(zero_point, "uint8")]
     for k in (1, 2):
         if list(args.output_type(k).dimensions) == [1]:

@@ -112,7 +112,11 @@ def quantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
     y = relax.op.round(relax.op.divide(x, scale))
     if t.zero_point:
         y = relax.op.add(y, relax.const(np.array(t.zero_point, compute)))
-    y = relax.op.clip(y, float(info.min), float(info.max))
+    # NaN saturates to the type's minimum, as onnxruntime's quantizers give (its saturating conversion);
+    # clip alone keeps or drops NaN as LLVM's min/max order their operands, and the cast of NaN is undefined.
+    y = relax.op.where(
+        relax.op.isnan(y), relax.const(np.array(info.min, compute)), relax.op.clip(y, float(info.min), float(info.max))
+    )
     return relax.op.astype(y, t.dtype)
 
 

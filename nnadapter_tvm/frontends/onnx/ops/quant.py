@@ -43,9 +43,13 @@ def _round_half_even(ctx: NodeContext, x: Value) -> Value:
 
 
 def _saturate(ctx: NodeContext, r: Value, dtype: np.dtype) -> Value:
-    """CLIP to ``dtype``'s range, then CAST (exact: ``r`` holds integers)."""
+    """CLIP to ``dtype``'s range, then CAST (exact: ``r`` holds integers).  NaN saturates to the minimum,
+    as onnxruntime's QuantizeLinear gives (CLIP keeps NaN and a CAST of NaN is undefined): WHERE over
+    GREATER_EQUAL(r, -inf), which only NaN fails."""
     info = np.iinfo(dtype)
     lo, hi = ctx.constant(np.asarray([info.min], r.dtype)), ctx.constant(np.asarray([info.max], r.dtype))
+    number = ctx.emit(O.GREATER_EQUAL, [r, ctx.constant(np.asarray([-np.inf], r.dtype))], dtype="bool", shape=r.shape)
+    r = ctx.emit(O.WHERE, [number, r, lo], dtype=r.dtype, shape=r.shape)
     return cast(ctx, ctx.emit(O.CLIP, [r, lo, hi], shape=r.shape), dtype)
 
 
