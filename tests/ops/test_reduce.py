@@ -501,3 +501,35 @@ def test_reduce_max_keeps_nan_wherever_it_is(position):
     x[1, position] = np.nan
     x[2, :] = -np.inf
     check_op(OP.REDUCE_MAX, [In(x), i32([1]), b8([False])], np.max(x, axis=1), **EXACT)
+
+
+# -- ONNX ReduceLogSumExp (composed by the frontend of REDUCE_MAX, SUB, EXP, REDUCE_SUM, LOG, ADD) ----
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_onnx_reduce_log_sum_exp_of_infinities(keepdims):
+    """log(sum(exp(x))) is +inf for a row holding +inf, -inf for a row of -inf only, NaN with a NaN, and
+    near float32's largest value it does not overflow: numpy in float64 (shifted by the row's max, which
+    is exact), and onnxruntime.  The shifted form alone gave inf - inf = NaN for the infinite rows."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    inf, nan = np.inf, np.nan
+    x = np.array(
+        [[1, inf, 2], [inf, inf, inf], [-inf, -inf, -inf], [1, -inf, 2], [inf, -inf, 0], [nan, inf, 1],
+         [3e38, 3e38, 1], [-3e38, 0, 1], [0.5, -1.5, 80.0]],
+        "float32",
+    )  # fmt: skip
+    node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[1], keepdims=keepdims)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x64 = x.astype("float64")
+    with np.errstate(all="ignore"):
+        m = np.max(x64, axis=1, keepdims=True)
+        want = np.where(np.isinf(m), m, np.log(np.sum(np.exp(x64 - m), axis=1, keepdims=True)) + m)
+    want = (want if keepdims else want[:, 0]).astype("float32")
+    got = nna.Predictor(model).run({"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)  # NaN and infinities in the same places
+    onnxruntime = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, onnxruntime, rtol=1e-6, atol=0)

@@ -96,14 +96,16 @@ def _sum(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) -> Value:
 
 
 def _log_sum_exp(ctx: NodeContext, x: Value, axes: list[int], keepdims: bool) -> Value:
-    """log(sum(exp(x - m))) + m with m the max over the finite elements (the reference's way)."""
-    inf = _scalar(ctx, x, np.inf)
-    is_inf = ctx.emit(O.EQUAL, [_unary(ctx, O.ABS, x), inf], dtype="bool", shape=x.shape)
-    finite = ctx.emit(O.WHERE, [is_inf, _scalar(ctx, x, -np.inf), x], dtype=x.dtype, shape=x.shape)
-    m = _reduce(ctx, O.REDUCE_MAX, finite, axes, True)
+    """log(sum(exp(x))) computed as log(sum(exp(x - m))) + m, m the row's max (NaN where a NaN is), and m
+    itself where m is infinite: log(sum(exp(x))) is +inf when some x is +inf and -inf when every x is
+    -inf (onnxruntime, numpy in float64), where the shifted form computes inf - inf (NaN).  onnx's
+    reference evaluator, which shifts by the max of the finite elements, gives NaN for rows without one."""
+    m = _reduce(ctx, O.REDUCE_MAX, x, axes, True)
     shifted = _unary(ctx, O.EXP, binary(ctx, O.SUB, x, m, shape=x.shape))
     s = _unary(ctx, O.LOG, _reduce(ctx, O.REDUCE_SUM, shifted, axes, True))
     y = binary(ctx, O.ADD, s, m, shape=m.shape)
+    infinite = ctx.emit(O.EQUAL, [_unary(ctx, O.ABS, m), _scalar(ctx, m, np.inf)], dtype="bool", shape=m.shape)
+    y = ctx.emit(O.WHERE, [infinite, m, y], dtype=x.dtype, shape=m.shape)
     return _to_reduced(ctx, y, x, axes, keepdims)
 
 
