@@ -148,8 +148,9 @@ def get(op_type: OperationType | int) -> Extension | None:
     return _EXTENSIONS.get(int(op_type))
 
 
-def registered() -> list[Extension]:
-    return list(_EXTENSIONS.values())
+def registered(codes: range | None = None) -> list[Extension]:
+    """The registered operations (those with a code in ``codes``), by code."""
+    return [e for c, e in sorted(_EXTENSIONS.items()) if codes is None or c in codes]
 
 
 def by_name(name: str) -> Extension | None:
@@ -187,13 +188,17 @@ def check_available(recorded: Sequence[Sequence], source: str) -> None:
 
 
 def load_entry_points() -> None:
-    """Run every ``nnadapter_tvm.operations`` entry point once (each registers its operations)."""
+    """Register nnadapter-tvm's built-in extensions (importing the converters, which register them) and run
+    every ``nnadapter_tvm.operations`` entry point, once (each registers its operations)."""
     global _LOADED
     with _LOCK:
         if _LOADED:
             return
         _LOADED = True
+        import importlib
         from importlib.metadata import entry_points
+
+        importlib.import_module("nnadapter_tvm.op_converters")  # not at module level: it loads TVM's Relax
 
         for point in entry_points(group=ENTRY_POINT_GROUP):
             registrar = point.load()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import sys
 
+from nnadapter_tvm import extensions
 from nnadapter_tvm.op_converters import get_converter
 from nnadapter_tvm.op_schema import SCHEMAS
 from nnadapter_tvm.types import STANDARD_OPERATIONS, OperationType
@@ -32,7 +33,9 @@ def _precisions(op: OperationType) -> str:
 def render() -> str:
     rows = ["| operation | input precisions | converter | notes | reference followed |", "|---|---|---|---|---|"]
     missing = []
-    for op in sorted(OperationType, key=lambda o: o.name):
+    builtins = [e.operation_type for e in extensions.registered(extensions.BUILTIN_CODES)]
+    operations = sorted([*OperationType, *builtins], key=lambda o: o.name)
+    for op in operations:
         fn = get_converter(op)
         if fn is None:
             missing.append(op.name)
@@ -51,7 +54,7 @@ def render() -> str:
         "fails when this file is stale. Input precisions are those the spec allows for input 0; quantized",
         "operands are dequantized on entry and outputs requantized to their own scale (docs/quantization.md).",
         "",
-        f"{len(OperationType) - len(missing)} of {len(OperationType)} operations have a converter."
+        f"{len(operations) - len(missing)} of {len(operations)} operations have a converter."
         + (f" Missing: {', '.join(missing)}." if missing else ""),
         f"{len(STANDARD_OPERATIONS)} are the spec's standard operations; the rows marked *extension* are",
         "nnadapter-tvm's own (upstream's UNSTACK, XOR and NON_MAX_SUPPRESSION beside the spec, and",
