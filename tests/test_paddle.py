@@ -188,14 +188,14 @@ def test_model_cache_dir_and_cache_buffers(models: dict[str, Path], tmp_path: Pa
 @needs_paddle
 @pytest.mark.slow
 def test_partition_config_with_paddle_op_types(models: dict[str, Path], tmp_path: Path) -> None:
-    """Paddle Lite partition configs name Paddle op types: ``softmax`` (the graph's output, told by its ONNX type)
-    goes to the host, by path (with Paddle Lite's ``fetch`` line, ignored) and by buffer; the answers stay Paddle's.
-    (Ops before ``flatten`` cannot go to the host yet: the reshape paddle2onnx makes of flatten then gets a shape
-    whose rank ONNX shape inference cannot derive, which a subgraph input needs.)"""
+    """Paddle Lite partition configs name Paddle op types: by path, ``relu`` (inside the graph), ``flatten`` (four
+    ONNX nodes, its computed target shape included) and ``softmax`` (the graph's output, told by its ONNX type), with
+    Paddle Lite's ``fetch`` line (ignored); by buffer, ``softmax``. Three subgraphs around the host nodes; the
+    answers stay Paddle's."""
     x = _rng_input((2, 3, 16, 16), 5)
     _, expected = paddle_outputs(models["cnn"], {"x": x}, tmp_path)
     path = tmp_path / "partition.txt"
-    path.write_text("# Paddle Lite's form\nsoftmax\nfetch::fetch_name_0\n")
+    path.write_text("# Paddle Lite's form\nrelu\nflatten\nsoftmax\nfetch::fetch_name_0\n")
     for how in ("path", "buffer"):
         config = CxxConfig()
         config.set_model_dir(str(models["cnn"]))
@@ -205,7 +205,11 @@ def test_partition_config_with_paddle_op_types(models: dict[str, Path], tmp_path
             config.set_nnadapter_subgraph_partition_config_buffer("softmax")
         predictor = create_paddle_predictor(config)
         host = {u.node.op_type for u in predictor.predictor.graph.host_units}
-        assert host == {"Softmax"}
+        if how == "path":
+            assert host == {"Relu", "Shape", "Slice", "Concat", "Reshape", "Softmax"}
+            assert len(predictor.predictor.compilations) == 3
+        else:
+            assert host == {"Softmax"}
         np.testing.assert_allclose(_run(predictor, x)[0], expected["x"][0], rtol=RTOL, atol=ATOL)
 
 

@@ -160,25 +160,83 @@ def cache_key(model: PaddleModel, opset: int = DEFAULT_OPSET) -> str:
     return h.hexdigest()
 
 
-def _rename_io(data: bytes, inputs: list[str], outputs: list[str]) -> bytes:
-    """The ONNX model with its graph's inputs and outputs named as the Paddle program names them (in order); left
-    as it is when the counts differ or a name is taken by another value."""
+def _tidy(data: bytes, names: dict | None) -> bytes:
+    """paddle2onnx's model, with ``Identity`` nodes of constants made constants, and (``names``: what a ``.pdmodel``
+    program calls its inputs and outputs) Paddle's names put back on the graph's inputs and outputs."""
     import onnx
 
     model = onnx.load_model_from_string(data)
-    graph = model.graph
-    if len(inputs) != len(graph.input) or len(outputs) != len(graph.output):
-        return data
-    mapping = {v.name: new for v, new in zip([*graph.input, *graph.output], [*inputs, *outputs]) if v.name != new}
-    taken = {n for node in graph.node for n in [*node.input, *node.output]} | {t.name for t in graph.initializer}
+    _fold_constant_identities(model.graph)
+    _declare_reshape_ranks(model)
+    if names is not None:
+        _rename_io(model.graph, names["inputs"], names["outputs"])
+    return model.SerializeToString()
+
+
+def _fold_constant_identities(graph: object) -> None:
+    """``Identity(Constant)`` (paddle2onnx's ``auto.cast`` of a shape, before the ``Reshape`` of a conv's bias)
+    becomes the Constant: ONNX shape inference reads a Constant's value as a Reshape's target shape but not
+    through an Identity, and without it every rank after the first conv is unknown. The importer folds both
+    forms alike; the ranks matter when a partition config puts nodes on the host (their outputs feed subgraphs)."""
+    constants = {}
+    for node in graph.node:  # type: ignore[attr-defined]
+        if node.op_type == "Constant":
+            constants[node.output[0]] = node
+        elif node.op_type == "Identity" and node.input and node.input[0] in constants:
+            output, name = node.output[0], node.name
+            node.CopyFrom(constants[node.input[0]])
+            node.output[0], node.name = output, name
+            constants[output] = node
+
+
+def _declare_reshape_ranks(model: object) -> None:
+    """Declares the rank of each ``Reshape`` output whose target shape is computed (paddle2onnx's ``flatten``:
+    ``Shape -> Slice -> Concat``) but of known length: ONNX shape inference leaves it unknown, and with it every
+    rank after it, which a subgraph fed from the host cannot take. Ranks only: the dimensions stay open."""
+    import onnx
+
+    for _ in range(8):  # each pass can open the way to Reshapes further on
+        inferred = onnx.shape_inference.infer_shapes(model).graph  # type: ignore[arg-type]
+        known = {
+            v.name: v.type.tensor_type
+            for v in [*inferred.value_info, *inferred.input, *inferred.output]
+            if v.type.tensor_type.HasField("shape")
+        }
+        added = False
+        for node in model.graph.node:  # type: ignore[attr-defined]
+            if node.op_type != "Reshape" or len(node.input) < 2 or node.output[0] in known:
+                continue
+            target = known.get(node.input[1])
+            data = known.get(node.input[0])
+            if target is None or data is None or len(target.shape.dim) != 1:
+                continue
+            if not target.shape.dim[0].HasField("dim_value"):
+                continue
+            rank = target.shape.dim[0].dim_value
+            value = onnx.helper.make_tensor_value_info(node.output[0], data.elem_type, [None] * rank)
+            model.graph.value_info.append(value)  # type: ignore[attr-defined]
+            added = True
+        if not added:
+            return
+
+
+def _rename_io(graph: object, inputs: list[str], outputs: list[str]) -> None:
+    """The graph's inputs and outputs named as the Paddle program names them (in order); left as they are when
+    the counts differ or a name is taken by another value."""
+    if len(inputs) != len(graph.input) or len(outputs) != len(graph.output):  # type: ignore[attr-defined]
+        return
+    values = [*graph.input, *graph.output]  # type: ignore[attr-defined]
+    mapping = {v.name: new for v, new in zip(values, [*inputs, *outputs]) if v.name != new}
+    nodes = graph.node  # type: ignore[attr-defined]
+    taken = {n for node in nodes for n in [*node.input, *node.output]}
+    taken |= {t.name for t in graph.initializer}  # type: ignore[attr-defined]
     if not mapping or any(new in taken for new in mapping.values()):
-        return data
-    for node in graph.node:
+        return
+    for node in nodes:
         node.input[:] = [mapping.get(n, n) for n in node.input]
         node.output[:] = [mapping.get(n, n) for n in node.output]
-    for value in [*graph.input, *graph.output, *graph.value_info]:
+    for value in [*values, *graph.value_info]:  # type: ignore[attr-defined]
         value.name = mapping.get(value.name, value.name)
-    return model.SerializeToString()
 
 
 def cached_onnx_path(model: PaddleModel, cache_dir: str | os.PathLike, opset: int = DEFAULT_OPSET) -> str:
@@ -216,12 +274,13 @@ def to_onnx(model: PaddleModel, cache_dir: str | os.PathLike | None = None, opse
             fail(f"Paddle model {model.program}: paddle2onnx could not export it (exit {done.returncode}):\n{tail}")
         with open(out, "rb") as f:
             data = f.read()
+        names = None
         if os.path.isfile(out + ".names.json"):
             import json
 
             with open(out + ".names.json", encoding="utf-8") as f:
                 names = json.load(f)
-            data = _rename_io(data, names["inputs"], names["outputs"])
+        data = _tidy(data, names)
     if cached is not None:
         os.makedirs(os.path.dirname(cached), exist_ok=True)
         partial = f"{cached}.{os.getpid()}.tmp"
