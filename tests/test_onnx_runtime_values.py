@@ -113,6 +113,13 @@ CASES = {
         {"x": np.arange(4, dtype=F32), "s": np.array([-10]), "e": np.array([100])},
         None,
     ),
+    "Slice backwards from a start below -dim (ONNX clamps it to 0)": (
+        _one_node(
+            "Slice", [("x", T.FLOAT, [5]), ("s", T.INT64, [1]), ("e", T.INT64, [1]), "", ("t", T.INT64, [1])], ["y"]
+        ),
+        {"x": np.arange(5, dtype=F32), "s": np.array([-8]), "e": np.array([-(2**62)]), "t": np.array([-2])},
+        None,
+    ),
     "Gather negative index in range (ONNX wraps)": (
         _one_node("Gather", [X23, ("i", T.INT64, [2])], ["y"], axis=1),
         {"x": np.arange(6, dtype=F32).reshape(2, 3), "i": np.array([-1, -3])},
@@ -226,4 +233,37 @@ def test_max_pool_ceil_mode_last_window_past_the_input(batch) -> None:
     feeds = {"x": np.arange(8, dtype=F32).reshape(1, 1, 2, 4) - 3}
     expected = ort.InferenceSession(data).run(None, feeds)[0]
     ours = nort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_array_equal(ours, expected)
+
+
+SLICES = [
+    (-8, -(2**62), -2),
+    (-8, -8, -1),
+    (-6, -6, -1),
+    (-5, -9, -1),
+    (-8, 3, 1),
+    (7, -8, -3),
+    (2**62, 2**62, 1),
+    (-1, -(2**31), -1),
+]
+
+
+@pytest.mark.parametrize("start, end, step", SLICES, ids=[str(c) for c in SLICES])
+def test_slice_of_constant_bounds_like_onnxruntime(start: int, end: int, step: int) -> None:
+    """Slice with constant bounds of every sign and magnitude on a static axis gives onnxruntime's answer: a
+    start below -dim with a negative step clamps to 0 (the spec's [0, dim - 1]), where numpy slicing (SLICE's
+    rule) would give an empty slice."""
+    bounds = [("s", start), ("e", end), ("a", 0), ("t", step)]
+    graph = h.make_graph(
+        [h.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])],
+        "g",
+        [_vi("x", T.FLOAT, [5, 2])],
+        [_vi("y", T.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array([v]), n) for n, v in bounds],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    feeds = {"x": np.arange(10, dtype=F32).reshape(5, 2)}
+    expected = ort.InferenceSession(model).run(None, feeds)[0]
+    ours = nort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert ours.shape == expected.shape
     np.testing.assert_array_equal(ours, expected)

@@ -39,6 +39,9 @@ class HostNode:
         problem = check(self.node, inputs) if check else None
         if problem:
             fail(f"{self.node.op_type} '{self.node.name or self.node.output[0]}': {problem}")
+        rewrite = _REWRITES.get(self.node.op_type)
+        if rewrite:
+            inputs = rewrite(self.node, inputs)
         feeds = dict(zip(self._names, [x for x in inputs if x is not None]))
         try:
             results = self._evaluator.run(None, feeds)
@@ -64,6 +67,36 @@ def _split_sizes(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> s
 
 # Checks of run-time values that onnx's reference evaluator does not make, by op type: a message, or None.
 _CHECKS = {"Split": _split_sizes}
+
+
+def _slice_starts(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray | None]:
+    """Slice's starts as the spec clamps them for a negative step: start + dim if negative, then into
+    [0, dim - 1] (onnxruntime too).  onnx's evaluator slices as numpy, which sends a start still negative
+    to -1, an empty slice: x[-8::-2] of 5 elements is [x[0]] by the spec, [] by numpy.  Clamped starts are
+    non-negative, which numpy reads the same; ends need nothing (numpy's clamping of them is the spec's)."""
+    if len(inputs) != len(node.input):  # at execution the omitted inputs are not passed: put them back
+        given = iter(inputs)
+        inputs = [next(given) if name else None for name in node.input]
+    inputs = list(inputs)
+    if len(inputs) < 5 or any(inputs[i] is None for i in (0, 1, 4)):
+        return inputs  # opset 1's attributes, or no steps: positive steps only
+    x, starts, steps = np.asarray(inputs[0]), np.reshape(inputs[1], -1), np.reshape(inputs[4], -1)
+    axes = np.reshape(inputs[3], -1) if inputs[3] is not None else np.arange(starts.size)
+    if not (starts.size == steps.size == axes.size) or not (steps < 0).any():
+        return inputs  # the evaluator reports mismatched lengths
+    clamped = starts.copy()
+    for i, (axis, step) in enumerate(zip(axes, steps)):
+        if step >= 0 or not -x.ndim <= axis < x.ndim:
+            continue
+        dim = x.shape[axis]
+        start = int(clamped[i]) + dim if clamped[i] < 0 else int(clamped[i])
+        clamped[i] = min(max(start, 0), max(dim - 1, 0))
+    inputs[1] = clamped.astype(np.asarray(inputs[1]).dtype).reshape(np.shape(inputs[1]))
+    return inputs
+
+
+# Inputs rewritten where onnx's reference evaluator departs from the spec, by op type.
+_REWRITES = {"Slice": _slice_starts}
 
 
 def _domain_version(node: onnx.NodeProto) -> int:
