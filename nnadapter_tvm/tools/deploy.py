@@ -457,10 +457,10 @@ def deploy(
     )
     log(f"model: {source.name}")
     compilation, token, path = compile_for_arm(source.model, properties, cache_dir)
-    sub = cache.unpack(cache.read_file(path), path).meta["subgraphs"][0]
+    sub = cache.Manifest.from_json(cache.unpack(cache.read_file(path), path).meta, path).subgraphs[0]
     how = "found in the cache" if compilation.loaded_from_cache else f"compiled in {compilation.compile_seconds:.1f} s"
     log(f"token: {token}")
-    log(f"arm target: {_describe_target(sub['target'])}")
+    log(f"arm target: {_describe_target(sub.target)}")
     log(f"cache: {path} ({how})")
     data = cache.read_file(path)
     t0 = time.perf_counter()

@@ -144,11 +144,11 @@ def cmd_run(args: argparse.Namespace) -> dict:
         raise _Failure(f"no model {args.token} on this board ({path} does not exist); push it first")
     meta = cache.unpack(cache.read_file(path), path).meta
     try:
-        subgraphs = meta["subgraphs"]
-        devices = list(dict.fromkeys(str(s["device"]) for s in subgraphs))
-        recorded = dict(subgraphs[0].get("properties", {}))
-        targets = [str(s.get("target")) for s in subgraphs]
-    except (KeyError, IndexError, TypeError, AttributeError):
+        subgraphs = cache.Manifest.from_json(meta, path).subgraphs
+        devices = list(dict.fromkeys(s.device for s in subgraphs))
+        recorded = dict(subgraphs[0].properties)
+        targets = [s.target for s in subgraphs]
+    except (cache.CacheError, IndexError):
         raise _Failure(f"{path}: malformed metadata") from None
     # The codegen properties the file was built with make the same targets here. The DEVICE_<i>_*
     # placement keys only steered the partition at compile time, and TUNING_DATABASE's records are
