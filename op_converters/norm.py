@@ -193,9 +193,12 @@ def lp_normalization(args: OpArgs) -> relax.Expr:
     return relax.op.divide(x, relax.op.add(norm, _f32(args.float("epsilon", 1e-5))))
 
 
-def _lrn_te(x: te.Tensor, size: int, bias: float, alpha: float, beta: float) -> te.Tensor:
+def _lrn_te(x: te.Tensor, size: int, bias: float, alpha: te.Tensor, beta: float) -> te.Tensor:
     """Across channels (axis 1): x / (bias + alpha * sum(x[n, i, ...]^2))^beta over
-    max(0, c - floor((size - 1) / 2)) <= i <= min(C - 1, c + ceil((size - 1) / 2))."""
+    max(0, c - floor((size - 1) / 2)) <= i <= min(C - 1, c + ceil((size - 1) / 2)).
+
+    ``alpha`` is a rank-0 tensor the kernel reads, not an immediate: TVM folds ``0.0 * sum`` to 0, and
+    with alpha 0 a NaN (or a square that overflows to inf) in the window must still give NaN (0 * NaN)."""
     channels = x.shape[1]
     before = (size - 1) // 2
     square = te.compute(x.shape, lambda *i: x(*i) * x(*i), name="lrn_square")
@@ -210,7 +213,7 @@ def _lrn_te(x: te.Tensor, size: int, bias: float, alpha: float, beta: float) -> 
     sums = te.compute(x.shape, window_sum, name="lrn_sum")
 
     def scaled(*index):
-        base = tirx.const(bias, "float32") + tirx.const(alpha, "float32") * sums(*index)
+        base = tirx.const(bias, "float32") + alpha[()] * sums(*index)
         return x(*index) * tirx.power(base, tirx.const(-beta, "float32"))
 
     return te.compute(x.shape, scaled, name="lrn")
@@ -233,4 +236,4 @@ def lrn(args: OpArgs) -> relax.Expr:
     if size <= 0:
         args.fail(f"size {size} must be positive", "size")
     bias, alpha, beta = args.float("bias", 1.0), args.float("alpha", 1e-4), args.float("beta", 0.75)
-    return args.emit_te(_lrn_te, x, size, bias, alpha, beta, primfunc_name_hint="lrn")
+    return args.emit_te(_lrn_te, x, size, bias, _f32(alpha), beta, primfunc_name_hint="lrn")

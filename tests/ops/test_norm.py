@@ -477,3 +477,18 @@ def test_instance_and_group_normalization_near_float_max_do_not_overflow():
     x[0, :3] = -3e38  # the whole first group (3 channels) of the first instance
     want = _group_norm_ref(x, scale, bias, 1e-3, 2)
     check_op(OP.GROUP_NORMALIZATION, [In(x), f32(scale), f32(bias), f32([1e-3]), i32([2])], want, **NORM_TOL)
+
+
+@pytest.mark.parametrize("schedules", ["1", "0"], ids=["cpu_schedules", "no_schedules"])
+def test_lrn_alpha_zero_keeps_nan_in_the_window(schedules):
+    """alpha 0 still multiplies the window's sum: a NaN in a neighbouring channel gives NaN (0 * NaN), as
+    the formula in float64 numpy; TVM's folding of 0.0 * sum gave x / bias^beta there."""
+    from oputil import build_model, run_model
+
+    x = rand(1, 5, 3, seed=12)
+    x[0, 1, 0] = np.nan
+    want = _lrn_ref(x, 3, 2.0, 0.0, 0.6)
+    ops = [In(x), i32([3]), f32([2.0]), f32([0.0]), f32([0.6])]
+    got = run_model(build_model(OP.LRN, ops, [Out()], [want.shape]), [x], properties=f"CPU_SCHEDULES={schedules};")[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.isnan(got[0, :3, 0]).all() and not np.isnan(got[0, 3:, 0]).any()
