@@ -360,7 +360,8 @@ def tile(args: OpArgs) -> relax.Expr:
     """input, repeats (positive) -> output with output_dims[i] = input_dims[i] * repeats[i].
 
     ``output = numpy.tile(input, repeats)``: fewer repeats than dimensions repeat the trailing
-    ones; more add leading dimensions.
+    ones; more add leading dimensions; no repeats at all is the identity (numpy.tile(x, ()), and
+    ONNX's Tile of a rank-0 input, whose repeats are empty; onnxruntime runs it).
 
     Reference: the spec; numpy.tile / Paddle's tile (repeats must be positive).
     """
@@ -368,7 +369,9 @@ def tile(args: OpArgs) -> relax.Expr:
     if not args.operand("repeats").is_constant:
         return _tile_computed(args, x)
     repeats = args.ints("repeats")
-    if not repeats or any(r <= 0 for r in repeats):
+    if not repeats:
+        return x
+    if any(r <= 0 for r in repeats):
         args.fail(f"must hold positive repeat counts, got {repeats}", "repeats")
     return relax.op.tile(x, repeats)
 
@@ -378,7 +381,7 @@ def _tile_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
     numpy.tile, each count checked positive at execution."""
     repeats = _computed_values(args, "repeats", "tile_r")
     if not repeats:
-        args.fail("must hold at least one repeat count", "repeats")
+        return x  # numpy.tile(x, ()): the identity
     if any(_static(r) and r <= 0 for r in repeats):
         args.fail(f"must hold positive repeat counts, got {repeats}", "repeats")
     symbolic = [r for r in repeats if not _static(r)]

@@ -120,6 +120,11 @@ CASES = {
         {"x": np.arange(5, dtype=F32), "s": np.array([-8]), "e": np.array([-(2**62)]), "t": np.array([-2])},
         None,
     ),
+    "Tile of a rank-0 input by its empty repeats (the identity)": (
+        _one_node("Tile", [("x", T.FLOAT, []), ("r", T.INT64, [0])], ["y"]),
+        {"x": np.array(-2.5, F32), "r": np.zeros([0], np.int64)},
+        None,
+    ),
     "Gather negative index in range (ONNX wraps)": (
         _one_node("Gather", [X23, ("i", T.INT64, [2])], ["y"], axis=1),
         {"x": np.arange(6, dtype=F32).reshape(2, 3), "i": np.array([-1, -3])},

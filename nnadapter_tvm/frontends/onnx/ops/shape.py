@@ -242,6 +242,8 @@ def tile(ctx: NodeContext) -> Value | np.ndarray:
     repeats = [int(r) for r in np.reshape(ctx.const(1), -1)]
     if len(repeats) != rank_of(ctx, x):
         ctx.fail(f"{len(repeats)} repeats for rank {x.rank}")
+    if not repeats:
+        return x  # a rank-0 input's empty repeats: the identity (onnxruntime runs it)
     if 0 in repeats:
         out = _static_out(ctx)
         if out is None:
