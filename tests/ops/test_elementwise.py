@@ -338,3 +338,36 @@ def test_constant_zero_operand_follows_ieee(op, zero_first, zero_dims, schedules
     got = run_model(model, [x], properties=f"CPU_SCHEDULES={schedules};")[0]
     np.testing.assert_array_equal(got, want)  # NaN where numpy has NaN, infinities equal
     assert np.array_equal(np.signbit(got), np.signbit(want)), (got, want)  # the sign of zeros too
+
+
+@pytest.mark.parametrize("c_fed", [False, True], ids=["C_constant", "C_fed"])
+@pytest.mark.parametrize("alpha,beta", [(0.0, 1.0), (1.0, 0.0), (0.0, 0.0), (2.0, 0.5)], ids=str)
+def test_onnx_gemm_alpha_beta_zero(alpha, beta, c_fed):
+    """ONNX Gemm's alpha 0 multiplies (NaN and inf rows of A @ B stay NaN: the zero constant is not
+    folded), and beta 0 leaves C out (its NaN and inf do not reach Y), as onnxruntime and onnx's
+    reference evaluator; numpy in float64 is the reference."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    a = np.array([[np.nan, 1, 2], [np.inf, 0, 1], [1, 2, 3]], "float32")
+    b = np.array([[1, 2], [3, 4], [-1, 0.5]], "float32")
+    c = np.array([[np.nan, np.inf]], "float32")
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 3])]
+    initializers = [numpy_helper.from_array(b, "b")]
+    if c_fed:
+        inputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2]))
+    else:
+        initializers.append(numpy_helper.from_array(c, "c"))
+    node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], alpha=alpha, beta=beta)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])
+    model = helper.make_model(
+        helper.make_graph([node], "g", inputs, [out], initializers), opset_imports=[helper.make_opsetid("", 13)]
+    )
+    feeds = {"a": a, "c": c} if c_fed else {"a": a}
+    with np.errstate(all="ignore"):
+        want = alpha * (a.astype("float64") @ b.astype("float64"))
+        if beta != 0:
+            want = want + beta * c.astype("float64")
+    got = nna.Predictor(model).run(feeds)[0]
+    np.testing.assert_allclose(got, want.astype("float32"), rtol=1e-6, atol=0)  # NaN and inf in place
+    np.testing.assert_array_equal(got, ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0])

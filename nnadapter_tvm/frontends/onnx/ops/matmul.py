@@ -37,6 +37,10 @@ def gemm(ctx: NodeContext) -> Value:
     if a.rank != 2 or b.rank != 2:
         ctx.fail(f"A {a.describe()} and B {b.describe()} must be 2-D")
     alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
+    if beta == 0.0:
+        # onnxruntime and onnx's reference evaluator leave beta * C out when beta is 0: C's NaN and
+        # infinities do not reach Y (0 * NaN would).
+        c = None
     trans_a, trans_b = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
     out = ctx.out_shape()
     units = b.shape[0] if trans_b else b.shape[1]
