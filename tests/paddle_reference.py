@@ -2,7 +2,8 @@
 
 ``python paddle_reference.py export OUTDIR [NAMES]``: saves the test models with ``paddle.jit.save`` under OUTDIR:
 ``cnn/`` (conv, batch norm, relu, max pool, fc, softmax; Paddle 3's ``.json`` program) and ``dyn/`` (conv, batch
-norm, relu, average pool, fully convolutional with a global pool: height and width left open). With the
+norm, relu, average pool, fully convolutional with a global pool: height and width left open) and
+``mobilenet_v3_small/`` (paddle.vision's, random weights). With the
 environment variable ``FLAGS_enable_pir_api=0`` paddle writes the older ``.pdmodel`` program instead (NAMES: ``cnn``;
 paddle 3.3's old-IR tracing refuses ``sigmoid`` in ``dyn``).
 
@@ -50,7 +51,14 @@ def export(out: str, only: str = "") -> None:
             return y, paddle.nn.functional.sigmoid(paddle.flatten(self.gap(y), 1))
 
     paddle.seed(0)
-    for name, layer, shape in (("cnn", Cnn(), [None, 3, 16, 16]), ("dyn", Dyn(), [None, 3, None, None])):
+    from paddle.vision.models import mobilenet_v3_small
+
+    for name, layer, shape in (
+        ("cnn", Cnn(), [None, 3, 16, 16]),
+        ("dyn", Dyn(), [None, 3, None, None]),
+        # A published architecture (depthwise convs, hardswish, squeeze-excitation), random weights: no download.
+        ("mobilenet_v3_small", mobilenet_v3_small(pretrained=False, num_classes=10), [None, 3, None, None]),
+    ):
         if only and name not in only.split(","):
             continue
         layer.eval()

@@ -61,7 +61,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("paddle_models")
     _child("export", str(root / "pir"))
     _child("export", str(root / "old"), "cnn", env={"FLAGS_enable_pir_api": "0"})
-    found = {"cnn": root / "pir" / "cnn", "dyn": root / "pir" / "dyn", "cnn_pdmodel": root / "old" / "cnn"}
+    found = {name: root / "pir" / name for name in ("cnn", "dyn", "mobilenet_v3_small")}
+    found["cnn_pdmodel"] = root / "old" / "cnn"
     assert (found["cnn"] / "inference.json").is_file() and (found["cnn"] / "inference.pdiparams").is_file()
     assert (found["cnn_pdmodel"] / "inference.pdmodel").is_file()
     return found
@@ -130,6 +131,24 @@ def test_dynamic_height_and_width_two_sizes(models: dict[str, Path], tmp_path: P
         assert feature.shape() == list(expected[key][0].shape) == [1, 4, x.shape[2] // 2, x.shape[3] // 2]
         np.testing.assert_allclose(feature.numpy(), expected[key][0], rtol=RTOL, atol=ATOL)
         np.testing.assert_allclose(np.array(score.float_data()), expected[key][1].ravel(), rtol=RTOL, atol=ATOL)
+
+
+@needs_paddle
+@pytest.mark.slow
+def test_mobilenet_v3_small_matches_paddle(models: dict[str, Path], tmp_path: Path) -> None:
+    """paddle.vision's MobileNetV3-small (depthwise convs, hardswish, hardsigmoid, squeeze-excitation, adaptive
+    pooling), random weights, at 64x64: Paddle's logits (their scale is small with random weights: the tolerance
+    is relative to it)."""
+    x = _rng_input((1, 3, 64, 64), 6)
+    _, expected = paddle_outputs(models["mobilenet_v3_small"], {"x": x}, tmp_path)
+    config = CxxConfig()
+    config.set_model_dir(str(models["mobilenet_v3_small"]))
+    predictor = create_paddle_predictor(config)
+    assert predictor.predictor.host_node_count == 0
+    (y,) = _run(predictor, x)
+    reference = expected["x"][0]
+    assert y.shape == reference.shape == (1, 10)
+    np.testing.assert_allclose(y, reference, rtol=1e-3, atol=1e-4 * float(np.abs(reference).max()))
 
 
 @needs_paddle
