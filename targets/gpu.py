@@ -29,16 +29,14 @@ import logging
 import os
 import platform
 import re
-import shutil
 from collections.abc import Iterator
 
 import tvm
 import tvm_ffi
 from tvm import relax, s_tir, tirx
 from tvm.s_tir import dlight as dl
-from tvm.support import cc
 
-from nnadapter_tvm.errors import fail
+from nnadapter_tvm.targets import toolchain
 from nnadapter_tvm.targets.base import SCHEDULED, TVM_OPT_LEVEL, Driver, is_scheduled
 from nnadapter_tvm.types import DeviceType, OperationType, ResultCode
 
@@ -46,11 +44,6 @@ log = logging.getLogger("nnadapter_tvm")
 
 #: The LLVM host targets a GPU module's host code can be generated for.
 HOST_TRIPLES = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
-#: The cross compiler (Debian package in the comment) that links host code for a foreign machine.
-CROSS_COMPILERS = {
-    "x86_64": "x86_64-linux-gnu-g++",  # g++-x86-64-linux-gnu
-    "aarch64": "aarch64-linux-gnu-g++",  # g++-aarch64-linux-gnu
-}
 
 
 def host_machine() -> str:
@@ -372,16 +365,12 @@ class GpuDriver(Driver):
         return executable
 
     def export(self, executable: relax.VMExecutable, path: str) -> None:
-        """Write the shared library; host code for another machine is linked by its cross compiler."""
+        """Write the shared library; host code for another machine is linked by its cross linker
+        (``targets.toolchain``: ``$NNADAPTER_TVM_ARM_CXX``, the system's ``<triple>-g++``, else the
+        ``ziglang`` wheel's zig, so ``pip install`` alone can export for a board)."""
         machine = host_of(executable)
         if machine == host_machine():
             executable.export_library(path, workspace_dir=os.path.dirname(path))
             return
-        compiler = CROSS_COMPILERS.get(machine)
-        if compiler is None or shutil.which(compiler) is None:
-            fail(
-                f"{self.name}: linking {machine} host code needs the cross compiler "
-                f"{compiler or machine + '-linux-gnu-g++'} on PATH (Debian: g++-{machine.replace('_', '-')}-linux-gnu)",
-                ResultCode.FEATURE_NOT_SUPPORTED,
-            )
-        executable.export_library(path, workspace_dir=os.path.dirname(path), fcompile=cc.cross_compiler(compiler))
+        linker = toolchain.cross_linker(HOST_TRIPLES[machine], self.name, ResultCode.FEATURE_NOT_SUPPORTED)
+        executable.export_library(path, workspace_dir=os.path.dirname(path), fcompile=linker)

@@ -10,15 +10,11 @@ runs only where TVM's runtime was built with OpenCL (``USE_OPENCL=ON``); see doc
 
 from __future__ import annotations
 
-import os
-
 import tvm
-from tvm import relax
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.targets import toolchain
 from nnadapter_tvm.targets.base import Program, Property
-from nnadapter_tvm.targets.gpu import HOST_TRIPLES, GpuDriver, host_machine, host_of, llvm_host
+from nnadapter_tvm.targets.gpu import HOST_TRIPLES, GpuDriver, host_machine, llvm_host
 from nnadapter_tvm.types import ResultCode
 
 
@@ -61,16 +57,6 @@ class OpenclDriver(GpuDriver):
 
     def tvm_device(self) -> tvm.runtime.Device:
         return tvm.opencl(0)
-
-    def export(self, executable: relax.VMExecutable, path: str) -> None:
-        """Write the shared library. aarch64 host code from another machine is linked as the ``arm``
-        device links (``$NNADAPTER_TVM_ARM_CXX``, ``aarch64-linux-gnu-g++``, else the ``ziglang``
-        wheel's zig), so ``pip install`` alone can export for a board; the rest as ``GpuDriver``."""
-        if host_of(executable) == "aarch64" and host_machine() != "aarch64":
-            linker = toolchain.cross_linker(HOST_TRIPLES["aarch64"], self.name, ResultCode.FEATURE_NOT_SUPPORTED)
-            executable.export_library(path, workspace_dir=os.path.dirname(path), fcompile=linker)
-            return
-        super().export(executable, path)
 
     def load(self, path: str, props: dict) -> Program:
         """Load an exported module onto OpenCL device 0.

@@ -24,7 +24,7 @@ from tvm import te
 
 import nnadapter_tvm as nna
 from nnadapter_tvm.runtime.convert import convert_model
-from nnadapter_tvm.targets import DRIVERS, gpu
+from nnadapter_tvm.targets import DRIVERS, gpu, toolchain
 from nnadapter_tvm.tools import builtin_model
 
 OP = nna.OperationType
@@ -277,9 +277,13 @@ def test_opencl_builds_exports_and_kernels_compile(name, tmp_path):
     assert declared <= built, f"kernels missing from the OpenCL build: {declared - built}"
 
 
+def _skip_without_aarch64_linker() -> None:
+    if shutil.which("aarch64-linux-gnu-g++") is None and toolchain.zig_executable() is None:
+        pytest.skip("no aarch64 linker: neither aarch64-linux-gnu-g++ on PATH nor the ziglang package")
+
+
 def test_opencl_host_code_cross_compiles_for_aarch64(tmp_path):
-    if shutil.which("aarch64-linux-gnu-g++") is None:
-        pytest.skip("aarch64-linux-gnu-g++ is not on PATH (CI: apt-get install g++-aarch64-linux-gnu)")
+    _skip_without_aarch64_linker()
     executable, _ = _build(OPENCL, "SOFTMAX", "OPENCL_HOST=aarch64")
     assert gpu.host_of(executable) == "aarch64"
     assert _elf_machine(_export(OPENCL, executable, tmp_path)) == 183  # EM_AARCH64
@@ -300,8 +304,8 @@ def _compile_to_cache(device: str, props: str, cache_dir) -> tuple[nna.Compilati
 def test_opencl_compiles_to_the_cache_here_and_says_why_it_cannot_run(props, tmp_path):
     if tvm.runtime.enabled("opencl"):
         pytest.skip("this TVM runtime has OpenCL")
-    if "aarch64" in props and shutil.which("aarch64-linux-gnu-g++") is None:
-        pytest.skip("aarch64-linux-gnu-g++ is not on PATH (CI: apt-get install g++-aarch64-linux-gnu)")
+    if "aarch64" in props:
+        _skip_without_aarch64_linker()
     _, context = _compile_to_cache("opencl", props, tmp_path)
     assert os.path.isfile(tmp_path / ("G" * 32 + ".nnc"))
     # A board that never compiles loads the cache without the model.
@@ -320,8 +324,8 @@ def test_opencl_compiles_to_the_cache_here_and_says_why_it_cannot_run(props, tmp
 def test_opencl_load_explains_what_is_missing(props, tmp_path):
     if tvm.runtime.enabled("opencl") and not props:
         pytest.skip("this TVM runtime has OpenCL")
-    if "aarch64" in props and shutil.which("aarch64-linux-gnu-g++") is None:
-        pytest.skip("aarch64-linux-gnu-g++ is not on PATH")
+    if "aarch64" in props:
+        _skip_without_aarch64_linker()
     context = nna.Context([nna.Device.acquire("opencl")], props)
     executable, _ = _build(OPENCL, "RESHAPE", props)
     path = os.path.join(tmp_path, "module.so")

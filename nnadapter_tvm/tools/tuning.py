@@ -22,6 +22,7 @@ import tvm_ffi
 
 from nnadapter_tvm.errors import fail, tvm_error_text
 from nnadapter_tvm.runtime.tuning_database import APPLIED, RECORDS, WORKLOADS, TuningDatabase, apply
+from nnadapter_tvm.targets.toolchain import Linker
 from nnadapter_tvm.types import ResultCode
 
 # What a build needs to apply the records lives in the runtime (runtime/tuning_database.py); re-exported
@@ -112,7 +113,7 @@ def kernels(fused_modules: Sequence[tvm.IRModule], target: tvm.target.Target) ->
     return [tuple(entry) for entry in found.values()]
 
 
-def _export_with(cxx: str, mod: tvm.runtime.Module) -> str:
+def _export_with(cxx: Linker, mod: tvm.runtime.Module) -> str:
     """MetaSchedule's export step, linked by ``cxx`` (the aarch64 cross compiler when tuning for a board)."""
     import tempfile
 
@@ -132,7 +133,7 @@ def _build(mod: tvm.IRModule, target: tvm.target.Target, _params: object) -> tvm
     return tvm.driver.build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
 
 
-def make_builder(cross_compiler: str | None = None):  # -> ms.builder.Builder
+def make_builder(cross_compiler: Linker | None = None):  # -> ms.builder.Builder
     """MetaSchedule's builder; with ``cross_compiler`` the candidates are linked for another machine."""
     ms = _meta_schedule()
     export = None if cross_compiler is None else functools.partial(_export_with, cross_compiler)
@@ -155,7 +156,7 @@ def tune(
     trials: int,
     progress: Callable[[int, int], None] | None = None,
     rpc_config: object | None = None,
-    cross_compiler: str | None = None,
+    cross_compiler: Linker | None = None,
 ) -> dict:
     """One MetaSchedule search over every kernel of ``fused_modules``, ``trials`` measured candidates in
     all. An existing database in ``work_dir`` is resumed: its records count towards ``trials`` and seed
@@ -238,7 +239,7 @@ def tune(
 
 
 def _measure(
-    mods: list[tvm.IRModule], target: tvm.target.Target, rpc_config: object | None, cross_compiler: str | None
+    mods: list[tvm.IRModule], target: tvm.target.Target, rpc_config: object | None, cross_compiler: Linker | None
 ) -> list[float]:
     """Median run time of each single-kernel module, in seconds (inf where it fails to build or run)."""
     ms = _meta_schedule()
@@ -265,7 +266,7 @@ def select(
     work_dir: str,
     default_schedule: Callable[[tvm.tirx.PrimFunc], tvm.tirx.PrimFunc],
     rpc_config: object | None = None,
-    cross_compiler: str | None = None,
+    cross_compiler: Linker | None = None,
 ) -> list[dict]:
     """Measure each tuned kernel's best record against its ``default_schedule`` on the same runner and keep
     (in ``work_dir/applied``, the database a build applies) only those at least ``MIN_GAIN`` faster: with
