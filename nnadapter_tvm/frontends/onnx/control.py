@@ -77,7 +77,7 @@ def import_control(graph: ImportedGraph, index: int, node: onnx.NodeProto, input
                 # branch, where every rank is known (the tail is duplicated, once per branch).
                 unit = ControlUnit(node, index, [inputs[i] for i in slots], [], slots=slots, opset=opset)
                 names = [o.name for o in graph.model.graph.output]
-                graph.continued_from = index  # graph.py skips the nodes after this one
+                graph.continued_from = index  # ImportedGraph skips the nodes after this one
                 branches = {k: _continued(attrs[k].g, node, rest, graph.model.graph) for k in _BRANCHES}
                 token = _SPECULATIVE.set(True)
                 try:
