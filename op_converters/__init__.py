@@ -21,6 +21,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     reduce,
     resize,
     roi_align,
+    scatter,
     shape,
     unary,
 )
