@@ -11,7 +11,9 @@ from tvm import relax, te, tirx
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.float32 import F32, dtype_of, f32
 from nnadapter_tvm.op_converters.helpers import rank4
+from nnadapter_tvm.op_converters.indexing import _worst_index
 from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.runtime.runtime_check import VALUE, data_checks_enabled
 from nnadapter_tvm.types import OperationType as O
 
 # A fixed sampling_ratio above this is refused: 256^2 = 65536 samples per bin is already far beyond
@@ -31,7 +33,10 @@ def roi_align(args: OpArgs) -> relax.Expr:
     map, whose bins are at most H + 1 by W + 1 pixels, while a huge, infinite or NaN ROI is sampled
     coarser rather than for hours) at the sub-bin centres; a sample beyond [-1, H] x [-1, W] counts 0,
     one inside is clamped to the border.  A fixed sampling_ratio above 256 is refused.  Batch indices
-    outside [0, N) are clamped (Paddle rejects them).  The output's first dimension is R, the number of
+    must lie in [0, N) (Paddle and onnxruntime reject others): constant ones are checked at compile time,
+    ones read at execution there, by one reduction over them (their minimum if negative, else their
+    maximum), an index out of range failing with INVALID_DIMENSIONS naming it and the range (the kernel
+    still clamps its reads, as the check may run after it).  The output's first dimension is R, the number of
     ROIs (the spec writes N).
     ``batch_indices`` holds one image index per ROI, as the spec says (Paddle's ``boxes_num``, a count
     per image, must be expanded to it).
@@ -64,6 +69,7 @@ def roi_align(args: OpArgs) -> relax.Expr:
     if not spatial_scale > 0:
         args.fail(f"must be positive, got {spatial_scale}", "spatial_scale")
     aligned = args.bool("aligned", False)
+    _check_batch_indices(args, batch, args.shape(x)[0], batch_shape[0])
 
     def compute(data: te.Tensor, boxes: te.Tensor, batch_index: te.Tensor) -> te.Tensor:
         num, channels, h, w = data.shape
@@ -126,6 +132,28 @@ def roi_align(args: OpArgs) -> relax.Expr:
         return te.compute([count_rois, channels, pooled_h, pooled_w], average, name="roi_align")
 
     return args.emit_te(compute, x, rois, batch)
+
+
+def _check_batch_indices(args: OpArgs, batch: relax.Expr, num, count) -> None:
+    """Every batch index must lie in [0, num) (``num`` the input's batch, static or symbolic; ``count`` the
+    number of ROIs, which may be 0 only where it is symbolic): at compile time for constants, else at
+    execution through OpArgs.check_value, as GATHER checks its indices."""
+    n = str(num) if isinstance(num, int) else "N"
+    if args.operand("batch_indices").is_constant:
+        values = args.value("batch_indices")
+        if values.size and (values.min() < 0 or values.max() >= num):
+            args.fail(f"batch indices must lie in [0, {n}), got {values.tolist()}", "batch_indices")
+        return
+    if not data_checks_enabled() or (isinstance(count, int) and count == 0):
+        return
+    worst = args.emit_te(_worst_index, batch, 0)  # the minimum where negative, else the maximum
+    size = "" if isinstance(num, int) else " (N: the input's batch at execution)"
+
+    def in_range(v: tirx.Var) -> tirx.PrimExpr:
+        ok = tirx.And(v >= 0, v < num)
+        return ok if isinstance(count, int) else tirx.Or(ok, tirx.EQ(count, tirx.const(0, "int64")))
+
+    args.check_value(worst, in_range, f"batch index {VALUE} is out of range [0, {n}){size}", "batch_indices")
 
 
 def _adaptive_samples(bin_size, extent, like):

@@ -138,21 +138,29 @@ def test_roi_align_unknown_roi_count_and_batch():
     check_op(OP.ROI_ALIGN, inputs, expected, outputs=[Out(dims=[UNKNOWN, 2, 2, 2])], **BLEND)
 
 
-def test_roi_align_clamps_batch_indices():
-    # Indices outside [0, N) read the nearest image instead of memory past the input (Paddle rejects them).
+@pytest.mark.parametrize("bad", [-3, 9, 2])
+def test_roi_align_refuses_batch_indices_outside_the_batch(bad):
+    """A batch index read at execution outside [0, N) fails naming the operation, the operand, the value
+    and the range (numpy's x[batch_indices[r]] refuses it too; onnxruntime and Paddle reject it), instead
+    of reading the nearest image."""
     x = rand(2, 2, 6, 7, seed=23)
-    inputs = [
-        In(x),
-        In(ROIS[:2]),
-        In(np.array([-3, 9], "int32"), P.INT32),
-        i32([2]),
-        i32([2]),
-        i32([2]),
-        f32([1.0]),
-        b8([False]),
-    ]
-    expected = roi_align_ref(x, ROIS[:2], [0, 1], 2, 2, 2, 1.0, False)
-    check_op(OP.ROI_ALIGN, inputs, expected, **BLEND)
+    with pytest.raises(IndexError):
+        x[[0, bad]]  # the reference refuses it too
+    inputs = [In(x), In(ROIS[:2]), In(np.array([0, bad], "int32"), P.INT32), i32([2]), i32([2]), i32([2]), f32([1.0])]
+    expect_error(
+        lambda: run_op(OP.ROI_ALIGN, [*inputs, b8([False])], [Out(dims=[2, 2, 2, 2])], [(2, 2, 2, 2)]),
+        "ROI_ALIGN",
+        "'batch_indices'",
+        f"batch index {bad} is out of range [0, 2)",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+
+
+def test_roi_align_batch_indices_in_range_are_read():
+    x = rand(2, 2, 6, 7, seed=23)
+    inputs = [In(x), In(ROIS[:2]), In(np.array([1, 0], "int32"), P.INT32), i32([2]), i32([2]), i32([2]), f32([1.0])]
+    expected = roi_align_ref(x, ROIS[:2], [1, 0], 2, 2, 2, 1.0, False)
+    check_op(OP.ROI_ALIGN, [*inputs, b8([False])], expected, **BLEND)
 
 
 def test_roi_align_quantized():
