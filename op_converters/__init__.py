@@ -20,6 +20,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     recurrent,
     reduce,
     resize,
+    resize_onnx,
     roi_align,
     scatter,
     shape,

@@ -18,6 +18,7 @@ from nnadapter_tvm.frontends.onnx import host
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
+from nnadapter_tvm.op_converters import resize_onnx
 from nnadapter_tvm.types import OperationType as O
 
 F32 = np.float32
@@ -135,15 +136,17 @@ def resize(ctx: NodeContext) -> Value:
     what = f"mode '{mode}', coordinate_transformation_mode '{transform}'" + (
         f", nearest_mode '{nearest_mode}'" if mode == "nearest" else ""
     )
-    if mode not in ("nearest", "linear", "bilinear"):
-        ctx.unsupported(f"{what}: NNAdapter resizes nearest or (bi)linear only")
-    if x.rank != 4:
-        ctx.unsupported(f"{x.describe()}: RESIZE_* take a 4-D [N, C, H, W] input")
-    axes = ctx.attr("axes", None)
-    if axes is not None and sorted(a % 4 for a in axes) != [2, 3]:
-        ctx.unsupported(f"axes {list(axes)}: NNAdapter resizes H and W only")
     if x.dtype != np.float32:
         ctx.unsupported(f"{x.dtype} input: RESIZE_* compute in float32")
+    axes = ctx.attr("axes", None)
+    if (
+        mode not in ("nearest", "linear", "bilinear")
+        or x.rank != 4
+        or (axes is not None and sorted(a % 4 for a in axes) != [2, 3])
+        or ctx.attr("antialias", 0)
+        or transform == "tf_crop_and_resize"
+    ):
+        return _resize_onnx(ctx, x, f"{what}: NNAdapter's RESIZE_* resize H and W, nearest or bilinear, unfiltered")
     n, c, h, w = (None if d is None or d < 0 else d for d in x.shape)
     if ctx.op_type == "Resize" and ctx.opset >= 11 and ctx.has(3) and _computed(ctx.input(3)):
         return _resize_to_computed_sizes(ctx, x, (n, c, h, w), mode != "nearest", what)
@@ -184,7 +187,7 @@ def resize(ctx: NodeContext) -> Value:
             for image, e in zip(images, expected)
         ):
             return _emit(ctx, x, (n, c, *out_hw), config, scales if None in out_hw else None)
-    ctx.unsupported(f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
+    return _resize_onnx(ctx, x, f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
 
 
 def _computed(v: Value) -> bool:
@@ -248,3 +251,86 @@ def _emit(ctx: NodeContext, x: Value, shape: tuple, config: dict, size_scales=No
     if config["linear"]:
         return ctx.emit(O.RESIZE_LINEAR, [*inputs, ctx.i32(config["align_mode"])], shape=shape)
     return ctx.emit(O.RESIZE_NEAREST, inputs, shape=shape)
+
+
+def _resize_onnx(ctx: NodeContext, x: Value, why: str) -> Value:
+    """Resize (opset 11 and up) -> the RESIZE_ONNX extension, which computes every mode and coordinate
+    transformation as ONNX does: its sizes and scales are ONNX's, resolved here over the input's rank
+    (axes, keep_aspect_ratio_policy) as the reference's _interpolate_nd resolves them.  Resized axes
+    need sizes known at import; ``why`` says why RESIZE_* did not do."""
+    if ctx.op_type != "Resize" or ctx.opset < 11:
+        ctx.unsupported(f"{why} (and RESIZE_ONNX takes Resize from opset 11)")
+    mode = ctx.attr("mode", "nearest")
+    if mode not in resize_onnx.MODES:
+        ctx.unsupported(f"{why}: mode '{mode}' is not one of ONNX's")
+    rank = x.rank
+    dims = [None if d is None or d < 0 else int(d) for d in x.shape]
+    roi = ctx.const(1) if ctx.has(1) else None
+    scales = ctx.const(2) if ctx.has(2) else None
+    sizes = ctx.const(3) if ctx.has(3) else None
+    scales = None if scales is None or np.size(scales) == 0 else [float(s) for s in np.reshape(scales, -1)]
+    sizes = None if sizes is None or np.size(sizes) == 0 else [int(s) for s in np.reshape(sizes, -1)]
+    roi = None if roi is None or np.size(roi) == 0 else [float(r) for r in np.reshape(roi, -1)]
+    axes = [int(a) % rank for a in ctx.attr("axes", list(range(rank)))]
+    if (scales is None) == (sizes is None):
+        ctx.fail("exactly one of scales and sizes must be given")
+    given = scales if scales is not None else sizes
+    if len(given) != len(axes):
+        ctx.fail(f"{'scales' if scales is not None else 'sizes'} {given} must hold one value per axis {axes}")
+    full_roi = None
+    if roi is not None:
+        if len(roi) == 2 * rank and len(axes) != rank:
+            full_roi = roi
+        else:
+            if len(roi) != 2 * len(axes):
+                ctx.fail(f"roi {roi} must hold {2 * len(axes)} values (starts, then ends)")
+            full_roi = [0.0] * rank + [1.0] * rank
+            for i, d in enumerate(axes):
+                full_roi[d], full_roi[rank + d] = roi[i], roi[len(axes) + i]
+    scale = [1.0] * rank
+    out: list[int | None] = list(dims)
+    if scales is not None:
+        for s, d in zip(scales, axes):
+            scale[d] = s
+            if s != 1.0 or (
+                full_roi is not None and ctx.attr("coordinate_transformation_mode", "") == "tf_crop_and_resize"
+            ):
+                if dims[d] is None:
+                    ctx.unsupported(f"{why}; axis {d} of {x.describe()} is resized: its size must be known")
+                out[d] = int(np.floor(s * dims[d]))
+    else:
+        for s, d in zip(sizes, axes):
+            if dims[d] is None:
+                ctx.unsupported(f"{why}; axis {d} of {x.describe()} is resized: its size must be known")
+            scale[d] = s / dims[d]
+            out[d] = s
+        policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                ctx.fail(f"keep_aspect_ratio_policy '{policy}' is not stretch, not_larger or not_smaller")
+            kept = (min if policy == "not_larger" else max)(scale[d] for d in axes)
+            for d in axes:
+                scale[d] = kept
+                out[d] = int(kept * dims[d] + 0.5)  # ONNX rounds half up
+    transform = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    nearest_mode = ctx.attr("nearest_mode", "round_prefer_floor")
+    for name, value, names in (
+        ("coordinate_transformation_mode", transform, resize_onnx.COORDINATE_TRANSFORMATION_MODES),
+        ("nearest_mode", nearest_mode, resize_onnx.NEAREST_MODES),
+    ):
+        if value not in names:
+            ctx.unsupported(f"{name} '{value}' is not one of {', '.join(names)}")
+    inputs = [
+        x,
+        ctx.i32([-1 if o is None else o for o in out]),
+        ctx.constant(scale, "float64"),
+        ctx.constant(full_roi if full_roi is not None and transform == "tf_crop_and_resize" else [], "float64"),
+        ctx.i32(resize_onnx.MODES.index(mode)),
+        ctx.i32(resize_onnx.COORDINATE_TRANSFORMATION_MODES.index(transform)),
+        ctx.i32(resize_onnx.NEAREST_MODES.index(nearest_mode)),
+        ctx.f32(ctx.attr("cubic_coeff_a", -0.75)),
+        ctx.boolean(ctx.attr("exclude_outside", 0)),
+        ctx.f32(ctx.attr("extrapolation_value", 0.0)),
+        ctx.boolean(ctx.attr("antialias", 0)),
+    ]
+    return ctx.emit(resize_onnx.RESIZE_ONNX, inputs, shape=tuple(out))
