@@ -487,19 +487,19 @@ def _expand_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
                 args.fail(f"a new leading dimension must be non-negative, got {t}", "shape")
             dims.append(t)
             if not _static(t):
-                conditions.append(t >= 0)
+                conditions.append((t >= 0, t))
         elif _static(t) and t in (-1, 1):
             dims.append(d)
         elif _static(d) and d == 1:
             dims.append(t)
             if not _static(t):
-                conditions.append(t >= -1)
+                conditions.append((t >= -1, t))
         elif _static(t) or _static(d) or not _same_dim(d, t):
             one, minus_one = tirx.const(1, "int64"), tirx.const(-1, "int64")
             tt = tirx.const(t, "int64") if _static(t) else t
             dd = tirx.const(d, "int64") if _static(d) else d
             keep = tirx.Or(tirx.EQ(tt, minus_one), tirx.EQ(tt, one))
-            conditions.append(tirx.Or(tirx.Or(keep, tirx.EQ(dd, tt)), tirx.EQ(dd, one)))
+            conditions.append((tirx.Or(tirx.Or(keep, tirx.EQ(dd, tt)), tirx.EQ(dd, one)), tt if not _static(t) else dd))
             if _static(d):
                 dims.append(d)  # d > 1: the size must be d (or keep it)
             elif _static(t):
@@ -508,9 +508,13 @@ def _expand_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
                 dims.append(tirx.Select(keep, dd, tt))
         else:
             dims.append(d)
-    for condition in conditions:
+    # Guards on the sizes (require_dims), not on the tensor: a match_cast of x, when x is one item of a
+    # multi-output kernel (GRU's Y) that an element-wise consumer also reads, made FuseOps hand that item
+    # back from the consumer's fused function as its own parameter, and FuseTIR failed ("There must be an
+    # in-place index specified for each output").
+    for condition, dim in conditions:
         message = "the input's dimensions cannot expand to the shape computed at execution"
-        x = args.require(x, condition, message, "shape")
+        args.require_dims(condition, dim, message, "shape")
     symbolic = {a for a, d in enumerate(in_shape) if not _static(d)}
     return args.emit_te(lambda t: _expand_te(t, dims, symbolic), x)
 
@@ -523,7 +527,8 @@ def _expand_te(x: te.Tensor, dims: list, symbolic: set[int]) -> te.Tensor:
         for a, d in enumerate(x.shape):
             v = i[a + diff]
             if a in symbolic:
-                v = tirx.if_then_else(d == 1, tirx.const(0, v.ty), v)
+                # min: reads stay inside x should the size guard (require_dims) run after this kernel
+                v = tirx.if_then_else(d == 1, tirx.const(0, v.ty), tirx.min(v, d - 1))
             elif _static_one(d):
                 v = tirx.const(0, v.ty)
             at.append(v)

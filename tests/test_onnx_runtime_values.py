@@ -272,3 +272,31 @@ def test_slice_of_constant_bounds_like_onnxruntime(start: int, end: int, step: i
     ours = nort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     assert ours.shape == expected.shape
     np.testing.assert_array_equal(ours, expected)
+
+
+def test_gru_output_read_by_an_activation_and_an_expand_to_a_fed_shape() -> None:
+    """GRU's Y read by Relu and by Expand to a shape fed at run time: Expand's size checks guarded Y itself
+    (a match_cast), and FuseOps then handed Y, one item of the recurrent kernel's outputs, back from Relu's
+    fused function as its own parameter: TVM's FuseTIR refused to build ("There must be an in-place index
+    specified for each output"; issue 17's fuzzer). Values against onnxruntime."""
+    rng = np.random.default_rng(7)
+    weights = {"w": (1, 12, 3), "r": (1, 12, 4), "b": (1, 24), "h0": (1, 5, 4)}
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(s).astype(F32) * 0.5, n) for n, s in weights.items()]
+    nodes = [
+        h.make_node("GRU", ["x", "w", "r", "b", "lens", "h0"], ["y", "yh"], direction="reverse", hidden_size=4),
+        h.make_node("Relu", ["y"], ["relu"]),
+        h.make_node("Expand", ["y", "shape"], ["expanded"]),
+    ]
+    inputs = [_vi("x", T.FLOAT, [3, 5, 3]), _vi("lens", T.INT32, [5]), _vi("shape", T.INT64, [4])]
+    outputs = [_vi(n, T.FLOAT, None) for n in ("relu", "expanded", "yh")]
+    graph = h.make_graph(nodes, "g", inputs, outputs, inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    feeds = {
+        "x": rng.standard_normal((3, 5, 3)).astype(F32),
+        "lens": np.array([2, 3, 2, 3, 1], np.int32),
+        "shape": np.array([3, 1, 5, 4]),
+    }
+    expected = ort.InferenceSession(model).run(None, feeds)
+    ours = nort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for a, b in zip(ours, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
