@@ -5,6 +5,7 @@ Importing this package registers every converter.
 
 from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registration)
     activation,
+    bitwise,
     conv,
     detection,
     elementwise,
