@@ -25,6 +25,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     roi_align,
     scatter,
     shape,
+    tensor_ops,
     unary,
 )
 from nnadapter_tvm.op_converters.registry import converter, get_converter, supported_operations
