@@ -24,6 +24,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     resize_onnx,
     roi_align,
     scatter,
+    selection,
     shape,
     tensor_ops,
     unary,

@@ -1,0 +1,416 @@
+"""Extensions whose output size depends on the data: NONZERO, COMPRESS, UNIQUE and ONNX's
+NonMaxSuppression (ALL_CLASS_NON_MAX_SUPPRESSION), codes 2300-2399.
+
+Each counts its output rows inside the graph (a reduction, or a small kernel), binds the count as a
+symbolic size (``relax.op.tensor_to_shape`` + ``match_cast``, as ``OpArgs.runtime_shape`` does), and
+only then fills outputs of exactly that size, so no padded buffer is ever cut.  The filling kernels are
+sequential TIR (a running position is the prefix sum of the mask); TVM 0.27's ``relax.op.nonzero`` and
+``relax.op.unique`` are not legalized for llvm (they lower to host callbacks), and
+``relax.op.vision.all_class_non_max_suppression`` takes the per-class cap as a compile-time constant,
+knows only the corner box format and pads its result, so none of them is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+from tvm import relax, te, tirx
+
+from nnadapter_tvm import extensions
+from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_schema import ANY, BOOL, F32, INT32_64, Arg
+from nnadapter_tvm.types import Precision as P
+
+I64 = "int64"
+INT64 = (P.INT64,)
+
+
+def _ir():
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder import tirx as T
+
+    return IRBuilder, T
+
+
+def _local(T, dtype: str):
+    return T.buffer_proxy(T.alloc_buffer((1,), dtype, scope="local"))
+
+
+def _bind_count(args: OpArgs, count: relax.Expr, name: str) -> tirx.Var:
+    """``count`` (an int64 tensor of one element, computed in the graph) as a new symbolic size."""
+    n = tirx.Var(name, I64)
+    shape = args.emit(relax.op.tensor_to_shape(relax.op.reshape(count, [1])))
+    args.match_cast(shape, [n])
+    return n
+
+
+def _is_set(x: relax.Expr) -> relax.Expr:
+    """not (x == 0) as bool: NaN counts as set, as numpy's nonzero (TVM's != is LLVM's ordered one,
+    false for NaN)."""
+    if x.ty.dtype == "bool":
+        return x
+    return relax.op.logical_not(relax.op.equal(x, relax.const(0, x.ty.dtype)))
+
+
+def _count_set(args: OpArgs, x: relax.Expr, name: str) -> tirx.Var:
+    count = args.emit(relax.op.sum(relax.op.astype(_is_set(x), I64)))
+    return _bind_count(args, count, name)
+
+
+def _nonzero_kernel(x: te.Tensor, n: tirx.Var) -> te.Tensor:
+    """The coordinates [rank, n] of x's set elements in row-major order (n: their count, bound before)."""
+    rank = len(x.shape)
+
+    def body(ins, outs):
+        IRBuilder, T = _ir()
+        with IRBuilder() as ib, T.serial(0, 1):
+            data, out = T.buffer_proxy(ins[0]), T.buffer_proxy(outs[0])
+            pos = _local(T, I64)
+            pos[0] = tirx.const(0, I64)
+            with contextlib.ExitStack() as loops:
+                index = [loops.enter_context(T.serial(0, d)) for d in ins[0].shape]
+                value, dtype = data[tuple(index)], ins[0].dtype
+                is_set = value if dtype == "bool" else value != tirx.const(0, dtype)
+                if dtype.startswith("float"):
+                    is_set = tirx.any(is_set, tirx.isnan(value))  # != is ordered: false for NaN
+                with T.If(is_set), T.Then():
+                    for d in range(rank):
+                        out[d, pos[0]] = index[d].astype(I64)
+                    pos[0] = pos[0] + 1
+        return ib.get()
+
+    return te.extern([(rank, n)], [x], body, dtype=[I64], name="nonzero")
+
+
+def _nonzero(args: OpArgs, x: relax.Expr, name: str) -> relax.Expr:
+    n = _count_set(args, x, name)
+    return args.emit_te(_nonzero_kernel, x, n)
+
+
+def nonzero(args: OpArgs) -> relax.Expr:
+    """input (any type, rank >= 1) -> output [rank, n] (INT64): the indices of the nonzero elements (NaN
+    and true count), one column per element in row-major order; n is known only at execution.
+
+    The count is a reduction in the graph bound as a symbolic size before a sequential kernel writes
+    the coordinates at the running prefix count.
+
+    Reference: ONNX NonZero (numpy.nonzero).
+    """
+    x = args.raw_tensor("input")
+    if not args.shape(x):
+        args.fail("must have rank >= 1 (ONNX NonZero of a scalar is not defined by numpy.nonzero)", "input")
+    return _nonzero(args, x, "nonzero_count")
+
+
+def compress(args: OpArgs) -> relax.Expr:
+    """input, condition (1-D BOOL8), axis (optional: absent flattens the input) -> output: the slices of
+    input along axis whose condition is true, in order; a condition shorter than the axis selects none
+    of the rest.  The output's size along axis is known only at execution.
+
+    Reference: ONNX Compress (numpy.compress).
+    """
+    x, cond = args.raw_tensor("input"), args.raw_tensor("condition")
+    shape = args.shape(x)
+    if not args.has("axis"):
+        x = args.emit(relax.op.reshape(x, [-1]))
+        shape = args.shape(x)
+    axis = args.axis("axis", len(shape), 0) if args.has("axis") else 0
+    if len(args.shape(cond)) != 1:
+        args.fail(f"must be 1-D, got shape {args.shape(cond)}", "condition")
+    length, dim = args.shape(cond)[0], shape[axis]
+    if isinstance(length, int) and isinstance(dim, int):
+        if length > dim:
+            # numpy.compress reads past the axis only to fail: a true there is out of range.
+            rest = relax.op.strided_slice(cond, [0], [dim], [length])
+            past = args.emit(relax.op.reshape(relax.op.sum(relax.op.astype(rest, I64)), [1]))
+            message = f"selects {{value}} slices past the input's axis {axis} of size {dim} (length {length})"
+            args.check_value(past, lambda v: v == 0, message, "condition")
+            cond = args.emit(relax.op.strided_slice(cond, [0], [0], [dim]))
+    else:
+        message = f"length {length} exceeds the input's axis {axis} of size {dim}"
+        args.require_dims(
+            tirx.const(length, "int64") <= dim if isinstance(length, int) else length <= dim,
+            length,
+            message,
+            "condition",
+        )
+    indices = _nonzero(args, cond, "compress_count")
+    indices = args.emit(relax.op.squeeze(indices, [0]))
+    return relax.op.take(x, indices, axis=axis, mode="clip")
+
+
+# -- UNIQUE ---------------------------------------------------------------------------
+
+
+def _first_kernel(x: te.Tensor) -> te.Tensor:
+    """first[i]: the smallest j with row j equal to row i, for x [N, K] (O(N^2 K))."""
+
+    def body(ins, outs):
+        IRBuilder, T = _ir()
+        rows, width = ins[0].shape
+        with IRBuilder() as ib, T.serial(0, 1):
+            data, first = T.buffer_proxy(ins[0]), T.buffer_proxy(outs[0])
+            same = _local(T, I64)
+            with T.serial(0, rows) as i:
+                first[i] = i
+                with T.serial(0, i) as jr:
+                    j = i - 1 - jr  # backwards, so the last equal row met is the first one
+                    same[0] = tirx.const(1, I64)
+                    with T.serial(0, width) as k:
+                        same[0] = tirx.Select(data[j, k] == data[i, k], same[0], tirx.const(0, I64))
+                    with T.If(same[0] == 1), T.Then():
+                        first[i] = j
+        return ib.get()
+
+    return te.extern([(x.shape[0],)], [x], body, dtype=[I64], name="unique_first")
+
+
+def _unique_kernel(x: te.Tensor, first: te.Tensor, u: tirx.Var, *, ordered: bool) -> list[te.Tensor]:
+    """From first[N]: idx[u] (first occurrence of each unique row, in sorted or first-seen order),
+    inverse[N], counts[u]; slot[N] is scratch."""
+
+    def body(ins, outs):
+        IRBuilder, T = _ir()
+        rows, width = ins[0].shape
+        with IRBuilder() as ib, T.serial(0, 1):
+            data, first_ = T.buffer_proxy(ins[0]), T.buffer_proxy(ins[1])
+            idx, inverse, counts, slot = (T.buffer_proxy(b) for b in outs)
+            seen, rank, state = _local(T, I64), _local(T, I64), _local(T, I64)
+            seen[0] = tirx.const(0, I64)
+            with T.serial(0, rows) as i, T.If(first_[i] == i), T.Then():
+                if ordered:
+                    # Rank among the unique rows: how many are lexicographically smaller.
+                    rank[0] = tirx.const(0, I64)
+                    with T.serial(0, rows) as j, T.If(first_[j] == j), T.Then():
+                        state[0] = tirx.const(0, I64)  # 0 equal so far, -1 row j smaller, 1 larger
+                        with T.serial(0, width) as k, T.If(state[0] == 0), T.Then():
+                            a, b = data[j, k], data[i, k]
+                            state[0] = tirx.Select(a < b, tirx.const(-1, I64), tirx.Select(a > b, 1, 0).astype(I64))
+                        rank[0] = rank[0] + (state[0] == -1).astype(I64)
+                else:
+                    rank[0] = seen[0]
+                idx[rank[0]] = i
+                counts[rank[0]] = tirx.const(0, I64)
+                slot[i] = rank[0]
+                seen[0] = seen[0] + 1
+            with T.serial(0, rows) as i:
+                r = slot[first_[i]]
+                inverse[i] = r
+                counts[r] = counts[r] + 1
+        return ib.get()
+
+    rows = x.shape[0]
+    shapes = [(u,), (rows,), (u,), (rows,)]
+    return te.extern(shapes, [x, first], body, dtype=[I64] * 4, name="unique")
+
+
+def unique(args: OpArgs) -> list[relax.Expr]:
+    """input, sorted (default true), axis (optional: absent flattens the input) -> output (the unique
+    elements, or slices along axis), indices (INT64: each one's first occurrence), inverse_indices
+    (INT64: for each element or slice, its place in output), counts (INT64).  With sorted the unique
+    values are in ascending (lexicographic for slices) order, else in the order first met.  The unique
+    count is known only at execution.  Equality is exact (NaN is never equal to itself).
+
+    Kernels are O(N^2) in the number of elements or slices N: meant for small tensors.
+
+    Reference: ONNX Unique (onnx.reference's numpy.unique with return_index/inverse/counts).
+    """
+    x = args.raw_tensor("input")
+    shape = args.shape(x)
+    ordered = args.bool("sorted", True)
+    if args.has("axis"):
+        if not shape:
+            args.fail("is given but the input is a scalar", "axis")
+        axis = args.axis("axis", len(shape))
+        perm = [axis] + [d for d in range(len(shape)) if d != axis]
+        rows = args.emit(relax.op.permute_dims(x, perm)) if axis else x
+        rows = args.emit(relax.op.reshape(rows, [shape[axis], -1]))
+        source = x
+    else:
+        axis = 0
+        source = args.emit(relax.op.reshape(x, [-1]))
+        rows = args.emit(relax.op.reshape(source, [-1, 1]))
+    first = args.emit_te(_first_kernel, rows)
+    arange = relax.op.arange(relax.prim_value(0), relax.prim_value(args.shape(first)[0]), dtype=I64)
+    count = args.emit(relax.op.sum(relax.op.astype(relax.op.equal(first, arange), I64)))
+    u = _bind_count(args, count, "unique_count")
+
+    def unique_kernel(x: te.Tensor, first: te.Tensor) -> list[te.Tensor]:
+        return _unique_kernel(x, first, u, ordered=ordered)
+
+    result = args.emit_te(unique_kernel, rows, first)
+    idx, inverse, counts = (args.emit(relax.TupleGetItem(result, k)) for k in range(3))
+    output = relax.op.take(source, idx, axis=axis, mode="clip")
+    return [output, idx, inverse, counts][: max(args.output_count, 1)]
+
+
+# -- ONNX NonMaxSuppression -----------------------------------------------------------
+
+
+def _corners(box, i, center: bool):
+    """(ymin, xmin, ymax, xmax) of box i: corners in either order, or [x_center, y_center, w, h]."""
+    if center:
+        xc, yc, w, h = (box(i, k) for k in range(4))
+        return yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2
+    y1, x1, y2, x2 = (box(i, k) for k in range(4))
+    return tirx.min(y1, y2), tirx.min(x1, x2), tirx.max(y1, y2), tirx.max(x1, x2)
+
+
+def _suppresses(box, a, b, center: bool, iou_threshold: float) -> tirx.PrimExpr:
+    """onnx.reference's suppress_by_iou: IoU > threshold, false for disjoint or empty boxes."""
+    ay0, ax0, ay1, ax1 = _corners(box, a, center)
+    by0, bx0, by1, bx1 = _corners(box, b, center)
+    ix0, ix1 = tirx.max(ax0, bx0), tirx.min(ax1, bx1)
+    iy0, iy1 = tirx.max(ay0, by0), tirx.min(ay1, by1)
+    inter = (ix1 - ix0) * (iy1 - iy0)
+    area_a, area_b = (ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0)
+    union = area_a + area_b - inter
+    zero = tirx.const(0.0, "float32")
+    valid = tirx.all(ix1 > ix0, iy1 > iy0, inter > zero, area_a > zero, area_b > zero, union > zero)
+    return tirx.all(valid, inter / tirx.Select(valid, union, tirx.const(1.0, "float32")) > iou_threshold)
+
+
+def _nms_select_ir(ins, outs, *, limit, iou_threshold, score_threshold, center):
+    """Per (batch, class): candidates by descending score (ties: lower index first) taken while not
+    suppressed by a selected box, at most ``limit``; sel[b, c, :cnt[b, c]] holds them."""
+    IRBuilder, T = _ir()
+    boxes, scores, order = ins
+    batches, num_boxes, _ = boxes.shape
+    classes = scores.shape[1]
+    with IRBuilder() as ib, T.serial(0, 1):
+        boxes_, scores_, order_ = (T.buffer_proxy(b) for b in (boxes, scores, order))
+        sel, cnt = T.buffer_proxy(outs[0]), T.buffer_proxy(outs[1])
+        keep = _local(T, I64)
+        with T.serial(0, batches) as n, T.serial(0, classes) as c:
+            cnt[n, c] = tirx.const(0, I64)
+
+            def box(i, k, n=n):
+                return boxes_[n, i, k]
+
+            with T.serial(0, num_boxes) as k:
+                idx = order_[n, c, k]
+                take = cnt[n, c] < limit
+                if score_threshold is not None:
+                    take = tirx.all(take, scores_[n, c, idx] > tirx.const(score_threshold, "float32"))
+                with T.If(take), T.Then():
+                    keep[0] = tirx.const(1, I64)
+                    with T.serial(0, cnt[n, c]) as t:
+                        hit = _suppresses(box, sel[n, c, t], idx, center, iou_threshold)
+                        keep[0] = tirx.Select(hit, tirx.const(0, I64), keep[0])
+                    with T.If(keep[0] == 1), T.Then():
+                        sel[n, c, cnt[n, c]] = idx
+                        cnt[n, c] = cnt[n, c] + 1
+    return ib.get()
+
+
+def _nms_rows_ir(ins, outs):
+    """The selected (batch, class, box) rows, by batch, class, then selection order."""
+    IRBuilder, T = _ir()
+    sel, cnt = ins
+    batches, classes, _ = sel.shape
+    with IRBuilder() as ib, T.serial(0, 1):
+        sel_, cnt_, out = T.buffer_proxy(sel), T.buffer_proxy(cnt), T.buffer_proxy(outs[0])
+        row = _local(T, I64)
+        row[0] = tirx.const(0, I64)
+        with T.serial(0, batches) as n, T.serial(0, classes) as c, T.serial(0, cnt_[n, c]) as t:
+            out[row[0], 0] = n.astype(I64)
+            out[row[0], 1] = c.astype(I64)
+            out[row[0], 2] = sel_[n, c, t]
+            row[0] = row[0] + 1
+    return ib.get()
+
+
+def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
+    """boxes [B, M, 4], scores [B, C, M], max_output_boxes_per_class (INT64, default 0; negative reads
+    as 0), iou_threshold (default 0), score_threshold (optional: absent keeps every score),
+    center_point_box (INT32, default 0) -> selected_indices [S, 3] (INT64 rows batch, class, box).
+
+    Per batch and class, boxes scoring above score_threshold are taken by descending score (ties by
+    lower index) and kept unless their IoU with a kept box exceeds iou_threshold, at most
+    max_output_boxes_per_class of them; rows are ordered by batch, class, then selection.  Boxes are
+    [y1, x1, y2, x2] with the corners in either order (center_point_box 0) or [x_center, y_center,
+    width, height] (1).  S is known only at execution.  (NON_MAX_SUPPRESSION is Paddle's multiclass
+    NMS, whose caps and output differ.)
+
+    Reference: ONNX NonMaxSuppression (onnx.reference's op_non_max_suppression).
+    """
+    boxes, scores = args.tensor("boxes"), args.tensor("scores")
+    box_shape, score_shape = args.shape(boxes), args.shape(scores)
+    if len(box_shape) != 3 or box_shape[2] != 4:
+        args.fail(f"must have shape [B, M, 4], got {box_shape}", "boxes")
+    if len(score_shape) != 3:
+        args.fail(f"must have shape [B, C, M], got {score_shape}", "scores")
+    for a, b, what in ((box_shape[0], score_shape[0], "batch"), (box_shape[1], score_shape[2], "box count M")):
+        if isinstance(a, int) and isinstance(b, int) and a != b:
+            args.fail(f"{what} {b} differs from the boxes' {a} (boxes {box_shape}, scores {score_shape})", "scores")
+    limit = max(args.int("max_output_boxes_per_class", 0), 0)
+    iou_threshold = args.float("iou_threshold", 0.0)
+    score_threshold = args.float("score_threshold") if args.has("score_threshold") else None
+    center = args.int("center_point_box", 0)
+    if center not in (0, 1):
+        args.fail(f"must be 0 (corners) or 1 (center, size), got {center}", "center_point_box")
+    order = args.emit(relax.op.argsort(scores, axis=2, descending=True, dtype=I64))
+    kernel = functools.partial(
+        _nms_select_ir,
+        limit=tirx.const(limit, I64),
+        iou_threshold=tirx.const(iou_threshold, "float32"),
+        score_threshold=score_threshold,
+        center=bool(center),
+    )
+
+    def select(b: te.Tensor, s: te.Tensor, o: te.Tensor) -> list[te.Tensor]:
+        shapes = [(b.shape[0], s.shape[1], b.shape[1]), (b.shape[0], s.shape[1])]
+        return te.extern(shapes, [b, s, o], kernel, dtype=[I64, I64], name="nms_select")
+
+    selected = args.emit_te(select, boxes, scores, order)
+    sel, cnt = (args.emit(relax.TupleGetItem(selected, k)) for k in range(2))
+    rows = _bind_count(args, args.emit(relax.op.sum(cnt)), "nms_selected")
+
+    def gather(s: te.Tensor, c: te.Tensor) -> te.Tensor:
+        return te.extern([(rows, 3)], [s, c], _nms_rows_ir, dtype=[I64], name="nms_rows")
+
+    return args.emit_te(gather, sel, cnt)
+
+
+NONZERO = extensions.register_builtin(
+    "NONZERO", 2300, [Arg("input", ANY)], [Arg("output", INT64)], nonzero, version="1"
+)
+COMPRESS = extensions.register_builtin(
+    "COMPRESS",
+    2301,
+    [Arg("input", ANY), Arg("condition", BOOL), Arg("axis", INT32_64, optional=True)],
+    [Arg("output", ANY)],
+    compress,
+    version="1",
+)
+UNIQUE = extensions.register_builtin(
+    "UNIQUE",
+    2302,
+    [Arg("input", ANY), Arg("sorted", BOOL + INT32_64, optional=True), Arg("axis", INT32_64, optional=True)],
+    [
+        Arg("output", ANY),
+        Arg("indices", INT64, optional=True),
+        Arg("inverse_indices", INT64, optional=True),
+        Arg("counts", INT64, optional=True),
+    ],
+    unique,
+    version="1",
+)
+ALL_CLASS_NON_MAX_SUPPRESSION = extensions.register_builtin(
+    "ALL_CLASS_NON_MAX_SUPPRESSION",
+    2303,
+    [
+        Arg("boxes", F32),
+        Arg("scores", F32),
+        Arg("max_output_boxes_per_class", INT32_64, optional=True),
+        Arg("iou_threshold", F32, optional=True),
+        Arg("score_threshold", F32, optional=True),
+        Arg("center_point_box", INT32_64, optional=True),
+    ],
+    [Arg("selected_indices", INT64)],
+    all_class_non_max_suppression,
+    version="1",
+)
+
+__all__ = ["ALL_CLASS_NON_MAX_SUPPRESSION", "COMPRESS", "NONZERO", "UNIQUE"]

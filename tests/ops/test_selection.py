@@ -1,0 +1,218 @@
+"""NONZERO, COMPRESS, UNIQUE and ALL_CLASS_NON_MAX_SUPPRESSION (extensions 2300-2303, outputs whose size
+depends on the data) against numpy (numpy.nonzero, numpy.compress, numpy.unique) and, for NMS, ONNX's
+reference evaluator on a one-node NonMaxSuppression model.  The outputs are declared with UNKNOWN sizes
+where they depend on the data: the execution reports them."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+from oputil import UNKNOWN, In, Out, P, b8, check_op, expect_error, f32, i32, i64, rand, run_op
+
+import nnadapter_tvm as nna
+from nnadapter_tvm.op_converters.selection import ALL_CLASS_NON_MAX_SUPPRESSION, COMPRESS, NONZERO, UNIQUE
+
+PRECISION = {"float32": P.FLOAT32, "int32": P.INT32, "int64": P.INT64, "bool": P.BOOL8}
+
+
+def test_codes_are_in_the_builtin_range() -> None:
+    for op in (NONZERO, COMPRESS, UNIQUE, ALL_CLASS_NON_MAX_SUPPRESSION):
+        assert 2300 <= int(op) < 2400 and nna.OperationType(int(op)) is op
+
+
+# -- NONZERO ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.array([[1.0, 0.0, 2.0], [0.0, np.nan, 0.0]], "float32"),  # NaN is nonzero, as numpy says
+        np.array([0, 3, 0, -1, 0], "int32"),
+        np.random.default_rng(1).integers(0, 2, (2, 3, 4)).astype("bool"),
+        np.zeros((2, 3), "float32"),  # no element: a [2, 0] result
+    ],
+    ids=["f32-nan", "int32-1d", "bool-3d", "all-zero"],
+)
+def test_nonzero(x: np.ndarray) -> None:
+    expected = np.array(np.nonzero(x), "int64").reshape(x.ndim, -1)
+    check_op(NONZERO, [In(x, PRECISION[str(x.dtype)])], [expected], outputs=[Out(P.INT64, dims=[x.ndim, UNKNOWN])])
+
+
+def test_nonzero_symbolic_input_dims() -> None:
+    x = np.array([[0, 1], [2, 0], [3, 4]], "float32")
+    model_in = In(x, dims=[UNKNOWN, UNKNOWN])
+    check_op(NONZERO, [model_in], [np.array(np.nonzero(x), "int64")], outputs=[Out(P.INT64, dims=[2, UNKNOWN])])
+
+
+def test_nonzero_of_a_scalar_fails() -> None:
+    x = np.array(1.0, "float32")
+    expect_error(lambda: run_op(NONZERO, [In(x)], [Out(P.INT64)], [(0, 1)]), "NONZERO", "input", "rank >= 1")
+
+
+# -- COMPRESS -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "condition, axis",
+    [
+        ([True, False, True], 0),
+        ([False, True, True, False], 1),
+        ([True, False], -1),  # shorter than the axis: the rest is not selected
+        ([False, False, False], 0),  # nothing selected: size 0 along axis
+        ([True, False, True, False, False], 1),  # longer than the axis, false past it
+        ([False, True, False, True, True, False, True], None),  # no axis: the flattened input
+    ],
+)
+def test_compress(condition: list[bool], axis: int | None) -> None:
+    x = rand(3, 4, seed=2)
+    cond = np.array(condition)
+    ref = np.compress(cond[: x.shape[axis]] if axis is not None else cond, x, axis=axis)
+    inputs = [In(x), In(cond, P.BOOL8)] + ([i64(axis)] if axis is not None else [])
+    dims = [UNKNOWN] if axis is None else [UNKNOWN if d == axis % 2 else s for d, s in enumerate(x.shape)]
+    check_op(COMPRESS, inputs, [ref], outputs=[Out(P.FLOAT32, dims=dims)])
+
+
+def test_compress_int_input_symbolic_condition() -> None:
+    x = np.arange(12, dtype="int32").reshape(3, 4)
+    cond = np.array([True, False, True, True])
+    inputs = [In(x, P.INT32), In(cond, P.BOOL8, dims=[UNKNOWN]), i32(1)]
+    check_op(COMPRESS, inputs, [np.compress(cond, x, axis=1)], outputs=[Out(P.INT32, dims=[3, UNKNOWN])])
+
+
+def test_compress_true_past_the_axis_fails() -> None:
+    x = rand(2, 3)
+    cond = np.array([True, False, False, True])  # the 4th selects past the axis of 3
+    inputs = [In(x), In(cond, P.BOOL8), i64(1)]
+    expect_error(
+        lambda: run_op(COMPRESS, inputs, [Out(P.FLOAT32, dims=[2, UNKNOWN])], [(2, 1)]),
+        "COMPRESS",
+        "condition",
+        "past the input's axis 1 of size 3",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
+
+
+def test_compress_of_a_2d_condition_fails() -> None:
+    inputs = [In(rand(2, 3)), In(np.ones((2, 3), bool), P.BOOL8), i64(1)]
+    expect_error(lambda: run_op(COMPRESS, inputs, [Out(P.FLOAT32)], [(2, 3)]), "COMPRESS", "condition", "1-D")
+
+
+# -- UNIQUE -------------------------------------------------------------------------------
+
+
+def unique_ref(x: np.ndarray, axis: int | None, ordered: bool) -> list[np.ndarray]:
+    """numpy.unique; unsorted: the unique values in the order first met (ONNX's sorted=0)."""
+    y, idx, inv, cnt = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    inv = inv.reshape(-1)
+    if not ordered:
+        order = np.argsort(idx, kind="stable")
+        place = np.empty_like(order)
+        place[order] = np.arange(len(order))
+        idx, cnt, inv = idx[order], cnt[order], place[inv]
+        y = np.take(x.reshape(-1) if axis is None else x, idx, axis=0 if axis is None else axis)
+    return [y, idx.astype("int64"), inv.astype("int64"), cnt.astype("int64")]
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize(
+    "x, axis",
+    [
+        (np.array([2.0, 1.0, 1.0, 3.0, 4.0, 3.0, -0.5], "float32"), None),
+        (np.array([[1, 0, 0], [1, 0, 0], [2, 3, 4]], "int32"), None),
+        (np.array([[1, 0, 0], [1, 0, 0], [2, 3, 4], [0, 9, 9]], "int32"), 0),
+        (np.array([[[1, 1], [0, 1]], [[1, 1], [0, 1]], [[0, 1], [1, 1]]], "float32"), 2),
+        (np.array([[[1, 1], [0, 1]], [[1, 0], [0, 1]], [[0, 1], [0, 1]]], "float32"), -1),
+        (np.array([7.0], "float32"), None),
+    ],
+    ids=["flat-f32", "flat-int32-2d", "axis0", "axis2-3d", "axis-1", "one"],
+)
+def test_unique(x: np.ndarray, axis: int | None, ordered: bool) -> None:
+    expected = unique_ref(x, axis, ordered)
+    precision = PRECISION[str(x.dtype)]
+    inputs = [In(x, precision), b8(ordered)] + ([i64(axis)] if axis is not None else [])
+    y_dims = [UNKNOWN] if axis is None else [UNKNOWN if d == axis % x.ndim else s for d, s in enumerate(x.shape)]
+    outs = [Out(precision, dims=y_dims), Out(P.INT64, dims=[UNKNOWN]), Out(P.INT64), Out(P.INT64, dims=[UNKNOWN])]
+    check_op(UNIQUE, inputs, expected, outputs=outs)
+
+
+def test_unique_output_only() -> None:
+    x = np.array([3, 1, 3, 2], "int32")
+    check_op(UNIQUE, [In(x, P.INT32)], [np.unique(x)], outputs=[Out(P.INT32, dims=[UNKNOWN])])
+
+
+# -- ALL_CLASS_NON_MAX_SUPPRESSION ---------------------------------------------------------
+
+
+def nms_onnx_ref(boxes, scores, limit, iou, score, center) -> np.ndarray:
+    """ONNX's reference evaluator on a one-node NonMaxSuppression model."""
+    names = ["boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"]
+    values = [boxes, scores, np.array([limit], "int64"), np.array([iou], "float32")]
+    if score is not None:
+        values.append(np.array([score], "float32"))
+    node = helper.make_node("NonMaxSuppression", names[: len(values)], ["y"], center_point_box=center)
+    types = [TensorProto.FLOAT, TensorProto.FLOAT, TensorProto.INT64, TensorProto.FLOAT, TensorProto.FLOAT]
+    inputs = [helper.make_tensor_value_info(n, t, v.shape) for n, t, v in zip(names, types, values)]
+    graph = helper.make_graph([node], "nms", inputs, [helper.make_tensor_value_info("y", TensorProto.INT64, ["n", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    onnx.checker.check_model(model)
+    return ReferenceEvaluator(model).run(None, dict(zip(names, values)))[0].astype("int64").reshape(-1, 3)
+
+
+def nms_data(batches: int, boxes: int, classes: int, seed: int, center: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    if center:
+        xy = rng.uniform(0, 4, (batches, boxes, 2))
+        wh = rng.uniform(0.5, 3, (batches, boxes, 2))
+        data = np.concatenate([xy, wh], axis=2)
+    else:
+        data = rng.uniform(0, 5, (batches, boxes, 4))  # corners in either order
+    # Scores on a grid of 0.05 (ties happen: lower indices first), thresholds between grid points.
+    scores = rng.integers(0, 20, (batches, classes, boxes)) * 0.05
+    return data.astype("float32"), scores.astype("float32")
+
+
+@pytest.mark.parametrize(
+    "batches, boxes, classes, limit, iou, score, center",
+    [
+        (1, 8, 1, 3, 0.5, None, 0),
+        (2, 10, 3, 5, 0.3, 0.42, 0),
+        (1, 9, 2, 100, 0.0, 0.12, 1),
+        (2, 6, 2, 0, 0.5, None, 0),  # no box per class: an empty [0, 3] result
+        (1, 7, 2, 4, 0.6, 2.0, 1),  # a score threshold above every score: empty
+    ],
+)
+def test_all_class_non_max_suppression(batches, boxes, classes, limit, iou, score, center) -> None:
+    data, scores = nms_data(batches, boxes, classes, seed=batches * 10 + boxes, center=center)
+    expected = nms_onnx_ref(data, scores, limit, iou, score, center)
+    # An empty score_threshold operand is absent: every score is a candidate.
+    threshold = f32(np.zeros([0], "float32")) if score is None else f32(score)
+    operands = [In(data), In(scores), i64(limit), f32(iou), threshold, i32(center)]
+    check_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [expected], outputs=[Out(P.INT64, dims=[UNKNOWN, 3])])
+
+
+def test_all_class_non_max_suppression_symbolic_dims() -> None:
+    data, scores = nms_data(2, 7, 2, seed=5, center=0)
+    expected = nms_onnx_ref(data, scores, 3, 0.4, 0.2, 0)
+    operands = [
+        In(data, dims=[UNKNOWN, UNKNOWN, 4]),
+        In(scores, dims=[UNKNOWN, 2, UNKNOWN]),
+        i64(3),
+        f32(0.4),
+        f32(0.2),
+    ]
+    check_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [expected], outputs=[Out(P.INT64, dims=[UNKNOWN, 3])])
+
+
+def test_all_class_non_max_suppression_bad_operands() -> None:
+    data, scores = nms_data(1, 5, 2, seed=1, center=0)
+
+    def run(boxes, scores_, center=0):
+        operands = [In(boxes), In(scores_), i64(2), f32(0.5), f32(0.1), i32(center)]
+        return run_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [Out(P.INT64, dims=[UNKNOWN, 3])], [(0, 3)])
+
+    expect_error(lambda: run(data[..., :3], scores), "ALL_CLASS_NON_MAX_SUPPRESSION", "boxes", "[B, M, 4]")
+    expect_error(lambda: run(data, scores[:, :, :4]), "scores", "box count M 4 differs from the boxes' 5")
+    expect_error(lambda: run(data, scores, center=2), "center_point_box", "got 2")
