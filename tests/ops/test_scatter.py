@@ -194,3 +194,67 @@ def test_tensor_scatter_linear_overflow_at_execution():
         "write index 3 is out of range [0, 2]",
         code=nna.ResultCode.INVALID_DIMENSIONS,
     )
+
+
+def _unpool_model(x_shape, out_shape, attrs, output_shape=None):
+    from onnx import TensorProto, helper
+
+    inputs = ["x", "i"] + (["shape"] if output_shape is not None else [])
+    node = helper.make_node("MaxUnpool", inputs, ["y"], **attrs)
+    inits = [helper.make_tensor("shape", TensorProto.INT64, [len(output_shape)], output_shape)] if output_shape else []
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+            helper.make_tensor_value_info("i", TensorProto.INT64, x_shape),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = min(model.ir_version, 8)
+    return model
+
+
+@pytest.mark.parametrize(
+    "source_shape,attrs,output_shape",
+    [
+        ((2, 3, 4, 4), {"kernel_shape": [2, 2], "strides": [2, 2]}, None),
+        ((2, 3, 6, 4), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 0, 1]}, [2, 3, 7, 5]),
+    ],
+)
+def test_onnx_max_unpool(source_shape, attrs, output_shape):
+    """MaxUnpool (FILL + SCATTER_ELEMENTS + RESHAPE + PAD) against onnx's reference evaluator, on the
+    indices MaxPool gives for the same attributes."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    source = rand(*source_shape, seed=12)  # shapes the unpooling restores exactly
+    pool = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)],
+        "p",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, source.shape)],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("i", TensorProto.INT64, None),
+        ],
+    )
+    pooled, indices = ReferenceEvaluator(helper.make_model(pool)).run(None, {"x": source})
+    model = _unpool_model(list(pooled.shape), None, attrs, output_shape)
+    feeds = {"x": pooled, "i": indices}
+    (expected,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = nna.Predictor(model).run(feeds)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_onnx_max_unpool_index_out_of_range():
+    model = _unpool_model([1, 1, 2, 2], None, {"kernel_shape": [2, 2], "strides": [2, 2]})
+    feeds = {"x": rand(1, 1, 2, 2), "i": np.array([[[[0, 3], [16, 15]]]], "int64")}
+    expect_error(
+        lambda: nna.Predictor(model).run(feeds),
+        "SCATTER_ELEMENTS",
+        "'indices'",
+        "index 16 is out of range [-16, 16)",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
