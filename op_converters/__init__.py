@@ -26,6 +26,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     scatter,
     selection,
     shape,
+    spectral,
     tensor_ops,
     unary,
 )
