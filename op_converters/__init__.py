@@ -13,6 +13,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     grid_sample,
     indexing,
     logical,
+    math_functions,
     matmul,
     norm,
     pool,
