@@ -79,16 +79,18 @@ def div(ctx: NodeContext) -> Value:
 @onnx_op("Mod")
 def mod(ctx: NodeContext) -> Value:
     """Mod (integers) -> a - FLOOR_DIV(a, b) * b (fmod=0, the divisor's sign), or with the
-    truncated quotient (fmod=1, the dividend's sign). Float Mod has no exact composition."""
+    truncated quotient (fmod=1, the dividend's sign). Floats -> the extension MOD (exact: C's fmod, and
+    numpy's mod for fmod=0), since a - b * trunc(a / b) rounds."""
     a, b = ctx.input(0), ctx.input(1)
     fmod = ctx.attr("fmod", 0)
     if fmod not in (0, 1):
         ctx.fail(f"fmod {fmod} is not 0 or 1")
+    if is_float(a):
+        from nnadapter_tvm.op_converters.math_functions import MOD  # an extension: imports TVM's Relax
+
+        return ctx.emit(MOD, [a, b, ctx.boolean(fmod == 1)], shape=shape_of(a, b))
     if not is_int(a):
-        ctx.unsupported(
-            f"Mod of {a.dtype} (fmod={fmod}): no standard operation gives a float remainder, and "
-            "a - b * trunc(a / b) rounds"
-        )
+        ctx.unsupported(f"Mod of {a.dtype} (fmod={fmod}): integers and floats only")
     q = trunc_div(ctx, a, b) if fmod == 1 else op(ctx, O.FLOOR_DIV, a, b)
     return op(ctx, O.SUB, a, op(ctx, O.MUL, q, b))
 
