@@ -48,15 +48,16 @@ def _reduction(args: OpArgs, dtype: str) -> str:
     return name
 
 
-def _combine(reduction: str, old: tirx.PrimExpr, new: tirx.PrimExpr) -> tirx.PrimExpr:
+def _combine(reduction: str, old: tirx.PrimExpr, new: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
     if reduction == "add":
         return old + new
     if reduction == "mul":
         return old * new
+    boolean = dtype == "bool"  # LLVM's max/min take numbers only: on booleans they are or/and
     if reduction == "max":
-        return tirx.max(old, new)
+        return tirx.Or(old, new) if boolean else tirx.max(old, new)
     if reduction == "min":
-        return tirx.min(old, new)
+        return tirx.And(old, new) if boolean else tirx.min(old, new)
     return new
 
 
@@ -86,7 +87,7 @@ def _scatter_elements_ir(ins, outs, *, axis: int, reduction: str):
 
     data, indices, updates = ins
     (out,) = outs
-    data_shape, index_shape = list(data.shape), list(indices.shape)
+    data_shape, index_shape, dtype = list(data.shape), list(indices.shape), str(data.dtype)
     with IRBuilder() as ib, T.serial(0, 1):
         data, indices, updates, out = (T.buffer_proxy(b) for b in (data, indices, updates, out))
         _copy(T, data, out, data_shape)
@@ -95,7 +96,7 @@ def _scatter_elements_ir(ins, outs, *, axis: int, reduction: str):
             k, valid = _normalized(indices[tuple(at)], data_shape[axis])
             place = (*at[:axis], k, *at[axis + 1 :])
             with T.If(valid), T.Then():
-                out[place] = _combine(reduction, out[place], updates[tuple(at)])
+                out[place] = _combine(reduction, out[place], updates[tuple(at)], dtype)
     return ib.get()
 
 
@@ -105,7 +106,7 @@ def _scatter_nd_ir(ins, outs, *, reduction: str):
 
     data, indices, updates = ins
     (out,) = outs
-    data_shape, index_shape = list(data.shape), list(indices.shape)
+    data_shape, index_shape, dtype = list(data.shape), list(indices.shape), str(data.dtype)
     depth = int(index_shape[-1])
     with IRBuilder() as ib, T.serial(0, 1):
         data, indices, updates, out = (T.buffer_proxy(b) for b in (data, indices, updates, out))
@@ -118,7 +119,7 @@ def _scatter_nd_ir(ins, outs, *, reduction: str):
                 valid = tirx.And(valid, ok)
             target = (*place, *tail)
             with T.If(valid), T.Then():
-                out[target] = _combine(reduction, out[target], updates[(*at, *tail)])
+                out[target] = _combine(reduction, out[target], updates[(*at, *tail)], dtype)
     return ib.get()
 
 

@@ -95,8 +95,8 @@ def _ints(args: OpArgs, name: str, count: int, default: int) -> list[int]:
 
 def col2im(args: OpArgs) -> relax.Expr:
     """input [N, C * prod(block_shape), L], image_shape (INT32/INT64 [R], constant), block_shape
-    ([R], constant), dilations, pads ([2R]: begins then ends), strides (constants, optional: ones,
-    zeros, ones) -> output [N, C, *image_shape].
+    ([R], constant), dilations ([R], optional: ones), pads ([2R]: begins then ends, optional: zeros),
+    strides ([R], optional: ones) -> output [N, C, *image_shape].
 
     The inverse of im2col: every column l of the input holds one block of C x prod(block_shape) values
     taken from the padded image at block position l (L = prod of the block positions along each axis,

@@ -69,6 +69,17 @@ def test_scatter_elements_types_constant_indices(dtype, precision):
     check_op(SCATTER_ELEMENTS, ins, expected, **EXACT)
 
 
+@pytest.mark.parametrize("reduction", ["none", "max", "min"])
+def test_scatter_elements_bool(reduction):
+    """BOOL8: max is or, min is and (add and mul are refused, below)."""
+    data = np.array([[True, False, True], [False, False, True]])
+    indices = np.array([[1, 0, 0], [1, 1, 1]], "int64")
+    updates = np.array([[True, True, False], [False, True, False]])
+    expected = _scatter_elements_ref(data, indices, updates, 0, reduction)
+    ins = [In(data, P.BOOL8), In(indices, P.INT64), In(updates, P.BOOL8), i32([0]), i32([REDUCTIONS.index(reduction)])]
+    check_op(SCATTER_ELEMENTS, ins, expected)
+
+
 def test_scatter_elements_symbolic_shapes():
     data, updates = rand(4, 3, seed=4), rand(2, 3, seed=5)
     indices = np.array([[3, 0, -1], [1, 1, 2]], "int32")
@@ -111,6 +122,8 @@ def test_scatter_elements_bad_operands():
     expect_error(lambda: run_op(SCATTER_ELEMENTS, ins, [Out()], [(2, 3)]), "'indices'", "rank 2")
     ins = [In(rand(2, 3)), i32([[0, 1]]), In(rand(1, 2)), i32([1]), i32([9])]
     expect_error(lambda: run_op(SCATTER_ELEMENTS, ins, [Out()], [(2, 3)]), "'reduction'", "0..4")
+    ins = [In(np.ones((2, 3), bool), P.BOOL8), i32([[0, 1]]), In(np.ones((1, 2), bool), P.BOOL8), i32([1]), i32([1])]
+    expect_error(lambda: run_op(SCATTER_ELEMENTS, ins, [Out(P.BOOL8)], [(2, 3)]), "'reduction'", "BOOL8")
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
