@@ -108,6 +108,12 @@ def mod(args: OpArgs) -> relax.Expr:
     """
     a, b = args.raw_tensor("input0"), args.raw_tensor("input1")
     fmod = args.bool("fmod", False)
+    # CUDA has no float16 remainder ("expected 32 or 64 bits"): FLOAT16 computes in float32, where fmod of
+    # float16 values is the same exact value, and the floored sum rounds once to float16 (as numpy's float16
+    # mod, computed in float32, does).
+    half = str(a.ty.dtype) == "float16"
+    if half:
+        a, b = (args.emit(relax.op.astype(t, "float32")) for t in (a, b))
 
     def kernel(x: te.Tensor, y: te.Tensor) -> te.Tensor:
         shape = relax_broadcast(x.shape, y.shape)
@@ -133,7 +139,8 @@ def mod(args: OpArgs) -> relax.Expr:
 
         return te.compute(shape, element, name="mod")
 
-    return args.emit_te(kernel, a, b)
+    result = args.emit_te(kernel, a, b)
+    return relax.op.astype(result, "float16") if half else result
 
 
 def _is_one(d) -> bool:
