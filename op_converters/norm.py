@@ -39,12 +39,21 @@ def _mean(x: relax.Expr, axes: list[int], shape: list) -> relax.Expr:
     return relax.op.sum(relax.op.multiply(x, inverse), axes, keepdims=True)
 
 
-def _standardize(x: relax.Expr, axes: list[int], epsilon: float, shape: list) -> relax.Expr:
-    """(x - mean) / sqrt(variance + epsilon) over ``axes`` of ``x`` (shaped ``shape``), biased variance,
-    two passes (the variance of the centred values, which stays accurate for inputs with a large mean);
-    both means scale before they sum (``_mean``), so values near float32's largest do not overflow."""
-    centred = relax.op.subtract(x, _mean(x, axes, shape))
-    variance = _mean(relax.op.multiply(centred, centred), axes, shape)
+def _standardize(x: relax.Expr, axes: list[int], epsilon: float, shape: list | None = None) -> relax.Expr:
+    """(x - mean) / sqrt(variance + epsilon) over ``axes``, biased variance, two passes (the variance of
+    the centred values, which stays accurate for inputs with a large mean).
+
+    With ``shape`` (``x``'s) both means scale before they sum (``_mean``), so values near float32's
+    largest do not overflow the mean; a variance that overflows gives 1 / sqrt(inf) = 0, the output
+    then the bias: onnxruntime's LayerNormalization, row for row.  Without it the means are float32
+    sums divided by n, which overflow to +-inf (NaN out): onnxruntime's and onnx's evaluator's
+    InstanceNormalization, row for row (and onnx's GroupNormalization)."""
+    if shape is None:
+        centred = relax.op.subtract(x, relax.op.mean(x, axes, keepdims=True))
+        variance = relax.op.mean(relax.op.multiply(centred, centred), axes, keepdims=True)
+    else:
+        centred = relax.op.subtract(x, _mean(x, axes, shape))
+        variance = _mean(relax.op.multiply(centred, centred), axes, shape)
     return relax.op.multiply(centred, relax.op.rsqrt(relax.op.add(variance, _f32(epsilon))))
 
 
@@ -109,9 +118,9 @@ def instance_normalization(args: OpArgs) -> relax.Expr:
     shape = _rank_at_least(args, x, 2, " [N, C, ...]")
     epsilon = args.float("epsilon", 1e-5)
     if len(shape) == 2:  # one value per (n, c): standardize over a trailing axis of 1
-        y = relax.op.reshape(_standardize(relax.op.expand_dims(x, [2]), [2], epsilon, [*shape, 1]), shape)
+        y = relax.op.reshape(_standardize(relax.op.expand_dims(x, [2]), [2], epsilon), shape)
     else:
-        y = _standardize(x, list(range(2, len(shape))), epsilon, shape)
+        y = _standardize(x, list(range(2, len(shape))), epsilon)
     return _channel_params(args, y, shape)
 
 
@@ -158,9 +167,8 @@ def group_normalization(args: OpArgs) -> relax.Expr:
     groups = args.int("groups")
     if groups <= 0 or channels % groups:
         args.fail(f"groups {groups} must be positive and divide the channel count {channels}", "groups")
-    grouped_shape = [shape[0], groups, channels // groups, *shape[2:]]
-    grouped = relax.op.reshape(x, grouped_shape)
-    y = _standardize(grouped, list(range(2, len(shape) + 1)), args.float("epsilon", 1e-5), grouped_shape)
+    grouped = relax.op.reshape(x, [shape[0], groups, channels // groups, *shape[2:]])
+    y = _standardize(grouped, list(range(2, len(shape) + 1)), args.float("epsilon", 1e-5))
     return _channel_params(args, relax.op.reshape(y, shape), shape)
 
 

@@ -466,17 +466,37 @@ def test_layer_normalization_near_float_max_does_not_overflow(n, unknown):
     assert np.isfinite(got).all()
 
 
-def test_instance_and_group_normalization_near_float_max_do_not_overflow():
-    """INSTANCE_ and GROUP_NORMALIZATION share the means: a (n, c) plane of -3e38 gives the bias."""
-    x = _near_float_max((2, 6, 5), seed=8)
-    scale, bias = rand(6, seed=1), rand(6, seed=2)
-    check_op(
-        OP.INSTANCE_NORMALIZATION, [In(x), f32(scale), f32(bias)], _instance_norm_ref(x, scale, bias, 1e-5), **NORM_TOL
+@pytest.mark.parametrize("op", ["LayerNormalization", "InstanceNormalization"])
+def test_onnx_normalizations_near_float_max_follow_onnxruntime(op):
+    """Rows whose float32 sum or sum of squares overflows, as onnxruntime gives them: LayerNormalization
+    the bias where the variance overflows (its mean does not overflow); InstanceNormalization NaN where
+    the mean's float32 sum overflows (onnx's reference evaluator too) and the bias where only the
+    variance does.  Ordinary rows as numpy in float64."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    x = np.array([[-3e38, -3e38, 1, 2], [3e38, 1e30, 1, 2], [-3e38] * 4, [1, 2, 3, 4], [3.4e38] * 4], "float32")
+    scale, bias = (
+        rand(5 if op == "InstanceNormalization" else 4, seed=1),
+        rand(5 if op == "InstanceNormalization" else 4, seed=2),
     )
-    x = rand(2, 6, 3, seed=9)
-    x[0, :3] = -3e38  # the whole first group (3 channels) of the first instance
-    want = _group_norm_ref(x, scale, bias, 1e-3, 2)
-    check_op(OP.GROUP_NORMALIZATION, [In(x), f32(scale), f32(bias), f32([1e-3]), i32([2])], want, **NORM_TOL)
+    if op == "LayerNormalization":
+        node, shape = helper.make_node(op, ["x", "s", "b"], ["y"], axis=-1), [5, 4]
+    else:
+        node, shape = helper.make_node(op, ["x", "s", "b"], ["y"]), [1, 5, 4]
+    params = [onnx.numpy_helper.from_array(scale, "s"), onnx.numpy_helper.from_array(bias, "b")]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in "xy"]
+    model = helper.make_model(
+        helper.make_graph([node], "g", io[:1], io[1:], params), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    feeds = {"x": x.reshape(shape)}
+    got = nna.Predictor(model).run(feeds)[0].reshape(5, 4)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0].reshape(5, 4)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)  # NaN in the same places
+    ordinary = _layer_norm_ref(x[3:4], None, None, 1, 1e-5)[0]
+    per_row = (scale, bias) if op == "LayerNormalization" else (scale[3], bias[3])
+    np.testing.assert_allclose(got[3], ordinary * per_row[0] + per_row[1], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("schedules", ["1", "0"], ids=["cpu_schedules", "no_schedules"])
