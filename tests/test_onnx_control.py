@@ -20,9 +20,10 @@ from nnadapter_tvm.frontends.onnx.control_node import ControlUnit
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 
-def make_model(nodes, inputs, outputs, initializers=(), opset=17, full_check=True) -> onnx.ModelProto:
+def make_model(nodes, inputs, outputs, initializers=(), opset=17, full_check=True, domains=()) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    model = helper.make_model(graph, opset_imports=opsets)
     onnx.checker.check_model(model, full_check=full_check)
     return model
 
@@ -265,10 +266,10 @@ def test_nested_if_in_a_loop_body() -> None:
 
 
 def test_an_unsupported_body_node_is_listed_and_runs_under_host_fallback() -> None:
-    """Det has no standard operation: without host fallback the error names the Loop and the node."""
+    """ai.onnx.ml's Binarizer has no converter: without host fallback the error names the Loop and the node."""
     body = helper.make_graph(
         [
-            helper.make_node("Det", ["m_in"], ["d"]),
+            helper.make_node("Binarizer", ["m_in"], ["d"], domain="ai.onnx.ml", threshold=0.5),
             helper.make_node("Mul", ["m_in", "d"], ["m_out"]),
             helper.make_node("Identity", ["c"], ["c_out"]),
         ],
@@ -280,8 +281,9 @@ def test_an_unsupported_body_node_is_listed_and_runs_under_host_fallback() -> No
         [helper.make_node("Loop", ["M", "", "m0"], ["m"], body=body)],
         [tensor("M", I64, []), tensor("m0", F, [2, 2])],
         [tensor("m", F, [2, 2])],
+        domains=["ai.onnx.ml"],
     )
-    with pytest.raises(nna.NNAdapterError, match=r"Loop.*in its body.*Det") as err:
+    with pytest.raises(nna.NNAdapterError, match=r"Loop.*in its body.*Binarizer") as err:
         nna.Predictor(model)
     assert err.value.code == nna.ResultCode.FEATURE_NOT_SUPPORTED
     feeds = {"M": np.array(3, "int64"), "m0": np.array([[1.0, 0.5], [0.25, 1.0]], "float32")}

@@ -229,31 +229,32 @@ def test_qlinear_matmul_symbolic_rows():
 
 
 def foreign_model() -> onnx.ModelProto:
-    """A com.microsoft op (no implementation in onnx's reference evaluator) and a Det (no converter)."""
+    """A com.microsoft op (no implementation in onnx's reference evaluator) and an ai.onnx.ml Binarizer (no
+    converter, implemented by the reference evaluator)."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
         helper.make_node("FusedGemm", ["r", "r"], ["g"], name="fused", domain="com.microsoft"),
-        helper.make_node("Det", ["x"], ["d"], name="det"),
+        helper.make_node("Binarizer", ["x"], ["d"], name="binarize", domain="ai.onnx.ml"),
     ]
     return make_model(
         nodes,
         [helper.make_tensor_value_info("x", F, [2, 3, 3])],
-        [helper.make_tensor_value_info("g", F, [None] * 3), helper.make_tensor_value_info("d", F, [2])],
-        domains=["com.microsoft"],
+        [helper.make_tensor_value_info("g", F, [None] * 3), helper.make_tensor_value_info("d", F, [2, 3, 3])],
+        domains=["com.microsoft", "ai.onnx.ml"],
     )
 
 
 @pytest.mark.parametrize("host_fallback", [False, True])
 def test_other_domains_are_named_with_why_they_cannot_run(host_fallback):
     """Every node that cannot run is named in one error; one that onnx's reference evaluator lacks stays an
-    error under host fallback, which says so (Det then runs on the host)."""
+    error under host fallback, which says so (Binarizer then runs on the host)."""
     with pytest.raises(nna.NNAdapterError) as err:
         nna.Predictor(foreign_model(), host_fallback=host_fallback)
     assert err.value.code == nna.ResultCode.FEATURE_NOT_SUPPORTED
     text = str(err.value)
     assert "'fused'" in text and "com.microsoft" in text
     assert "reference evaluator does not implement com.microsoft.FusedGemm" in text
-    assert ("'det'" in text) == (not host_fallback)
+    assert ("'binarize'" in text) == (not host_fallback)
 
 
 def test_other_domains_run_on_the_host_where_the_reference_evaluator_has_them():
