@@ -487,19 +487,19 @@ def _expand_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
                 args.fail(f"a new leading dimension must be non-negative, got {t}", "shape")
             dims.append(t)
             if not _static(t):
-                conditions.append((t >= 0, t))
+                conditions.append(t >= 0)
         elif _static(t) and t in (-1, 1):
             dims.append(d)
         elif _static(d) and d == 1:
             dims.append(t)
             if not _static(t):
-                conditions.append((t >= -1, t))
+                conditions.append(t >= -1)
         elif _static(t) or _static(d) or not _same_dim(d, t):
             one, minus_one = tirx.const(1, "int64"), tirx.const(-1, "int64")
             tt = tirx.const(t, "int64") if _static(t) else t
             dd = tirx.const(d, "int64") if _static(d) else d
             keep = tirx.Or(tirx.EQ(tt, minus_one), tirx.EQ(tt, one))
-            conditions.append((tirx.Or(tirx.Or(keep, tirx.EQ(dd, tt)), tirx.EQ(dd, one)), tt if not _static(t) else dd))
+            conditions.append(tirx.Or(tirx.Or(keep, tirx.EQ(dd, tt)), tirx.EQ(dd, one)))
             if _static(d):
                 dims.append(d)  # d > 1: the size must be d (or keep it)
             elif _static(t):
@@ -508,13 +508,16 @@ def _expand_computed(args: OpArgs, x: relax.Expr) -> relax.Expr:
                 dims.append(tirx.Select(keep, dd, tt))
         else:
             dims.append(d)
-    # Guards on the sizes (require_dims), not on the tensor: a match_cast of x, when x is one item of a
-    # multi-output kernel (GRU's Y) that an element-wise consumer also reads, made FuseOps hand that item
-    # back from the consumer's fused function as its own parameter, and FuseTIR failed ("There must be an
-    # in-place index specified for each output").
-    for condition, dim in conditions:
+    # The guards hold x (a tensor guard orders the kernel after the sizes it reads are bound; a guard on the
+    # sizes alone let FuseOps place the kernel first: "expand_d0 ... has not been computed"), through a
+    # no-copy view: where x is one item of a multi-output kernel (GRU's Y) that an element-wise op also
+    # reads, a match_cast of x itself made FuseOps return that item from the op's fused function as its own
+    # parameter, and FuseTIR failed ("There must be an in-place index specified for each output").
+    if conditions:
+        x = args.emit(relax.op.memory.view(x, relax.ShapeExpr(in_shape)))
+    for condition in conditions:
         message = "the input's dimensions cannot expand to the shape computed at execution"
-        args.require_dims(condition, dim, message, "shape")
+        x = args.require(x, condition, message, "shape")
     symbolic = {a for a, d in enumerate(in_shape) if not _static(d)}
     return args.emit_te(lambda t: _expand_te(t, dims, symbolic), x)
 
