@@ -48,7 +48,7 @@ def _bind_count(args: OpArgs, count: relax.Expr, name: str) -> tirx.Var:
 def _is_set(x: relax.Expr) -> relax.Expr:
     """not (x == 0) as bool: NaN counts as set, as numpy's nonzero (TVM's != is LLVM's ordered one,
     false for NaN)."""
-    if x.ty.dtype == "bool":
+    if str(x.ty.dtype) == "bool":
         return x
     return relax.op.logical_not(relax.op.equal(x, relax.const(0, x.ty.dtype)))
 
@@ -143,8 +143,26 @@ def compress(args: OpArgs) -> relax.Expr:
 # -- UNIQUE ---------------------------------------------------------------------------
 
 
+def _differ(a: tirx.PrimExpr, b: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
+    """a differs from b, NaN equal to NaN (numpy.unique's equal_nan, its default, without axis).  Not
+    written as not(a == b): TVM simplifies that to a != b, which LLVM compiles ordered (false for NaN)."""
+    if dtype.startswith("float"):
+        # (isnan(a) != isnan(b) compiles to a float compare of the two booleans: LLVM rejects it.)
+        nan_a, nan_b = tirx.isnan(a), tirx.isnan(b)
+        return tirx.any(a < b, a > b, tirx.all(nan_a, tirx.Not(nan_b)), tirx.all(tirx.Not(nan_a), nan_b))
+    return a != b
+
+
+def _less(a: tirx.PrimExpr, b: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
+    """a < b with NaN above every number (numpy's sort order)."""
+    if dtype.startswith("float"):
+        return tirx.any(a < b, tirx.all(tirx.Not(tirx.isnan(a)), tirx.isnan(b)))
+    return a < b
+
+
 def _first_kernel(x: te.Tensor) -> te.Tensor:
-    """first[i]: the smallest j with row j equal to row i, for x [N, K] (O(N^2 K))."""
+    """first[i]: the smallest j with row j equal to row i, for x [N, K] (O(N^2 K)).  Elements compare
+    with == (NaN never equal), as numpy.unique with an axis compares its rows."""
 
     def body(ins, outs):
         IRBuilder, T = _ir()
@@ -166,7 +184,7 @@ def _first_kernel(x: te.Tensor) -> te.Tensor:
     return te.extern([(x.shape[0],)], [x], body, dtype=[I64], name="unique_first")
 
 
-def _unique_kernel(x: te.Tensor, first: te.Tensor, u: tirx.Var, *, ordered: bool) -> list[te.Tensor]:
+def _unique_rows_kernel(x: te.Tensor, first: te.Tensor, u: tirx.Var, *, ordered: bool) -> list[te.Tensor]:
     """From first[N]: idx[u] (first occurrence of each unique row, in sorted or first-seen order),
     inverse[N], counts[u]; slot[N] is scratch."""
 
@@ -186,8 +204,11 @@ def _unique_kernel(x: te.Tensor, first: te.Tensor, u: tirx.Var, *, ordered: bool
                         state[0] = tirx.const(0, I64)  # 0 equal so far, -1 row j smaller, 1 larger
                         with T.serial(0, width) as k, T.If(state[0] == 0), T.Then():
                             a, b = data[j, k], data[i, k]
-                            state[0] = tirx.Select(a < b, tirx.const(-1, I64), tirx.Select(a > b, 1, 0).astype(I64))
-                        rank[0] = rank[0] + (state[0] == -1).astype(I64)
+                            larger = tirx.Select(_less(b, a, str(ins[0].dtype)), 1, 0).astype(I64)
+                            state[0] = tirx.Select(_less(a, b, str(ins[0].dtype)), tirx.const(-1, I64), larger)
+                        # Rows equal in this order but not ==-equal (NaNs) rank by index, as distinct values.
+                        before = tirx.any(state[0] == -1, tirx.all(state[0] == 0, j < i))
+                        rank[0] = rank[0] + before.astype(I64)
                 else:
                     rank[0] = seen[0]
                 idx[rank[0]] = i
@@ -202,7 +223,56 @@ def _unique_kernel(x: te.Tensor, first: te.Tensor, u: tirx.Var, *, ordered: bool
 
     rows = x.shape[0]
     shapes = [(u,), (rows,), (u,), (rows,)]
-    return te.extern(shapes, [x, first], body, dtype=[I64] * 4, name="unique")
+    return te.extern(shapes, [x, first], body, dtype=[I64] * 4, name="unique_rows")
+
+
+def _run_starts(v: te.Tensor) -> te.Tensor:
+    """1 where sorted v[i] starts a run of equal values (NaNs one run), else 0."""
+    return te.compute(
+        v.shape,
+        lambda i: tirx.Select(
+            tirx.any(i == 0, _differ(v[i], v[tirx.max(i, 1) - 1], str(v.dtype))),
+            tirx.const(1, I64),
+            tirx.const(0, I64),
+        ),
+        name="unique_run_starts",
+    )
+
+
+def _unique_sorted_kernel(order: te.Tensor, starts: te.Tensor, u: tirx.Var, *, ordered: bool) -> list[te.Tensor]:
+    """From a stable ascending order [N] and its run starts: idx[u], inverse[N], counts[u] (O(N)).
+    Scratch: the runs' first indices and counts in sorted order, each run's place, each element's run."""
+
+    def body(ins, outs):
+        IRBuilder, T = _ir()
+        n = ins[0].shape[0]
+        with IRBuilder() as ib, T.serial(0, 1):
+            order_, starts_ = T.buffer_proxy(ins[0]), T.buffer_proxy(ins[1])
+            idx, inverse, counts, first, runs, place, run_of = (T.buffer_proxy(b) for b in outs)
+            run, seen = _local(T, I64), _local(T, I64)
+            run[0] = tirx.const(-1, I64)
+            with T.serial(0, n) as p:
+                with T.If(starts_[p] == 1), T.Then():
+                    run[0] = run[0] + 1
+                    first[run[0]] = order_[p]  # stable: the run's smallest index
+                    runs[run[0]] = tirx.const(0, I64)
+                run_of[order_[p]] = run[0]
+                runs[run[0]] = runs[run[0]] + 1
+            seen[0] = tirx.const(0, I64)
+            with T.serial(0, n) as i:
+                r = run_of[i]
+                with T.If(first[r] == i), T.Then():  # the first time this value is met
+                    place[r] = r if ordered else seen[0]
+                    seen[0] = seen[0] + 1
+                inverse[i] = place[r]
+            with T.serial(0, u) as r:
+                idx[place[r]] = first[r]
+                counts[place[r]] = runs[r]
+        return ib.get()
+
+    n = order.shape[0]
+    shapes = [(u,), (n,), (u,), (u,), (u,), (u,), (n,)]
+    return te.extern(shapes, [order, starts], body, dtype=[I64] * 7, name="unique_sorted")
 
 
 def unique(args: OpArgs) -> list[relax.Expr]:
@@ -210,38 +280,60 @@ def unique(args: OpArgs) -> list[relax.Expr]:
     elements, or slices along axis), indices (INT64: each one's first occurrence), inverse_indices
     (INT64: for each element or slice, its place in output), counts (INT64).  With sorted the unique
     values are in ascending (lexicographic for slices) order, else in the order first met.  The unique
-    count is known only at execution.  Equality is exact (NaN is never equal to itself).
+    count is known only at execution.  NaNs sort last; they are equal to one another without axis and
+    never equal with one, as in numpy.unique.
 
-    Kernels are O(N^2) in the number of elements or slices N: meant for small tensors.
+    Without axis the elements are sorted (a stable argsort) and runs of equal values counted: O(N log N).
+    With axis, slices are compared pairwise: O(N^2 K) for N slices of K elements.
 
     Reference: ONNX Unique (onnx.reference's numpy.unique with return_index/inverse/counts).
     """
     x = args.raw_tensor("input")
     shape = args.shape(x)
     ordered = args.bool("sorted", True)
-    if args.has("axis"):
-        if not shape:
-            args.fail("is given but the input is a scalar", "axis")
-        axis = args.axis("axis", len(shape))
-        perm = [axis] + [d for d in range(len(shape)) if d != axis]
-        rows = args.emit(relax.op.permute_dims(x, perm)) if axis else x
-        rows = args.emit(relax.op.reshape(rows, [shape[axis], -1]))
-        source = x
-    else:
-        axis = 0
-        source = args.emit(relax.op.reshape(x, [-1]))
-        rows = args.emit(relax.op.reshape(source, [-1, 1]))
+    if not args.has("axis"):
+        return _unique_flat(args, args.emit(relax.op.reshape(x, [-1])), ordered)
+    if not shape:
+        args.fail("is given but the input is a scalar", "axis")
+    axis = args.axis("axis", len(shape))
+    perm = [axis] + [d for d in range(len(shape)) if d != axis]
+    rows = args.emit(relax.op.permute_dims(x, perm)) if axis else x
+    rows = args.emit(relax.op.reshape(rows, [shape[axis], -1]))
     first = args.emit_te(_first_kernel, rows)
     arange = relax.op.arange(relax.prim_value(0), relax.prim_value(args.shape(first)[0]), dtype=I64)
     count = args.emit(relax.op.sum(relax.op.astype(relax.op.equal(first, arange), I64)))
     u = _bind_count(args, count, "unique_count")
 
-    def unique_kernel(x: te.Tensor, first: te.Tensor) -> list[te.Tensor]:
-        return _unique_kernel(x, first, u, ordered=ordered)
+    def unique_rows(x: te.Tensor, first: te.Tensor) -> list[te.Tensor]:
+        return _unique_rows_kernel(x, first, u, ordered=ordered)
 
-    result = args.emit_te(unique_kernel, rows, first)
+    result = args.emit_te(unique_rows, rows, first)
     idx, inverse, counts = (args.emit(relax.TupleGetItem(result, k)) for k in range(3))
-    output = relax.op.take(source, idx, axis=axis, mode="clip")
+    output = relax.op.take(x, idx, axis=axis, mode="clip")
+    return [output, idx, inverse, counts][: max(args.output_count, 1)]
+
+
+def _unique_flat(args: OpArgs, x: relax.Expr, ordered: bool) -> list[relax.Expr]:
+    if str(x.ty.dtype).startswith("float"):
+        # TVM's sort compares with <, which NaN breaks: sort by value with NaN read as +inf, then
+        # (stably) move the NaNs after everything else.
+        nan = relax.op.isnan(x)
+        key = relax.op.where(nan, relax.const(float("inf"), x.ty.dtype), x)
+        order = args.emit(relax.op.argsort(key, axis=0, descending=False, dtype=I64))
+        flags = relax.op.take(relax.op.astype(nan, "int32"), order, axis=0, mode="clip")
+        order = args.emit(relax.op.take(order, relax.op.argsort(flags, axis=0, dtype=I64), axis=0, mode="clip"))
+    else:
+        order = args.emit(relax.op.argsort(x, axis=0, descending=False, dtype=I64))
+    values = args.emit(relax.op.take(x, order, axis=0, mode="clip"))
+    starts = args.emit_te(_run_starts, values)
+    u = _bind_count(args, args.emit(relax.op.sum(starts)), "unique_count")
+
+    def unique_sorted(order: te.Tensor, starts: te.Tensor) -> list[te.Tensor]:
+        return _unique_sorted_kernel(order, starts, u, ordered=ordered)
+
+    result = args.emit_te(unique_sorted, order, starts)
+    idx, inverse, counts = (args.emit(relax.TupleGetItem(result, k)) for k in range(3))
+    output = relax.op.take(x, idx, axis=0, mode="clip")
     return [output, idx, inverse, counts][: max(args.output_count, 1)]
 
 

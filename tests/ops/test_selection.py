@@ -126,8 +126,11 @@ def unique_ref(x: np.ndarray, axis: int | None, ordered: bool) -> list[np.ndarra
         (np.array([[[1, 1], [0, 1]], [[1, 1], [0, 1]], [[0, 1], [1, 1]]], "float32"), 2),
         (np.array([[[1, 1], [0, 1]], [[1, 0], [0, 1]], [[0, 1], [0, 1]]], "float32"), -1),
         (np.array([7.0], "float32"), None),
+        (np.array([np.nan, 1.0, np.inf, np.nan, -np.inf, 1.0, np.inf], "float32"), None),  # NaNs: one, last
+        (np.random.default_rng(4).integers(-20, 20, (10, 30)).astype("int64"), None),  # many ties: a stable sort
+        (np.array([[1.0, np.nan], [1.0, np.nan], [0.5, 2.0]], "float32"), 0),
     ],
-    ids=["flat-f32", "flat-int32-2d", "axis0", "axis2-3d", "axis-1", "one"],
+    ids=["flat-f32", "flat-int32-2d", "axis0", "axis2-3d", "axis-1", "one", "nan-inf", "int64-300", "nan-rows"],
 )
 def test_unique(x: np.ndarray, axis: int | None, ordered: bool) -> None:
     expected = unique_ref(x, axis, ordered)
@@ -216,3 +219,62 @@ def test_all_class_non_max_suppression_bad_operands() -> None:
     expect_error(lambda: run(data[..., :3], scores), "ALL_CLASS_NON_MAX_SUPPRESSION", "boxes", "[B, M, 4]")
     expect_error(lambda: run(data, scores[:, :, :4]), "scores", "box count M 4 differs from the boxes' 5")
     expect_error(lambda: run(data, scores, center=2), "center_point_box", "got 2")
+
+
+# -- through the ONNX importer ------------------------------------------------------------------
+
+
+def test_onnx_graph_with_data_dependent_sizes_matches_onnxruntime() -> None:
+    """NonMaxSuppression (parameters as initializers), NonZero -> Transpose, Unique -> ReduceSum and
+    Compress in one model with symbolic input sizes, run twice at different sizes: every output,
+    shapes included, equals onnxruntime's."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    from nnadapter_tvm.frontends.onnx import backend
+
+    nodes = [
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou", "score"], ["sel"]),
+        helper.make_node("NonZero", ["x"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
+        helper.make_node("Reshape", ["x", "flat"], ["vals"]),
+        helper.make_node("Unique", ["vals"], ["u", "ui", "uinv", "uc"], sorted=0),
+        helper.make_node("ReduceSum", ["uc"], ["total"], keepdims=0),
+        helper.make_node("Compress", ["x", "cond"], ["cx"], axis=1),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([2], "int64"), "limit"),
+        numpy_helper.from_array(np.array([-1], "int64"), "flat"),
+        numpy_helper.from_array(np.array([0.3], "float32"), "iou"),
+        numpy_helper.from_array(np.array([0.1], "float32"), "score"),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["b", "m", 4]),
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["b", 3, "m"]),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["h", 5]),
+        helper.make_tensor_value_info("cond", TensorProto.BOOL, [5]),
+    ]
+    outs = [("sel", TensorProto.INT64, ["s", 3]), ("nzt", TensorProto.INT64, ["z", 2]), ("u", TensorProto.FLOAT, ["u"])]
+    outs += [
+        ("uinv", TensorProto.INT64, ["v"]),
+        ("total", TensorProto.INT64, []),
+        ("cx", TensorProto.FLOAT, ["h", "c"]),
+    ]
+    outputs = [helper.make_tensor_value_info(n, t, s) for n, t, s in outs]
+    graph = helper.make_graph(nodes, "data_dependent", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(0)
+    feeds = {
+        "boxes": rng.uniform(0, 5, (2, 9, 4)).astype("float32"),
+        "scores": rng.uniform(0, 1, (2, 3, 9)).astype("float32"),
+        "x": (rng.integers(0, 3, (4, 5)) * rng.integers(0, 2, (4, 5))).astype("float32"),
+        "cond": np.array([1, 0, 1, 1, 0], bool),
+    }
+    smaller = dict(feeds, x=feeds["x"][:2], boxes=feeds["boxes"][:1, :5], scores=feeds["scores"][:1, :, :5])
+    rep = backend.prepare(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for run in (feeds, smaller):
+        got = rep.run([run[i.name] for i in inputs])
+        for name, g, r in zip([o[0] for o in outs], got, session.run(None, run)):
+            assert g.shape == r.shape and g.dtype == r.dtype, name
+            np.testing.assert_array_equal(g, r, err_msg=name)
