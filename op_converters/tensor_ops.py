@@ -294,11 +294,11 @@ def _check_lengths(args: OpArgs, lens: relax.Expr, steps) -> None:
         high = te.compute((1,), lambda _: te.max(w[r2].astype("int64"), axis=[r2]), name="len_max")
         return te.compute((1,), lambda i: tirx.Select(low[0] < 0, low[0], high[0]), name="worst_len")
 
-    text = str(steps) if _static(steps) else "n] (n: the time axis' size at execution"
+    text = f"[0, {steps}]" if _static(steps) else "[0, n] (n: the time axis' size at execution)"
     args.check_value(
         args.emit_te(worst, lens),
         lambda v: tirx.And(v >= 0, v <= steps),
-        f"length {VALUE} is out of range [0, {text}]",
+        f"length {VALUE} is out of range {text}",
         "sequence_lens",
     )
 

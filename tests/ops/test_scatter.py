@@ -271,3 +271,18 @@ def test_onnx_max_unpool_index_out_of_range():
         "index 16 is out of range [-16, 16)",
         code=nna.ResultCode.INVALID_DIMENSIONS,
     )
+
+
+def test_tensor_scatter_linear_overflow_symbolic_cache():
+    ins = [
+        In(rand(2, 4, 3), dims=[2, UNKNOWN, 3]),
+        In(rand(2, 3, 3), dims=[2, UNKNOWN, 3]),
+        In(np.array([-1, 0], "int32"), P.INT32),
+        i32([1]),
+    ]
+    expect_error(
+        lambda: run_op(TENSOR_SCATTER, ins, [Out(dims=[2, UNKNOWN, 3])], [None]),
+        "'write_indices'",
+        "write index -1 is out of range [0, max_sequence_length - sequence_length]",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )

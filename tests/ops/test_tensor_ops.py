@@ -165,3 +165,13 @@ def test_reverse_sequence_length_out_of_range(bad):
         f"length {bad} is out of range [0, 4]",
         code=nna.ResultCode.INVALID_DIMENSIONS,
     )
+
+
+def test_reverse_sequence_length_out_of_range_symbolic_time():
+    ins = [In(rand(3, 2), dims=[UNKNOWN, 2]), In(np.array([4, 1], "int32"), P.INT32)]
+    expect_error(
+        lambda: run_op(REVERSE_SEQUENCE, ins, [Out(dims=[UNKNOWN, 2])], [None]),
+        "'sequence_lens'",
+        "length 4 is out of range [0, n] (n: the time axis' size at execution)",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
