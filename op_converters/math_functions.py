@@ -36,8 +36,7 @@ def math_function(args: OpArgs) -> relax.Expr:
     asinh, atan, atanh, sinh, erf (the operation's name), as C's libm defines them: outside the domain
     (|x| > 1 for acos, asin and atanh, x < 1 for acosh) the result is NaN, atanh(+-1) is +-inf.
 
-    Reference: ONNX Acos, Acosh, Asin, Asinh, Atan, Atanh, Sinh, Erf (numpy's functions of the same names;
-    math.erf).
+    Reference: ONNX Acos/Acosh/Asin/Asinh/Atan/Atanh/Sinh/Erf (numpy's functions of those names; math.erf).
     """
     x = args.raw_tensor("input")
     # LLVM lowers TVM's float16 acos, asin, atan, log1p, ... nowhere ("unknown intrinsic"): compute in float32
@@ -163,7 +162,7 @@ def cum_prod(args: OpArgs) -> relax.Expr:
     reverse: prod(x[i..n-1]); exclusive and reverse: prod(x[i+1..n-1]) (output[n-1] = 1). Integer
     products wrap around as in two's complement.
 
-    Reference: ONNX CumProd (onnx.reference's CumProd), CUM_SUM's operands.
+    Reference: ONNX CumProd (onnx.reference's CumProd); the operands are CUM_SUM's.
     """
     x = args.raw_tensor("input")
     axis = args.axis("axis", len(args.shape(x)), -1)
