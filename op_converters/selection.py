@@ -13,8 +13,10 @@ knows only the corner box format and pads its result, so none of them is used.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 
+import numpy as np
 from tvm import relax, te, tirx
 
 from nnadapter_tvm import extensions
@@ -340,6 +342,13 @@ def _unique_flat(args: OpArgs, x: relax.Expr, ordered: bool) -> list[relax.Expr]
 # -- ONNX NonMaxSuppression -----------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class _Runtime:
+    """A parameter read at execution: the position of its one-element tensor among a kernel's inputs."""
+
+    position: int
+
+
 def _corners(box, i, center: bool):
     """(ymin, xmin, ymax, xmax) of box i: corners in either order, or [x_center, y_center, w, h]."""
     if center:
@@ -363,15 +372,22 @@ def _suppresses(box, a, b, center: bool, iou_threshold: float) -> tirx.PrimExpr:
     return tirx.all(valid, inter / tirx.Select(valid, union, tirx.const(1.0, "float32")) > iou_threshold)
 
 
-def _nms_select_ir(ins, outs, *, limit, iou_threshold, score_threshold, center):
+def _nms_select_ir(ins, outs, *, params, center):
     """Per (batch, class): candidates by descending score (ties: lower index first) taken while not
-    suppressed by a selected box, at most ``limit``; sel[b, c, :cnt[b, c]] holds them."""
+    suppressed by a selected box, at most ``limit``; sel[b, c, :cnt[b, c]] holds them.  ``params``
+    gives limit, iou_threshold and score_threshold (None: no threshold) each as a constant, or as
+    the position in ``ins`` of a one-element tensor read at execution."""
     IRBuilder, T = _ir()
-    boxes, scores, order = ins
+    boxes, scores, order = ins[:3]
     batches, num_boxes, _ = boxes.shape
     classes = scores.shape[1]
     with IRBuilder() as ib, T.serial(0, 1):
         boxes_, scores_, order_ = (T.buffer_proxy(b) for b in (boxes, scores, order))
+
+        def param(value):
+            return T.buffer_proxy(ins[value.position])[0] if isinstance(value, _Runtime) else value
+
+        limit, iou_threshold, score_threshold = (param(v) for v in params)
         sel, cnt = T.buffer_proxy(outs[0]), T.buffer_proxy(outs[1])
         keep = _local(T, I64)
         with T.serial(0, batches) as n, T.serial(0, classes) as c:
@@ -384,7 +400,7 @@ def _nms_select_ir(ins, outs, *, limit, iou_threshold, score_threshold, center):
                 idx = order_[n, c, k]
                 take = cnt[n, c] < limit
                 if score_threshold is not None:
-                    take = tirx.all(take, scores_[n, c, idx] > tirx.const(score_threshold, "float32"))
+                    take = tirx.all(take, scores_[n, c, idx] > score_threshold)
                 with T.If(take), T.Then():
                     keep[0] = tirx.const(1, I64)
                     with T.serial(0, cnt[n, c]) as t:
@@ -417,6 +433,7 @@ def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
     """boxes [B, M, 4], scores [B, C, M], max_output_boxes_per_class (INT64, default 0; negative reads
     as 0), iou_threshold (default 0), score_threshold (optional: absent keeps every score),
     center_point_box (INT32, default 0) -> selected_indices [S, 3] (INT64 rows batch, class, box).
+    The cap and thresholds may be model inputs (one element each, read at execution).
 
     Per batch and class, boxes scoring above score_threshold are taken by descending score (ties by
     lower index) and kept unless their IoU with a kept box exceeds iou_threshold, at most
@@ -436,26 +453,42 @@ def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
     for a, b, what in ((box_shape[0], score_shape[0], "batch"), (box_shape[1], score_shape[2], "box count M")):
         if isinstance(a, int) and isinstance(b, int) and a != b:
             args.fail(f"{what} {b} differs from the boxes' {a} (boxes {box_shape}, scores {score_shape})", "scores")
-    limit = max(args.int("max_output_boxes_per_class", 0), 0)
-    iou_threshold = args.float("iou_threshold", 0.0)
-    score_threshold = args.float("score_threshold") if args.has("score_threshold") else None
     center = args.int("center_point_box", 0)
     if center not in (0, 1):
         args.fail(f"must be 0 (corners) or 1 (center, size), got {center}", "center_point_box")
-    order = args.emit(relax.op.argsort(scores, axis=2, descending=True, dtype=I64))
-    kernel = functools.partial(
-        _nms_select_ir,
-        limit=tirx.const(limit, I64),
-        iou_threshold=tirx.const(iou_threshold, "float32"),
-        score_threshold=score_threshold,
-        center=bool(center),
+    runtime: list[relax.Expr] = []
+
+    def param(name: str, dtype: str, default):
+        """A constant operand's value, else its one element read at execution (a kernel input)."""
+        if not args.has(name):
+            return default if default is None else tirx.const(default, dtype)
+        if args.operand(name).is_constant:
+            value = args.value(name)
+            if np.size(value) != 1:
+                args.fail(f"must hold one value, got {np.size(value)}", name)
+            return tirx.const(np.reshape(value, -1)[0].item(), dtype)
+        tensor = args.raw_tensor(name)
+        size = 1
+        for d in args.shape(tensor):
+            size *= d
+        if isinstance(size, int) and size != 1:
+            args.fail(f"must hold one value, got {size}", name)
+        runtime.append(args.emit(relax.op.astype(relax.op.reshape(tensor, [1]), dtype)))
+        return _Runtime(3 + len(runtime) - 1)
+
+    params = (
+        param("max_output_boxes_per_class", I64, 0),
+        param("iou_threshold", "float32", 0.0),
+        param("score_threshold", "float32", None),
     )
+    order = args.emit(relax.op.argsort(scores, axis=2, descending=True, dtype=I64))
+    kernel = functools.partial(_nms_select_ir, params=params, center=bool(center))
 
-    def select(b: te.Tensor, s: te.Tensor, o: te.Tensor) -> list[te.Tensor]:
+    def select(b: te.Tensor, s: te.Tensor, o: te.Tensor, *p: te.Tensor) -> list[te.Tensor]:
         shapes = [(b.shape[0], s.shape[1], b.shape[1]), (b.shape[0], s.shape[1])]
-        return te.extern(shapes, [b, s, o], kernel, dtype=[I64, I64], name="nms_select")
+        return te.extern(shapes, [b, s, o, *p], kernel, dtype=[I64, I64], name="nms_select")
 
-    selected = args.emit_te(select, boxes, scores, order)
+    selected = args.emit_te(select, boxes, scores, order, *runtime)
     sel, cnt = (args.emit(relax.TupleGetItem(selected, k)) for k in range(2))
     rows = _bind_count(args, args.emit(relax.op.sum(cnt)), "nms_selected")
 

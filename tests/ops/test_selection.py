@@ -209,6 +209,21 @@ def test_all_class_non_max_suppression_symbolic_dims() -> None:
     check_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [expected], outputs=[Out(P.INT64, dims=[UNKNOWN, 3])])
 
 
+def test_all_class_non_max_suppression_parameters_at_run_time() -> None:
+    # The cap and both thresholds as model inputs, read at execution (shapes [1] and []).
+    data, scores = nms_data(2, 9, 2, seed=8, center=1)
+    expected = nms_onnx_ref(data, scores, 2, 0.25, 0.3, 1)
+    operands = [
+        In(data),
+        In(scores),
+        In(np.array([2], "int64"), P.INT64),
+        In(np.array(0.25, "float32")),
+        In(np.array([0.3], "float32")),
+        i32(1),
+    ]
+    check_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [expected], outputs=[Out(P.INT64, dims=[UNKNOWN, 3])])
+
+
 def test_all_class_non_max_suppression_bad_operands() -> None:
     data, scores = nms_data(1, 5, 2, seed=1, center=0)
 
@@ -219,6 +234,12 @@ def test_all_class_non_max_suppression_bad_operands() -> None:
     expect_error(lambda: run(data[..., :3], scores), "ALL_CLASS_NON_MAX_SUPPRESSION", "boxes", "[B, M, 4]")
     expect_error(lambda: run(data, scores[:, :, :4]), "scores", "box count M 4 differs from the boxes' 5")
     expect_error(lambda: run(data, scores, center=2), "center_point_box", "got 2")
+    operands = [In(data), In(scores), In(np.array([2, 3], "int64"), P.INT64), f32(0.5)]
+    expect_error(
+        lambda: run_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [Out(P.INT64, dims=[UNKNOWN, 3])], [(0, 3)]),
+        "max_output_boxes_per_class",
+        "must hold one value, got 2",
+    )
 
 
 # -- through the ONNX importer ------------------------------------------------------------------

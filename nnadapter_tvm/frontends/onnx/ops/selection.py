@@ -38,18 +38,18 @@ def unique(ctx: NodeContext) -> list[Value]:
 @onnx_op("NonMaxSuppression")
 def non_max_suppression(ctx: NodeContext) -> Value:
     """NonMaxSuppression -> ALL_CLASS_NON_MAX_SUPPRESSION; max_output_boxes_per_class and the thresholds
-    must be known at import (an empty or absent one takes ONNX's default)."""
+    may be computed at run time (an empty or absent one takes ONNX's default)."""
     boxes, scores = ctx.input(0), ctx.input(1)
     if boxes.dtype != np.float32 or scores.dtype != np.float32:
         ctx.unsupported(f"{boxes.describe()} and {scores.describe()}: the boxes and scores must be FLOAT32")
 
     def scalar(i: int, dtype: str) -> Value:
-        value = ctx.const(i, None)
-        if value is None or np.size(value) == 0:
+        value = ctx.optional(i)
+        if value is None or (value.is_const and np.size(value.const) == 0):
             return ctx.constant(np.zeros([0], dtype))  # the operation's absent operand
-        if np.size(value) != 1:
-            ctx.fail(f"input {i} must hold one value, got {np.size(value)}")
-        return ctx.constant(np.reshape(value, []).astype(dtype), dtype)
+        if value.dtype != np.dtype(dtype):
+            ctx.unsupported(f"input {i} {value.describe()}: ONNX says {dtype}")
+        return value
 
     inputs = [
         boxes,
