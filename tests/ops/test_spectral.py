@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oputil import In, Out, P, b8, expect_error, f32, i64, rand, run_op
+from oputil import UNKNOWN, In, Out, P, b8, expect_error, f32, i64, rand, run_op
 
 from nnadapter_tvm.op_converters.spectral import DFT, STFT
 
@@ -135,3 +135,21 @@ def test_stft_bad_operands() -> None:
     expect_error(lambda: run(0, 8, 8), "STFT", "frame_step", "must be positive")
     expect_error(lambda: run(4, 20, 20), "STFT", "frame_length", "must be in [1, 16]")
     expect_error(lambda: run(4, 8, 8, True, rand(1, 16, 2)), "STFT", "onesided", "signal is complex")
+
+
+def test_dft_and_stft_with_a_symbolic_batch() -> None:
+    # Only the transformed length must be static; the batch is known at execution.
+    x = rand(3, 8, 2, seed=11)
+    expected = dft_ref(x, None, 1, False, False)
+    operands = [In(x, dims=[UNKNOWN, 8, 2]), i64(np.zeros([0], "int64")), i64(1), b8(False), b8(False)]
+    check(run_op(DFT, operands, [Out(P.FLOAT32, dims=[UNKNOWN, 8, 2])], [expected.shape])[0], expected)
+    signal = rand(2, 12, 1, seed=12)
+    expected = stft_ref(signal, 4, None, 4, True)
+    operands = [In(signal, dims=[UNKNOWN, 12, 1]), i64(4), f32(np.zeros([0], "float32")), i64(4), b8(True)]
+    check(run_op(STFT, operands, [Out(P.FLOAT32, dims=[UNKNOWN, 3, 3, 2])], [expected.shape])[0], expected)
+
+
+def test_dft_of_a_symbolic_signal_length_fails() -> None:
+    x = rand(2, 8, 1)
+    operands = [In(x, dims=[2, UNKNOWN, 1]), i64(np.zeros([0], "int64")), i64(1), b8(False), b8(False)]
+    expect_error(lambda: run_op(DFT, operands, [Out(P.FLOAT32)], [(2, 8, 2)]), "DFT", "input", "static signal length")
