@@ -47,22 +47,25 @@ def _bind_count(args: OpArgs, count: relax.Expr, name: str) -> tirx.Var:
     return n
 
 
-def _is_set(x: relax.Expr) -> relax.Expr:
-    """not (x == 0) as bool: NaN counts as set, as numpy's nonzero (TVM's != is LLVM's ordered one,
-    false for NaN)."""
-    if str(x.ty.dtype) == "bool":
-        return x
-    return relax.op.logical_not(relax.op.equal(x, relax.const(0, x.ty.dtype)))
+def _set_mask(x: te.Tensor) -> te.Tensor:
+    """1 where x is nonzero (NaN included, as numpy's nonzero), else 0, as int64.  NaN is tested
+    explicitly: TVM's != compiles to LLVM's ordered compare, false for NaN."""
+    dtype = str(x.dtype)
+
+    def is_set(*i):
+        value = x(*i)
+        if dtype == "bool":
+            return value
+        differs = value != tirx.const(0, dtype)
+        return tirx.any(differs, tirx.isnan(value)) if dtype.startswith("float") else differs
+
+    return te.compute(x.shape, lambda *i: tirx.Select(is_set(*i), tirx.const(1, I64), tirx.const(0, I64)), name="set")
 
 
-def _count_set(args: OpArgs, x: relax.Expr, name: str) -> tirx.Var:
-    count = args.emit(relax.op.sum(relax.op.astype(_is_set(x), I64)))
-    return _bind_count(args, count, name)
-
-
-def _nonzero_kernel(x: te.Tensor, n: tirx.Var) -> te.Tensor:
-    """The coordinates [rank, n] of x's set elements in row-major order (n: their count, bound before)."""
-    rank = len(x.shape)
+def _nonzero_kernel(mask: te.Tensor, n: tirx.Var) -> te.Tensor:
+    """The coordinates [rank, n] of the mask's ones in row-major order (n: their count, bound before
+    from the same mask, so the writes stay inside; the guard keeps them there regardless)."""
+    rank = len(mask.shape)
 
     def body(ins, outs):
         IRBuilder, T = _ir()
@@ -72,22 +75,21 @@ def _nonzero_kernel(x: te.Tensor, n: tirx.Var) -> te.Tensor:
             pos[0] = tirx.const(0, I64)
             with contextlib.ExitStack() as loops:
                 index = [loops.enter_context(T.serial(0, d)) for d in ins[0].shape]
-                value, dtype = data[tuple(index)], ins[0].dtype
-                is_set = value if dtype == "bool" else value != tirx.const(0, dtype)
-                if dtype.startswith("float"):
-                    is_set = tirx.any(is_set, tirx.isnan(value))  # != is ordered: false for NaN
-                with T.If(is_set), T.Then():
+                with T.If(tirx.all(data[tuple(index)] == 1, pos[0] < n)), T.Then():
                     for d in range(rank):
                         out[d, pos[0]] = index[d].astype(I64)
                     pos[0] = pos[0] + 1
         return ib.get()
 
-    return te.extern([(rank, n)], [x], body, dtype=[I64], name="nonzero")
+    return te.extern([(rank, n)], [mask], body, dtype=[I64], name="nonzero")
 
 
 def _nonzero(args: OpArgs, x: relax.Expr, name: str) -> relax.Expr:
-    n = _count_set(args, x, name)
-    return args.emit_te(_nonzero_kernel, x, n)
+    """NONZERO's [rank, n] coordinates: the mask is computed once, its sum bound as n, then read by the
+    kernel that writes the coordinates at the mask's running prefix count."""
+    mask = args.emit_te(_set_mask, x)
+    n = _bind_count(args, args.emit(relax.op.sum(mask)), name)
+    return args.emit_te(_nonzero_kernel, mask, n)
 
 
 def nonzero(args: OpArgs) -> relax.Expr:
