@@ -500,8 +500,34 @@ def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
     return args.emit_te(gather, sel, cnt)
 
 
+def _axis_value(values: list, i: int, rank: int) -> int | None:
+    value = values[i] if i < len(values) else None
+    return None if value is None or np.size(value) == 0 else int(np.reshape(value, -1)[0]) % rank
+
+
+def _infer_nonzero(shapes: list, values: list) -> list:
+    return [(len(shapes[0]), None)]
+
+
+def _infer_compress(shapes: list, values: list) -> list:
+    axis = _axis_value(values, 2, max(len(shapes[0]), 1))
+    if axis is None:
+        return [(None,)]
+    return [tuple(None if d == axis else s for d, s in enumerate(shapes[0]))]
+
+
+def _infer_unique(shapes: list, values: list) -> list:
+    shape = shapes[0]
+    axis = _axis_value(values, 2, max(len(shape), 1))
+    if axis is None:
+        count = None if any(s is None for s in shape) else int(np.prod(shape, dtype=np.int64))
+        return [(None,), (None,), (count,), (None,)]
+    y = tuple(None if d == axis else s for d, s in enumerate(shape))
+    return [y, (None,), (shape[axis],), (None,)]
+
+
 NONZERO = extensions.register_builtin(
-    "NONZERO", 2300, [Arg("input", ANY)], [Arg("output", INT64)], nonzero, version="1"
+    "NONZERO", 2300, [Arg("input", ANY)], [Arg("output", INT64)], nonzero, infer=_infer_nonzero, version="1"
 )
 COMPRESS = extensions.register_builtin(
     "COMPRESS",
@@ -509,6 +535,7 @@ COMPRESS = extensions.register_builtin(
     [Arg("input", ANY), Arg("condition", BOOL), Arg("axis", INT32_64, optional=True)],
     [Arg("output", ANY)],
     compress,
+    infer=_infer_compress,
     version="1",
 )
 UNIQUE = extensions.register_builtin(
@@ -522,6 +549,7 @@ UNIQUE = extensions.register_builtin(
         Arg("counts", INT64, optional=True),
     ],
     unique,
+    infer=_infer_unique,
     version="1",
 )
 ALL_CLASS_NON_MAX_SUPPRESSION = extensions.register_builtin(
@@ -537,6 +565,7 @@ ALL_CLASS_NON_MAX_SUPPRESSION = extensions.register_builtin(
     ],
     [Arg("selected_indices", INT64)],
     all_class_non_max_suppression,
+    infer=lambda shapes, values: [(None, 3)],
     version="1",
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from tvm import relax, te, tirx
 
 from nnadapter_tvm import extensions
@@ -160,6 +161,35 @@ def stft(args: OpArgs) -> relax.Expr:
     return args.emit_te(compute, x, *([window] if window is not None else []))
 
 
+def _scalar(values: list, i: int, default):
+    value = values[i] if i < len(values) else None
+    return default if value is None or np.size(value) == 0 else np.reshape(value, -1)[0].item()
+
+
+def _infer_dft(shapes: list, values: list) -> list:
+    shape = list(shapes[0])
+    axis = int(_scalar(values, 2, -2)) % len(shape)
+    inverse, onesided = bool(_scalar(values, 3, False)), bool(_scalar(values, 4, False))
+    length = shape[axis]
+    n = _scalar(values, 1, None)
+    if n is None and length is not None:
+        n = 2 * (length - 1) if inverse and onesided else length
+    shape[-1] = 1 if inverse and onesided else 2
+    shape[axis] = None if n is None else (n // 2 + 1 if onesided and not inverse else n)
+    return [tuple(shape)]
+
+
+def _infer_stft(shapes: list, values: list) -> list:
+    batch, length = shapes[0][:2]
+    window = shapes[2] if len(shapes) > 2 and shapes[2] is not None and shapes[2] != (0,) else None
+    n = _scalar(values, 3, None) or (window[0] if window else length)
+    step = _scalar(values, 1, None)
+    onesided = bool(_scalar(values, 4, True))
+    frames = None if None in (length, n, step) else 1 + (length - n) // step
+    bins = None if n is None else (n // 2 + 1 if onesided else n)
+    return [(batch, frames, bins, 2)]
+
+
 DFT = extensions.register_builtin(
     "DFT",
     2310,
@@ -172,6 +202,7 @@ DFT = extensions.register_builtin(
     ],
     [Arg("output", F32)],
     dft,
+    infer=_infer_dft,
     version="1",
 )
 STFT = extensions.register_builtin(
@@ -186,6 +217,7 @@ STFT = extensions.register_builtin(
     ],
     [Arg("output", F32)],
     stft,
+    infer=_infer_stft,
     version="1",
 )
 

@@ -299,3 +299,18 @@ def test_onnx_graph_with_data_dependent_sizes_matches_onnxruntime() -> None:
         for name, g, r in zip([o[0] for o in outs], got, session.run(None, run)):
             assert g.shape == r.shape and g.dtype == r.dtype, name
             np.testing.assert_array_equal(g, r, err_msg=name)
+
+
+def test_shape_inference_leaves_data_dependent_sizes_unknown() -> None:
+    """What importers get from the extensions' shape inference: None exactly where the data decides."""
+    from nnadapter_tvm import extensions
+
+    def infer(op, shapes, values):
+        return extensions.get(op).infer(shapes, values)
+
+    assert infer(NONZERO, [(2, 3, 4)], [None]) == [(3, None)]
+    assert infer(COMPRESS, [(2, 5), (5,), ()], [None, None, np.array(-1)]) == [(2, None)]
+    assert infer(COMPRESS, [(2, 5), (5,)], [None, None]) == [(None,)]
+    assert infer(UNIQUE, [(2, 5), (), ()], [None, np.array(True), np.array(1)]) == [(2, None), (None,), (5,), (None,)]
+    assert infer(UNIQUE, [(2, 5)], [None]) == [(None,), (None,), (10,), (None,)]
+    assert infer(ALL_CLASS_NON_MAX_SUPPRESSION, [(1, 4, 4), (1, 2, 4)], [None, None]) == [(None, 3)]

@@ -153,3 +153,32 @@ def test_dft_of_a_symbolic_signal_length_fails() -> None:
     x = rand(2, 8, 1)
     operands = [In(x, dims=[2, UNKNOWN, 1]), i64(np.zeros([0], "int64")), i64(1), b8(False), b8(False)]
     expect_error(lambda: run_op(DFT, operands, [Out(P.FLOAT32)], [(2, 8, 2)]), "DFT", "input", "static signal length")
+
+
+@pytest.mark.parametrize(
+    "shape, axis, n, inverse, onesided",
+    [((2, 7, 1), -2, None, False, True), ((2, 4, 2), 1, 7, True, True), ((1, 3, 5, 2), 2, None, True, False)],
+)
+def test_dft_shape_inference(shape, axis, n, inverse, onesided) -> None:
+    """The extension's shape inference (asked by importers) gives the reference's shape."""
+    from nnadapter_tvm import extensions
+
+    expected = dft_ref(rand(*shape), n, axis, inverse, onesided).shape
+    values = [None, None if n is None else np.array(n), np.array(axis), np.array(inverse), np.array(onesided)]
+    assert extensions.get(DFT).infer([shape, None, (), (), ()], values) == [expected]
+
+
+def test_stft_shape_inference() -> None:
+    from nnadapter_tvm import extensions
+
+    expected = stft_ref(rand(2, 30, 1), 5, np.ones(12), None, True).shape
+    values = [None, np.array(5), None, None, np.array(True)]
+    assert extensions.get(STFT).infer([(2, 30, 1), (), (12,), None, ()], values) == [expected]
+    assert extensions.get(STFT).infer([(None, 30, 1), (), None, (), ()], [None, np.array(5), None, np.array(10), None])[
+        0
+    ] == (
+        None,
+        5,
+        6,
+        2,
+    )
