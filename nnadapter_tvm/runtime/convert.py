@@ -114,9 +114,12 @@ def quantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
         y = relax.op.add(y, relax.const(np.array(t.zero_point, compute)))
     # NaN saturates to the type's minimum, as onnxruntime's quantizers give (its saturating conversion);
     # clip alone keeps or drops NaN as LLVM's min/max order their operands, and the cast of NaN is undefined.
-    y = relax.op.where(
-        relax.op.isnan(y), relax.const(np.array(info.min, compute)), relax.op.clip(y, float(info.min), float(info.max))
-    )
+    # (Integer results, computed in float64, hold no NaN.)
+    clipped = relax.op.clip(y, float(info.min), float(info.max))
+    if compute == "float32":
+        y = relax.op.where(relax.op.isnan(y), relax.const(np.array(info.min, compute), compute), clipped)
+    else:
+        y = clipped
     return relax.op.astype(y, t.dtype)
 
 
