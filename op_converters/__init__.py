@@ -11,6 +11,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     elementwise,
     generate,
     grid_sample,
+    grid_sample_onnx,
     indexing,
     logical,
     math_functions,

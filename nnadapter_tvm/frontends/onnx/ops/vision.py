@@ -6,6 +6,7 @@ from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import cast
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
+from nnadapter_tvm.op_converters import grid_sample_onnx
 from nnadapter_tvm.types import InterpolateMode, PadMode
 from nnadapter_tvm.types import OperationType as O
 
@@ -47,16 +48,15 @@ _GRID_PADDING = {"zeros": PadMode.CONSTANT, "border": PadMode.EDGE, "reflection"
 
 @onnx_op("GridSample")
 def grid_sample(ctx: NodeContext) -> Value:
-    """GridSample (4-D; bilinear/linear or nearest; zeros, border or reflection padding) -> GRID_SAMPLE."""
+    """GridSample (4-D; bilinear/linear or nearest; zeros, border or reflection padding) -> GRID_SAMPLE;
+    bicubic or 5-D (volumetric) -> the GRID_SAMPLE_ONNX extension."""
     x, grid = ctx.input(0), ctx.input(1)
     mode = ctx.attr("mode", "bilinear" if ctx.opset < 20 else "linear")
     padding = ctx.attr("padding_mode", "zeros")
-    if mode not in _GRID_MODES:
-        ctx.unsupported(f"mode '{mode}': GRID_SAMPLE interpolates bilinearly or takes the nearest pixel")
     if padding not in _GRID_PADDING:
         ctx.fail(f"padding_mode '{padding}'")
-    if x.rank != 4:
-        ctx.unsupported(f"{x.describe()}: GRID_SAMPLE samples 4-D [N, C, H, W] inputs only")
+    if mode not in _GRID_MODES or x.rank != 4:
+        return _grid_sample_onnx(ctx, x, grid, mode, padding)
     inputs = [
         x,
         grid,
@@ -65,3 +65,29 @@ def grid_sample(ctx: NodeContext) -> Value:
         ctx.i32(int(_GRID_PADDING[padding])),
     ]
     return ctx.emit(O.GRID_SAMPLE, inputs)
+
+
+# ONNX's mode names (opset 16 spells them bilinear / bicubic) -> GRID_SAMPLE_ONNX's.
+_GRID_ONNX_MODES = {
+    "bilinear": "linear",
+    "linear": "linear",
+    "nearest": "nearest",
+    "bicubic": "cubic",
+    "cubic": "cubic",
+}
+
+
+def _grid_sample_onnx(ctx: NodeContext, x: Value, grid: Value, mode: str, padding: str) -> Value:
+    """GridSample beyond GRID_SAMPLE (bicubic, 5-D) -> GRID_SAMPLE_ONNX."""
+    if mode not in _GRID_ONNX_MODES:
+        ctx.fail(f"mode '{mode}' is not one of {', '.join(_GRID_ONNX_MODES)}")
+    if x.rank not in (4, 5) or x.dtype != "float32" or grid.dtype != "float32":
+        ctx.unsupported(f"{x.describe()}, grid {grid.describe()}: GRID_SAMPLE_ONNX samples 4-D or 5-D float32 inputs")
+    inputs = [
+        x,
+        grid,
+        ctx.boolean(bool(ctx.attr("align_corners", 0))),
+        ctx.i32(grid_sample_onnx.MODES.index(_GRID_ONNX_MODES[mode])),
+        ctx.i32(grid_sample_onnx.PADDING_MODES.index(padding)),
+    ]
+    return ctx.emit(grid_sample_onnx.GRID_SAMPLE_ONNX, inputs)
