@@ -25,6 +25,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     resize,
     resize_onnx,
     roi_align,
+    roi_align_onnx,
     scatter,
     selection,
     shape,

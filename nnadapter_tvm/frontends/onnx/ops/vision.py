@@ -6,19 +6,20 @@ from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import cast
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters import grid_sample_onnx
+from nnadapter_tvm.op_converters import grid_sample_onnx, roi_align_onnx
 from nnadapter_tvm.types import InterpolateMode, PadMode
 from nnadapter_tvm.types import OperationType as O
 
 
 @onnx_op("RoiAlign")
 def roi_align(ctx: NodeContext) -> Value:
-    """RoiAlign (mode avg) -> ROI_ALIGN; coordinate_transformation_mode half_pixel is ``aligned``,
-    output_half_pixel (the only behaviour before opset 16) is not; batch_indices cast to INT32."""
+    """RoiAlign (mode avg) -> ROI_ALIGN, (mode max) -> the ROI_ALIGN_ONNX extension;
+    coordinate_transformation_mode half_pixel is ``aligned``, output_half_pixel (the only behaviour
+    before opset 16) is not; batch_indices cast to INT32."""
     x, rois, batch = ctx.input(0), ctx.input(1), ctx.input(2)
     mode = ctx.attr("mode", "avg")
-    if mode != "avg":
-        ctx.unsupported(f"mode '{mode}': ROI_ALIGN averages its samples")
+    if mode not in roi_align_onnx.MODES:
+        ctx.fail(f"mode '{mode}' is not one of {', '.join(roi_align_onnx.MODES)}")
     transform = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
     if transform not in ("half_pixel", "output_half_pixel"):
         ctx.fail(f"coordinate_transformation_mode '{transform}'")
@@ -35,6 +36,8 @@ def roi_align(ctx: NodeContext) -> Value:
         ctx.f32(float(ctx.attr("spatial_scale", 1.0))),
         ctx.boolean(transform == "half_pixel"),
     ]
+    if mode == "max":  # ROI_ALIGN averages its samples
+        return ctx.emit(roi_align_onnx.ROI_ALIGN_ONNX, [*inputs, ctx.i32(roi_align_onnx.MODES.index(mode))])
     return ctx.emit(O.ROI_ALIGN, inputs)
 
 
