@@ -6,8 +6,10 @@ asymmetric; the ratio from scales or from the sizes), ONNX's has more coordinate
 nearest rounding modes.  Rather than a table of which ONNX combination equals which Paddle one (easy
 to get subtly wrong at the borders), each candidate configuration is checked at import: ONNX's
 reference Resize and a numpy copy of the NNAdapter converter's float32 formulas run on a probe image of
-the node's own spatial size, and the first candidate that agrees is emitted.  Nothing agrees: the node
-is unsupported, naming its modes.
+the node's own spatial size, and the first candidate that agrees is emitted.  Nothing agrees (cubic,
+antialias, crop-and-resize, the other coordinate transformations and nearest modes, other ranks and
+axes): the node goes to the RESIZE_ONNX extension (op_converters/resize_onnx.py), which computes ONNX's
+Resize itself.
 """
 
 from __future__ import annotations
@@ -143,8 +145,6 @@ def resize(ctx: NodeContext) -> Value:
         mode not in ("nearest", "linear", "bilinear")
         or x.rank != 4
         or (axes is not None and sorted(a % 4 for a in axes) != [2, 3])
-        or ctx.attr("antialias", 0)
-        or transform == "tf_crop_and_resize"
     ):
         return _resize_onnx(ctx, x, f"{what}: NNAdapter's RESIZE_* resize H and W, nearest or bilinear, unfiltered")
     n, c, h, w = (None if d is None or d < 0 else d for d in x.shape)
