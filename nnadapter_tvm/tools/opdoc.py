@@ -58,7 +58,8 @@ def render() -> str:
         + (f" Missing: {', '.join(missing)}." if missing else ""),
         f"{len(STANDARD_OPERATIONS)} are the spec's standard operations; the rows marked *extension* are",
         "nnadapter-tvm's own (upstream's UNSTACK, XOR and NON_MAX_SUPPRESSION beside the spec, and",
-        "codes from 1000 up: recurrent layers and dynamic quantization), documented as such.",
+        "codes from 1000 up: recurrent layers, dynamic quantization, and the ONNX operators beyond the standard",
+        "set registered through the custom-operation path, docs/custom_operations.md), documented as such.",
         "",
     ]
     return "\n".join(head + rows) + "\n"
