@@ -475,3 +475,80 @@ def test_unknown_dims_through_the_model_api(caplog):
         execution.compute()
         want = np.maximum(conv2d_ref(x, *weights, (1, 1, 1, 1), (1, 1), (1, 1), 1), 0)
         np.testing.assert_allclose(outputs[0], want, rtol=1e-4, atol=1e-4)
+
+
+# -- select-shaped kernels over a symbolic axis ----------------------------------------------------
+# A kernel whose value switches between inputs (or a pad value) by comparing the symbolic axis' index
+# with a size (concat, pad) gives TVM's LoopPartition a second condition beside the guard of the
+# whole-vector split; where the switch falls inside the last, partial vector it emitted a tail loop
+# that overlapped the first one and read the second input at negative indices (found by the ONNX fuzzer:
+# tests/fuzz_corpus_onnx/fixed-Concat-symbolic-dim-cpu-schedules-reads-garbage.json).  Sizes 1..40 put
+# the switch in every lane of three vectors for 4-, 8- and 16-lane targets.
+
+SELECT_SIZES = range(1, 41)
+
+
+def _select_module(dims: list[list], body) -> tvm.IRModule:
+    """``body`` over float32 inputs of ``dims`` (ints, or the symbolic size ``n``)."""
+    return _module(dims, body)
+
+
+def _concat(axis: int):
+    return lambda bb, *xs: bb.emit(relax.op.concat(list(xs), axis=axis))
+
+
+N = tvm.tirx.Var("n", "int64")
+
+SELECT_CASES = {
+    # name: (input dims with N symbolic, relax body, numpy reference)
+    "concat-axis0": ([[N], [3]], _concat(0), lambda a, b: np.concatenate([a, b])),
+    "concat-axis0-symbolic-second": ([[5], [N]], _concat(0), lambda a, b: np.concatenate([a, b])),
+    "concat-axis0-three": ([[N], [3], [N]], _concat(0), lambda *xs: np.concatenate(xs)),
+    "concat-axis1": ([[2, N], [2, 5]], _concat(1), lambda a, b: np.concatenate([a, b], 1)),
+    "concat-axis1-three": ([[2, N], [2, 3], [2, N]], _concat(1), lambda *xs: np.concatenate(xs, 1)),
+    "concat-axis1-symbolic-rows": ([[N, 3], [N, 21]], _concat(1), lambda a, b: np.concatenate([a, b], 1)),
+    "concat-axis3-nchw": (
+        [[1, 2, 3, N], [1, 2, 3, 7]],
+        _concat(3),
+        lambda a, b: np.concatenate([a, b], 3),
+    ),
+    "pad-last-axis": (
+        [[2, N]],
+        lambda bb, x: bb.emit(relax.op.nn.pad(x, [0, 0, 3, 2], pad_value=1.5)),
+        lambda a: np.pad(a, [(0, 0), (3, 2)], constant_values=1.5),
+    ),
+    "pad-then-relu": (
+        [[3, N]],
+        lambda bb, x: bb.emit(relax.op.nn.relu(bb.emit(relax.op.nn.pad(x, [0, 0, 17, 1], pad_value=-2.0)))),
+        lambda a: np.maximum(np.pad(a, [(0, 0), (17, 1)], constant_values=-2.0), 0),
+    ),
+    "where": (
+        [[2, N], [2, N]],
+        lambda bb, x, y: bb.emit(relax.op.where(bb.emit(relax.op.greater(x, y)), x, bb.emit(relax.op.negative(y)))),
+        lambda a, b: np.where(a > b, a, -b),
+    ),
+    "max-pool-width": (
+        [[1, 2, 3, N]],
+        lambda bb, x: bb.emit(relax.op.nn.max_pool2d(x, [1, 3], [1, 1], padding=[0, 1, 0, 1])),
+        lambda a: np.max(
+            np.stack(
+                [np.pad(a, [(0, 0)] * 3 + [(1, 1)], constant_values=-np.inf)[..., i : i + a.shape[3]] for i in range(3)]
+            ),
+            0,
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SELECT_CASES))
+def test_select_kernels_over_a_symbolic_axis_match_numpy(name):
+    """Compiled once with the axis N symbolic, each kernel gives numpy's result bit for bit at every N in
+    1..40 (data copies only: no rounding)."""
+    dims, body, reference = SELECT_CASES[name]
+    executable, report = pipeline.build(_select_module(dims, body), TARGET)
+    assert "none" not in report.values(), report
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    for n in SELECT_SIZES:
+        inputs = [RNG.standard_normal([n if d is N else d for d in shape]).astype("float32") for shape in dims]
+        got = vm["main"](*[tvm.runtime.tensor(x) for x in inputs]).numpy()
+        np.testing.assert_array_equal(got, reference(*inputs), err_msg=f"{name} at n = {n}")

@@ -34,7 +34,9 @@ turns a Relax module into a legalized, fused module whose every PrimFunc carries
 5. **Symbolic extents** (batch, height, width, sequence length unknown until execution; channels
    static) get the same rules: a register tile along a symbolic axis runs whole tiles past the end
    (``compute._padded``: clamped reads, then a crop), vector loops over a symbolic axis are partitioned
-   into whole vectors and a scalar tail (``loops.vectorize_inner``), parallel loops fuse at most two
+   into whole vectors and a scalar tail (``loops.vectorize_inner``) unless their body compares the index
+   with a bound of its own (a concatenation, a pad along that axis: scalar, since TVM's partitioning of
+   two bounds can overlap its loops, ``loops.partition_safe``), parallel loops fuse at most two
    symbolic loops (``loops.parallel``), and products of two run-time tensors are packed at run time and
    run under the dense rule (``Lowering._batch_matmul``).  docs/performance.md, section 4, has the
    measurements.

@@ -20,6 +20,7 @@ from nnadapter_tvm.targets.cpu.loops import (
     iter_kinds,
     loop_extent,
     parallel,
+    partition_safe,
     static_product,
     vectorize_inner,
 )
@@ -74,7 +75,8 @@ def schedule_spatial(sch: s_tir.Schedule, block, lanes: int):
         # [..., N / nb, K, nb] blocks of a run-time operand with a symbolic N: only the last block is
         # zero-padded; partitioned apart, the others copy whole vectors.
         sch.vectorize(loops[-1])
-        sch.annotate(loops[-3], "pragma_loop_partition_hint", 1)
+        if partition_safe(sch, loops[-3], guard=False):  # the zero padding past N: one bound
+            sch.annotate(loops[-3], "pragma_loop_partition_hint", 1)
         parallel(sch, list(loops[:-3]), work=total)
         return None
     if _transpose_tile(sch, block, lanes, total):
@@ -127,6 +129,9 @@ def _transpose_tile(sch: s_tir.Schedule, block, lanes: int, total: int | None) -
     ea, eb = loop_extent(sch, a), loop_extent(sch, b)
     if ea is None and eb is None:
         return False
+    symbolic = a if ea is None else b
+    if (ea is None or eb is None) and not partition_safe(sch, symbolic, guard=True):
+        return False
     if (ea is not None and ea < lanes) or (eb is not None and eb < lanes):
         return False
     # A symbolic axis is split by a whole vector; its outer loop stays serial, with a partition hint
@@ -169,7 +174,14 @@ def schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
         vectorize_inner(sch, inner, lanes)
         parallel(sch, spatial[:-1], work=work if total else None)
         sch.decompose_reduction(block, reduce[0])
-    elif spatial and reduce and last_spatial_is_last_axis and inner_extent is None and lanes >= 2:
+    elif (
+        spatial
+        and reduce
+        and last_spatial_is_last_axis
+        and inner_extent is None
+        and lanes >= 2
+        and partition_safe(sch, spatial[-1], guard=True)  # e.g. not a window padded along the width
+    ):
         # A symbolic contiguous axis (a width): whole vectors of it run inside the reduction, the
         # tail apart (partition hint, see ``loops.vectorize_inner``).
         outer, inner = sch.split(spatial[-1], [None, lanes])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 
 from nnadapter_tvm.targets.cpu.simd import first_divisor
@@ -67,10 +69,82 @@ def iter_kinds(sch: s_tir.Schedule, block) -> list[str] | None:
     return kinds
 
 
+def _bounds(cond) -> list:
+    """The comparisons a condition is made of (``a and b`` -> both, ``not a`` -> a)."""
+    if isinstance(cond, (tirx.And, tirx.Or)):
+        return _bounds(cond.a) + _bounds(cond.b)
+    if isinstance(cond, tirx.Not):
+        return _bounds(cond.a)
+    return [cond]
+
+
+def _indexes(expr, variables: list) -> bool:
+    """Whether ``expr`` uses one of ``variables`` outside buffer loads: a comparison TVM can solve for
+    the variable (a load's value is unknown to it, so ``x[i] > 0`` bounds nothing)."""
+    found = []
+
+    def on_load(_node):
+        return tvm_ffi.WalkResult.SKIP
+
+    def on_var(node):
+        if any(node.same_as(v) for v in variables):
+            found.append(node)
+
+    tvm_ffi.structural_walk(expr, [(BUFFER_LOAD, on_load), (tirx.Var, on_var)], order="pre")
+    return bool(found)
+
+
+def index_bounds(sch: s_tir.Schedule, loop) -> int:
+    """How many comparisons of ``loop``'s index (directly or through the block iterators bound to it)
+    the conditions under it hold: block predicates, ``if`` statements, ``if_then_else`` and ``Select``
+    (a concatenation's switch between inputs, a pad's two edges, a pool's padded window)."""
+    variables = [sch.get(loop).loop_var]
+    conditions: list = []
+
+    def on_realize(node):
+        for iv, value in zip(node.block.iter_vars, node.iter_values):
+            if _indexes(value, variables):
+                variables.append(iv.var)
+        conditions.append(node.predicate)
+
+    def on_call(node):
+        if isinstance(node.op, tvm.ir.Op) and node.op.name.endswith("if_then_else"):
+            conditions.append(node.args[0])
+
+    def on_select(node):
+        conditions.append(node.condition)
+
+    tvm_ffi.structural_walk(
+        sch.get(loop).body,
+        [(s_tir.SBlockRealize, on_realize), (tvm.ir.expr.Call, on_call), ((tirx.Select, tirx.IfThenElse), on_select)],
+        order="pre",
+    )
+    return sum(_indexes(bound, variables) for cond in conditions for bound in _bounds(cond))
+
+
+def partition_safe(sch: s_tir.Schedule, loop, guard: bool) -> bool:
+    """Whether ``loop`` may carry ``pragma_loop_partition_hint``: its conditions bound its index once at
+    most, counting the guard of a split by a factor that need not divide it (``guard``).
+
+    With two bounds or more, TVM's LoopPartition (0.27) splits the loop into a part before the interval
+    where every condition is known, that interval and a part after it, and starts the part after at the
+    interval's end even where the interval is empty: then that part re-runs iterations of the part
+    before, simplified as if every condition held.  A concatenation of ``[N]`` and ``[3]`` split by 16
+    lanes (the switch ``v >= N`` and the guard ``v < N + 3``) rewrote the first input's elements of the
+    last vector with the second input read at negative indices."""
+    return index_bounds(sch, loop) + (1 if guard else 0) <= 1
+
+
 def vectorize_inner(sch: s_tir.Schedule, loop, lanes: int) -> bool:
-    """Vectorize ``loop`` (split by a vector-sized divisor when longer); False when it cannot pay."""
+    """Vectorize ``loop`` (split by a vector-sized divisor when longer); False when it cannot pay, or
+    when its extent is symbolic and its body compares the index with a bound of its own (a vector
+    loop over a symbolic extent is only fast partitioned, which such a body makes unsafe:
+    ``partition_safe``)."""
     extent = loop_extent(sch, loop)
     if extent is None and lanes >= 2:
+        if not partition_safe(sch, loop, guard=True):
+            # Scalar: a vector if_then_else with a varying condition is scalarized anyway.
+            return False
         # A symbolic extent: whole vectors, then a scalar tail.  The partition hint makes TVM's
         # LoopPartition emit the two as separate loops; without it the vectorized loop carries the
         # split's guard and is scalarized element by element (20-50x slower than the static loop).
