@@ -90,6 +90,12 @@ def schedule_spatial(sch: s_tir.Schedule, block, lanes: int):
         # heap allocation per row), so producers run as their own loop nests.
         parallel(sch, list(loops[:-2]), work=total)
         return None
+    if symbolic_inner and lanes >= 2 and not vectorized:
+        # Left scalar by ``vectorize_inner`` (it bounds its index: a concatenation's switch), maybe
+        # with a partition hint: it stays a loop of its own, so that it is partitioned (per row) into
+        # plain copies LLVM vectorizes.
+        parallel(sch, list(loops[:-1]), work=total)
+        return None
     outer = list(loops[:-1] if vectorized else loops)
     fused = parallel(sch, outer, work=total)
     if not vectorized:
