@@ -31,6 +31,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     shape,
     spectral,
     tensor_ops,
+    text,
     unary,
 )
 from nnadapter_tvm.op_converters.registry import converter, get_converter, supported_operations
