@@ -16,6 +16,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     logical,
     math_functions,
     matmul,
+    ml,
     norm,
     pool,
     quant,

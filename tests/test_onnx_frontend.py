@@ -46,14 +46,14 @@ def chain_ref(x: np.ndarray) -> np.ndarray:
 
 
 def host_model() -> onnx.ModelProto:
-    """ai.onnx.ml's Binarizer has no converter (the ML domain maps onto no NNAdapter operation; Det, used
-    here before, became the DET extension): it can only run on the host."""
-    ml = {"domain": "ai.onnx.ml", "threshold": 0.5}
+    """ai.onnx.ml's Scaler has no converter (Det, then ai.onnx.ml's Binarizer, used here before, became the
+    DET and BINARIZER extensions): it can only run on the host."""
+    ml = {"domain": "ai.onnx.ml", "offset": [0.5], "scale": [2.0]}
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-        helper.make_node("Binarizer", ["r"], ["d"], name="binarize", **ml),
+        helper.make_node("Scaler", ["r"], ["d"], name="scale", **ml),
         helper.make_node("Sigmoid", ["d"], ["y"], name="sigmoid"),
-        helper.make_node("Binarizer", ["x"], ["d2"], name="binarize2", **ml),
+        helper.make_node("Scaler", ["x"], ["d2"], name="scale2", **ml),
     ]
     model = make_model(
         nodes,
@@ -61,6 +61,8 @@ def host_model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", F, [2, 3, 3]), helper.make_tensor_value_info("d2", F, [2, 3, 3])],
     )
     model.opset_import.append(helper.make_opsetid("ai.onnx.ml", 1))
+    # ONNX infers no type for Scaler's output: declare it, as exporters do.
+    model.graph.value_info.append(helper.make_tensor_value_info("d", F, [2, 3, 3]))
     return model
 
 
@@ -97,17 +99,17 @@ def test_unsupported_nodes_are_reported_all_at_once() -> None:
         nna.Predictor(host_model())
     assert err.value.code == nna.ResultCode.FEATURE_NOT_SUPPORTED
     text = str(err.value)
-    assert "2 ONNX node(s)" in text and "'binarize'" in text and "'binarize2'" in text
+    assert "2 ONNX node(s)" in text and "'scale'" in text and "'scale2'" in text
 
 
 def test_host_fallback_runs_unsupported_nodes_on_the_host() -> None:
     x = np.random.default_rng(1).standard_normal([2, 3, 3]).astype("float32")
     predictor = nna.Predictor(host_model(), host_fallback=True)
-    assert [u.node.name for u in predictor.graph.host_units] == ["binarize", "binarize2"]
+    assert [u.node.name for u in predictor.graph.host_units] == ["scale", "scale2"]
     y, d2 = predictor.run({"x": x})
-    binarized = (np.maximum(x, 0) > 0.5).astype("float32")  # Binarizer: 1 above the threshold, else 0
-    np.testing.assert_allclose(y, 1 / (1 + np.exp(-binarized)), rtol=1e-5)
-    np.testing.assert_array_equal(d2, (x > 0.5).astype("float32"))
+    scaled = (np.maximum(x, 0) - np.float32(0.5)) * np.float32(2)  # Scaler: (x - offset) * scale
+    np.testing.assert_allclose(y, 1 / (1 + np.exp(-scaled)), rtol=1e-5)
+    np.testing.assert_allclose(d2, (x - np.float32(0.5)) * np.float32(2), rtol=1e-6)
     assert len(predictor.subgraphs) == 2  # relu before the host node, sigmoid after it
 
 
