@@ -42,6 +42,15 @@ def binarizer(args: OpArgs) -> relax.Expr:
     x = args.raw_tensor("input")
     dtype = str(x.ty.dtype)
     threshold = args.float("threshold", 0.0)
+    if np.dtype(dtype).kind in "iu":
+        # For integers x > t holds exactly where x > floor(t); a threshold outside the type (or NaN) decides
+        # every element (a cast would wrap it, and int(-0.5) is 0).
+        info = np.iinfo(dtype)
+        if math.isnan(threshold) or threshold >= info.max:
+            return relax.op.zeros_like(x)
+        if threshold < info.min:
+            return relax.op.ones_like(x)
+        threshold = math.floor(threshold)
     above = relax.op.greater(x, relax.const(threshold, dtype))
     return relax.op.astype(above, dtype)
 

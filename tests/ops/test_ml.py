@@ -241,3 +241,10 @@ def test_mel_weight_matrix_constant_inputs_float64():
     got = run_op(MEL_WEIGHT_MATRIX, inputs, [Out(P.FLOAT64)], [expected.shape])[0]
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("threshold", [-0.5, 1.5, -1e10, 1e10, float("nan")])
+def test_binarizer_integer_thresholds(threshold):
+    x = np.array([-3, -1, 0, 1, 2, 5], "int32")
+    got = run_op(BINARIZER, [In(x, P.INT32), f32(threshold)], [Out(P.INT32)], [x.shape])[0]
+    np.testing.assert_array_equal(got, (x > np.float32(threshold)).astype("int32"))
