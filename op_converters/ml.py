@@ -133,7 +133,8 @@ def tree_ensemble(args: OpArgs) -> relax.Expr:
     1 SUM, 2 MIN, 3 MAX), then optional membership_values (the sets of the MEMBER nodes, in node order,
     each ended by NaN) and nodes_missing_value_tracks_true -> output [N, n_targets] of the input's
     precision: per row, the weights of the leaves its trees reach aggregated per target (0 for SUM and
-    AVERAGE, the type's max for MIN and min for MAX where no leaf names the target).
+    AVERAGE, the type's max for MIN and min for MAX where no reached leaf names the target, as onnx's
+    reference does; onnxruntime 1.32 writes 0 there).
 
     A node compares input[:, featureid] with its split (or its set); the true branch is taken where the
     comparison holds, or where the value is NaN and the node's missing_value_tracks_true is set. The

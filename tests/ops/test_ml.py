@@ -248,3 +248,43 @@ def test_binarizer_integer_thresholds(threshold):
     x = np.array([-3, -1, 0, 1, 2, 5], "int32")
     got = run_op(BINARIZER, [In(x, P.INT32), f32(threshold)], [Out(P.INT32)], [x.shape])[0]
     np.testing.assert_array_equal(got, (x > np.float32(threshold)).astype("int32"))
+
+
+@pytest.mark.parametrize("aggregate", [0, 1], ids=["AVERAGE", "SUM"])
+def test_onnx_tree_ensemble_and_feature_extractor_match_onnxruntime(aggregate):
+    """The ONNX side (ai.onnx.ml.ArrayFeatureExtractor then TreeEnsemble, a symbolic batch) against
+    onnxruntime. (MIN and MAX follow onnx's reference, checked above: a target no reached leaf names keeps
+    the type's max or min there, where onnxruntime 1.32 writes 0.)"""
+    import onnxruntime as ort
+
+    tensor = onnx.numpy_helper.from_array
+    attrs = {k: v for k, v in TREES.items() if k not in ("nodes_modes", "nodes_splits", "leaf_weights")}
+    attrs["membership_values"] = tensor(np.array(TREES["membership_values"], "float32"))
+    tree = helper.make_node(
+        "TreeEnsemble",
+        ["f"],
+        ["y"],
+        domain="ai.onnx.ml",
+        nodes_modes=tensor(np.array(TREES["nodes_modes"], "uint8")),
+        nodes_splits=tensor(np.array(TREES["nodes_splits"], "float32")),
+        leaf_weights=tensor(np.array(TREES["leaf_weights"], "float32")),
+        n_targets=2,
+        aggregate_function=aggregate,
+        **attrs,
+    )
+    pick = helper.make_node("ArrayFeatureExtractor", ["x", "idx"], ["f"], domain="ai.onnx.ml")
+    graph = helper.make_graph(
+        [pick, tree],
+        "trees",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 5])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 2])],
+        [tensor(np.array([4, 0, 2], "int64"), "idx")],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)], ir_version=10
+    )
+    x = np.concatenate([tree_features("float32"), tree_features("float32")[::-1]], axis=1)[:, :5]
+    predictor = nna.Predictor(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for rows in (x, x[:3]):
+        np.testing.assert_allclose(predictor.run({"x": rows})[0], session.run(None, {"x": rows})[0], rtol=1e-6)
