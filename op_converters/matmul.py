@@ -35,7 +35,7 @@ def fully_connected(args: OpArgs) -> relax.Expr:
                 "input",
             )
         x = reshape_checked(args, x, [-1, size], "input", f"shape {x_shape} flattened to [-1, input_size = {size}]")
-    y = relax.op.matmul(x, relax.op.permute_dims(w, [1, 0]))
+    y = matmul_rounded_once(x, relax.op.permute_dims(w, [1, 0]), args.input_type("input").dtype)
     if not isinstance(size, int):  # input_size 0 at execution: a sum of nothing
         y = where_empty(args, y, size, 0)
     if args.has("bias"):
@@ -44,6 +44,16 @@ def fully_connected(args: OpArgs) -> relax.Expr:
             args.fail(f"bias shape {args.shape(b)} must be [num_units] = [{units}]", "bias")
         y = relax.op.add(y, b)
     return fuse(args, y)
+
+
+def matmul_rounded_once(x: relax.Expr, y: relax.Expr, dtype: str) -> relax.Expr:
+    """numpy.matmul(x, y) of operands of type ``dtype``; a float16 product accumulates in float32 and is
+    rounded to float16 once at the end, as numpy's float16 matmul loop and float16 inference engines
+    (onnxruntime's MLAS, cuBLAS) do: summing in float16 rounds after every term and drifts ulps from the
+    reference over long K."""
+    if dtype == "float16":
+        return relax.op.astype(relax.op.matmul(x, y, out_dtype="float32"), "float16")
+    return relax.op.matmul(x, y)
 
 
 def _same_dim(a, b) -> bool:
@@ -80,7 +90,7 @@ def mat_mul(args: OpArgs) -> relax.Expr:
             f"the reduction lengths of x {_dims(xs)} and y {_dims(ys)} (after transposition) differ at execution",
             "y",
         )
-    product = relax.op.matmul(x, y)
+    product = matmul_rounded_once(x, y, args.input_type("x").dtype)
     if not (isinstance(k_x, int) and isinstance(k_y, int)):  # K = 0 at execution: a sum of nothing
         product = where_empty(args, product, k_y if isinstance(k_x, int) else k_x, 0)
     return at_least_1d(product, 0) if len(xs) == len(ys) == 1 else product
