@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
-from nnadapter_tvm.frontends.onnx.ops.common import fuse_none, rank_of
+from nnadapter_tvm.frontends.onnx.ops.common import cast, cast_back, fuse_none, in_float32, rank_of
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import AutoPad
@@ -107,9 +107,18 @@ def lift_attrs(nd: int, strides, dilations, pads):
 
 @onnx_op("Conv")
 def conv(ctx: NodeContext) -> Value:
-    """Conv -> CONV_2D (1-D: UNSQUEEZE, CONV_2D, SQUEEZE); SAME_* pads are computed, the bias may be absent."""
+    """Conv -> CONV_2D (1-D: UNSQUEEZE, CONV_2D, SQUEEZE); SAME_* pads are computed, the bias may be absent.
+    A float16 Conv computes in float32 between CASTs (CONV_2D takes FLOAT32; every float16 value is exact
+    in float32): the sums accumulate in float32 and the result is rounded to float16 once, as float16
+    inference engines (onnxruntime's MLAS) do."""
     _, x, w = conv_operands(ctx)
-    return conv_nd(ctx, x, w, bias_operand(ctx, 2))
+    bias = bias_operand(ctx, 2)
+    if x.dtype == np.float16:
+        x, back = in_float32(ctx, x, ("float16",), "")
+        w = cast(ctx, w, "float32")
+        bias = cast(ctx, bias, "float32")
+        return cast_back(ctx, conv_nd(ctx, x, w, bias), back)
+    return conv_nd(ctx, x, w, bias)
 
 
 def conv_nd(ctx: NodeContext, x: Value, w: Value, bias: Value) -> Value:
