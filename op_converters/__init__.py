@@ -7,6 +7,7 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     activation,
     bitwise,
     conv,
+    conv3d,
     detection,
     elementwise,
     generate,

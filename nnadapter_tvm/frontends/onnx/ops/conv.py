@@ -203,7 +203,12 @@ def _transpose_geometry(ctx: NodeContext, sizes, kernel, strides, dilations, pad
 def conv_transpose(ctx: NodeContext) -> Value:
     """ConvTranspose -> CONV_2D_TRANSPOSE: the output is rows [pad_begin, pad_begin + out) of the full
     transposed result (zero past it), given to NNAdapter as pads plus output_padding; spatial dims known
-    only at execution are fine unless ``output_shape`` is given."""
+    only at execution are fine unless ``output_shape`` is given.  3 spatial dims go to CONV_3D_TRANSPOSE
+    (ops/conv3d.py)."""
+    if ctx.input(0).rank == 5:
+        from nnadapter_tvm.frontends.onnx.ops.conv3d import conv_transpose_3d  # conv3d imports this module
+
+        return conv_transpose_3d(ctx)
     nd, x, w = conv_operands(ctx, "ConvTranspose")
     if w.shape is None or any(d is None for d in w.shape[2:]):
         ctx.unsupported(f"the filter {w.describe()} needs static spatial dims")
