@@ -877,6 +877,10 @@ class Case:
     feeds: dict[str, np.ndarray]
     depths: dict[str, int]
 
+    def feeds_of(self, model: onnx.ModelProto) -> dict[str, np.ndarray]:
+        """The feeds of ``model``'s inputs (``model``: this case's model or a part of it)."""
+        return {i.name: self.feeds[i.name] for i in model.graph.input if i.name in self.feeds}
+
 
 def draw_graph(draw: Draw, prefix: str, max_nodes: int, vocabulary: list[str] | None = None) -> Case:
     g = Graph(prefix, draw)
@@ -1057,14 +1061,26 @@ def run_case(case: Case) -> dict[str, Outcome]:
 
 
 def _second_opinion(case: Case) -> list:
-    """onnx's ReferenceEvaluator's outputs, or [] where it cannot run the model."""
+    """onnx's ReferenceEvaluator's outputs (None for one it cannot compute), or [] where it computes none.
+    Where it cannot run the whole model (one node it cannot evaluate on these values), each output is
+    asked again on the part of the graph it depends on."""
     from onnx.reference import ReferenceEvaluator
 
-    try:
-        with np.errstate(all="ignore"):
-            return [np.asarray(v) for v in ReferenceEvaluator(case.model).run(None, case.feeds)]
-    except Exception:
-        return []
+    def evaluate(model: onnx.ModelProto) -> list | None:
+        try:
+            with np.errstate(all="ignore"):
+                return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, case.feeds_of(model))]
+        except Exception:
+            return None
+
+    whole = evaluate(case.model)
+    if whole is not None:
+        return whole
+    each = []
+    for output in case.model.graph.output:
+        alone = evaluate(_ancestors(case.model, output.name))
+        each.append(None if alone is None else alone[0])
+    return each if any(v is not None for v in each) else []
 
 
 def run_graphs(cases: list[Case]) -> list[tuple[Case, dict[str, Outcome]]]:
