@@ -6,6 +6,8 @@ Paddle's formulas in float32 (two reductions: the sum over each bin's samples, t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tvm import relax, te, tirx
 
 from nnadapter_tvm.op_converters.args import OpArgs
@@ -42,6 +44,31 @@ def roi_align(args: OpArgs) -> relax.Expr:
     per image, must be expanded to it).
 
     Reference: Paddle's paddle.vision.ops.roi_align (roi_align CPU kernel, with ``aligned``).
+    """
+    return roi_bins(args, _sum_of_terms, te.sum, _average, ("roi_align_sum", "roi_align"))
+
+
+def _sum_of_terms(a: tirx.PrimExpr, b: tirx.PrimExpr, c: tirx.PrimExpr, d: tirx.PrimExpr) -> tirx.PrimExpr:
+    return a + b + c + d  # the bilinear sample: its four weighted corner terms added
+
+
+def _average(total: tirx.PrimExpr, count: tirx.PrimExpr) -> tirx.PrimExpr:
+    return total / tirx.max(count, 1).astype(F32)  # a bin of no samples keeps its sum, 0
+
+
+def roi_bins(
+    args: OpArgs,
+    combine: Callable[[tirx.PrimExpr, tirx.PrimExpr, tirx.PrimExpr, tirx.PrimExpr], tirx.PrimExpr],
+    reduce: Callable,
+    finish: Callable[[tirx.PrimExpr, tirx.PrimExpr], tirx.PrimExpr],
+    names: tuple[str, str],
+) -> relax.Expr:
+    """ROI_ALIGN's operands, checks, bins and sampling grid, shared by ROI_ALIGN and ROI_ALIGN_ONNX.
+
+    Each sample at (y, x) is ``combine`` of its four bilinear corner terms (hy * hx * v(y0, x0), hy * lx *
+    v(y0, x1), ly * hx * v(y1, x0), ly * lx * v(y1, x1)), 0 outside [-1, H] x [-1, W]; ``reduce`` (te.sum,
+    te.max) folds a bin's samples into the compute ``names[0]``, and ``finish(value, sample_count)`` turns
+    that into the output, the compute ``names[1]``.
     """
     x, rois, batch = args.tensor("input"), args.tensor("rois"), args.raw_tensor("batch_indices")
     rank4(args, x, "input")
@@ -104,15 +131,15 @@ def roi_align(args: OpArgs) -> relax.Expr:
             ly = tirx.Select(y_edge, zero, y - y_low.astype(F32))
             lx = tirx.Select(x_edge, zero, x - x_low.astype(F32))
             hy, hx = one - ly, one - lx
-            value = (
-                hy * hx * data[b, ch, y_low, x_low]
-                + hy * lx * data[b, ch, y_low, x_high]
-                + ly * hx * data[b, ch, y_high, x_low]
-                + ly * lx * data[b, ch, y_high, x_high]
+            value = combine(
+                hy * hx * data[b, ch, y_low, x_low],
+                hy * lx * data[b, ch, y_low, x_high],
+                ly * hx * data[b, ch, y_high, x_low],
+                ly * lx * data[b, ch, y_high, x_high],
             )
             return tirx.Select(outside, zero, value)
 
-        def summed(r, ch, ph, pw):
+        def reduced(r, ch, ph, pw):
             xmin, ymin, roi_w, roi_h = roi(r)
             bin_h, bin_w = roi_h / f32(pooled_h), roi_w / f32(pooled_w)
             gh, gw = grid_size(r)
@@ -121,15 +148,16 @@ def roi_align(args: OpArgs) -> relax.Expr:
             y = ymin + ph.astype(F32) * bin_h + (iy.astype(F32) + half) * bin_h / gh.astype(F32)
             x = xmin + pw.astype(F32) * bin_w + (ix.astype(F32) + half) * bin_w / gw.astype(F32)
             b = tirx.min(tirx.max(batch_index[r].astype(dtype_of(r)), 0), num - 1)
-            return te.sum(bilinear(b, ch, y, x), axis=[iy, ix])
+            return reduce(bilinear(b, ch, y, x), axis=[iy, ix])
 
-        total = te.compute([count_rois, channels, pooled_h, pooled_w], summed, name="roi_align_sum")
+        out_shape = [count_rois, channels, pooled_h, pooled_w]
+        total = te.compute(out_shape, reduced, name=names[0])
 
-        def average(r, ch, ph, pw):
+        def finished(r, ch, ph, pw):
             gh, gw = grid_size(r)
-            return total[r, ch, ph, pw] / tirx.max(gh * gw, 1).astype(F32)
+            return finish(total[r, ch, ph, pw], gh * gw)
 
-        return te.compute([count_rois, channels, pooled_h, pooled_w], average, name="roi_align")
+        return te.compute(out_shape, finished, name=names[1])
 
     return args.emit_te(compute, x, rois, batch)
 
