@@ -12,6 +12,7 @@ from tvm import relax, topi
 
 from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import infer_broadcast, infer_same_shape
 from nnadapter_tvm.op_schema import INT32, Arg
 from nnadapter_tvm.types import Precision as P
 from nnadapter_tvm.types import storage_dtype
@@ -108,29 +109,16 @@ def bitcast(args: OpArgs) -> relax.Expr:
     return args.emit_te(topi.reinterpret, x, target)
 
 
-def _same_shape(shapes: list, values: list) -> list:
-    return [shapes[0]]
-
-
-def _broadcast(shapes: list, values: list) -> list:
-    a, b = shapes[0], shapes[1]
-    if a is None or b is None:
-        return [None]
-    rank = max(len(a), len(b))
-    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
-    return [tuple(y if x == 1 else x if y == 1 or x == y else None for x, y in zip(a, b))]
-
-
 def _binary(name: str, code: int, fn) -> object:
     inputs = [Arg("input0", INTEGERS), Arg("input1", INTEGERS, same_as="input0")]
-    return register_builtin(name, code, inputs, [Arg("output", INTEGERS)], fn, infer=_broadcast)
+    return register_builtin(name, code, inputs, [Arg("output", INTEGERS)], fn, infer=infer_broadcast)
 
 
 BITWISE_AND = _binary("BITWISE_AND", 2000, bitwise_binary)
 BITWISE_OR = _binary("BITWISE_OR", 2001, bitwise_binary)
 BITWISE_XOR = _binary("BITWISE_XOR", 2002, bitwise_binary)
 BITWISE_NOT = register_builtin(
-    "BITWISE_NOT", 2003, [Arg("input", INTEGERS)], [Arg("output", INTEGERS)], bitwise_not, infer=_same_shape
+    "BITWISE_NOT", 2003, [Arg("input", INTEGERS)], [Arg("output", INTEGERS)], bitwise_not, infer=infer_same_shape
 )
 BIT_SHIFT = register_builtin(
     "BIT_SHIFT",
@@ -138,7 +126,7 @@ BIT_SHIFT = register_builtin(
     [Arg("input", INTEGERS), Arg("shift", INTEGERS, same_as="input"), Arg("direction", INT32)],
     [Arg("output", INTEGERS)],
     bit_shift,
-    infer=_broadcast,
+    infer=infer_broadcast,
 )
 BITCAST = register_builtin(
     "BITCAST",
@@ -146,5 +134,5 @@ BITCAST = register_builtin(
     [Arg("input", BITCASTABLE), Arg("dtype", INT32)],
     [Arg("output", BITCASTABLE)],
     bitcast,
-    infer=_same_shape,
+    infer=infer_same_shape,
 )

@@ -13,6 +13,7 @@ from tvm import relax, te, tirx
 
 from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import infer_broadcast, infer_same_shape
 from nnadapter_tvm.op_schema import BOOL, INT32, Arg
 from nnadapter_tvm.types import Precision as P
 
@@ -176,22 +177,9 @@ def cum_prod(args: OpArgs) -> relax.Expr:
     return y
 
 
-def _same_shape(shapes: list, values: list) -> list:
-    return [shapes[0]]
-
-
-def _broadcast(shapes: list, values: list) -> list:
-    a, b = shapes[0], shapes[1]
-    if a is None or b is None:
-        return [None]
-    rank = max(len(a), len(b))
-    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
-    return [tuple(y if x == 1 else x if y == 1 or x == y else None for x, y in zip(a, b))]
-
-
 MATH_FUNCTIONS = {
     name: register_builtin(
-        name, code, [Arg("input", FLOATS)], [Arg("output", FLOATS)], math_function, infer=_same_shape
+        name, code, [Arg("input", FLOATS)], [Arg("output", FLOATS)], math_function, infer=infer_same_shape
     )
     for name, (code, _) in _FUNCTIONS.items()
 }
@@ -202,7 +190,7 @@ MOD = register_builtin(
     [Arg("input0", FLOATS), Arg("input1", FLOATS, same_as="input0"), Arg("fmod", BOOL, optional=True)],
     [Arg("output", FLOATS)],
     mod,
-    infer=_broadcast,
+    infer=infer_broadcast,
 )
 CUM_PROD = register_builtin(
     "CUM_PROD",
@@ -215,5 +203,5 @@ CUM_PROD = register_builtin(
     ],
     [Arg("output", CUM_PROD_PRECISIONS)],
     cum_prod,
-    infer=_same_shape,
+    infer=infer_same_shape,
 )

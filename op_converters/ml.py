@@ -15,6 +15,7 @@ from tvm import relax, te, tirx
 
 from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import infer_same_shape
 from nnadapter_tvm.op_schema import ANY, F32, INT32, INT32_64, Arg
 from nnadapter_tvm.types import Precision as P
 from nnadapter_tvm.types import storage_dtype
@@ -302,10 +303,6 @@ def mel_weight_matrix(args: OpArgs) -> relax.Expr:
     return args.emit_te(compute, *scalar)
 
 
-def _same_shape(shapes: list, values: list) -> list:
-    return [shapes[0]]
-
-
 def _infer_feature_extractor(shapes: list, values: list) -> list:
     x, indices = shapes[0], shapes[1]
     if x is None or indices is None:
@@ -331,7 +328,7 @@ BINARIZER = register_builtin(
     [Arg("input", NUMBERS), Arg("threshold", F32, optional=True)],
     [Arg("output", NUMBERS)],
     binarizer,
-    infer=_same_shape,
+    infer=infer_same_shape,
 )
 ARRAY_FEATURE_EXTRACTOR = register_builtin(
     "ARRAY_FEATURE_EXTRACTOR",

@@ -21,6 +21,7 @@ from tvm import relax, te, tirx
 
 from nnadapter_tvm import extensions
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import infer_same_shape
 from nnadapter_tvm.op_converters.indexing import _check_indices, _static
 from nnadapter_tvm.op_schema import INT32, INT32_64, Arg
 from nnadapter_tvm.runtime.runtime_check import VALUE, data_checks_enabled
@@ -32,10 +33,6 @@ DATA = (P.BOOL8, P.INT8, P.UINT8, P.INT16, P.INT32, P.INT64, P.FLOAT16, P.FLOAT3
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 # TENSOR_SCATTER's ``mode`` codes.
 TENSOR_SCATTER_MODES = ("linear", "circular")
-
-
-def _same_shape(_shapes: list, _values: list) -> list:
-    return [_shapes[0]]
 
 
 def _reduction(args: OpArgs, dtype: str) -> str:
@@ -373,7 +370,7 @@ SCATTER_ELEMENTS = extensions.register_builtin(
     ],
     [Arg("output", DATA)],
     scatter_elements,
-    infer=_same_shape,
+    infer=infer_same_shape,
 )
 SCATTER_ND = extensions.register_builtin(
     "SCATTER_ND",
@@ -386,7 +383,7 @@ SCATTER_ND = extensions.register_builtin(
     ],
     [Arg("output", DATA)],
     scatter_nd,
-    infer=_same_shape,
+    infer=infer_same_shape,
 )
 TENSOR_SCATTER = extensions.register_builtin(
     "TENSOR_SCATTER",
@@ -400,5 +397,5 @@ TENSOR_SCATTER = extensions.register_builtin(
     ],
     [Arg("present_cache", DATA)],
     tensor_scatter,
-    infer=_same_shape,
+    infer=infer_same_shape,
 )
