@@ -358,33 +358,20 @@ def _check_write_indices(args: OpArgs, writes: relax.Expr, length, size) -> None
     )
 
 
-SCATTER_ELEMENTS = extensions.register_builtin(
+def _register_scatter(name: str, code: int, options: list[Arg], fn) -> object:
+    """SCATTER_ELEMENTS and SCATTER_ND: input, indices and updates, then the op's own optional operands;
+    one output of the input's shape."""
+    inputs = [Arg("input", DATA), Arg("indices", INT32_64), Arg("updates", DATA, same_as="input"), *options]
+    return extensions.register_builtin(name, code, inputs, [Arg("output", DATA)], fn, infer=infer_same_shape)
+
+
+SCATTER_ELEMENTS = _register_scatter(
     "SCATTER_ELEMENTS",
     2100,
-    [
-        Arg("input", DATA),
-        Arg("indices", INT32_64),
-        Arg("updates", DATA, same_as="input"),
-        Arg("axis", INT32, optional=True),
-        Arg("reduction", INT32, optional=True),
-    ],
-    [Arg("output", DATA)],
+    [Arg("axis", INT32, optional=True), Arg("reduction", INT32, optional=True)],
     scatter_elements,
-    infer=infer_same_shape,
 )
-SCATTER_ND = extensions.register_builtin(
-    "SCATTER_ND",
-    2101,
-    [
-        Arg("input", DATA),
-        Arg("indices", INT32_64),
-        Arg("updates", DATA, same_as="input"),
-        Arg("reduction", INT32, optional=True),
-    ],
-    [Arg("output", DATA)],
-    scatter_nd,
-    infer=infer_same_shape,
-)
+SCATTER_ND = _register_scatter("SCATTER_ND", 2101, [Arg("reduction", INT32, optional=True)], scatter_nd)
 TENSOR_SCATTER = extensions.register_builtin(
     "TENSOR_SCATTER",
     2102,
