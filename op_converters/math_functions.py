@@ -14,6 +14,7 @@ from tvm import relax, te, tirx
 from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import infer_broadcast, infer_same_shape
+from nnadapter_tvm.op_converters.reduce import cumulative
 from nnadapter_tvm.op_schema import BOOL, INT32, Arg
 from nnadapter_tvm.types import Precision as P
 
@@ -165,16 +166,7 @@ def cum_prod(args: OpArgs) -> relax.Expr:
 
     Reference: ONNX CumProd (onnx.reference's CumProd); the operands are CUM_SUM's.
     """
-    x = args.raw_tensor("input")
-    axis = args.axis("axis", len(args.shape(x)), -1)
-    exclusive = args.bool("exclusive", False)
-    reverse = args.bool("reverse", False)
-    if reverse:
-        x = relax.op.flip(x, axis)
-    y = relax.op.cumprod(x, axis, exclusive=exclusive)
-    if reverse:
-        y = relax.op.flip(y, axis)
-    return y
+    return cumulative(args, args.raw_tensor("input"), relax.op.cumprod)
 
 
 MATH_FUNCTIONS = {

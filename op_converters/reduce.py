@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from tvm import relax, te, tirx
 
@@ -183,14 +185,18 @@ def cum_sum(args: OpArgs) -> relax.Expr:
     (Paddle's ``flatten`` attribute has no operand: NNAdapter always names an axis.)
     Reference: Paddle's cumsum; NNAdapter's reference kernel (math/cum_sum.h) for exclusive with reverse.
     """
-    x = args.tensor("input")
-    rank = len(args.shape(x))
-    axis = args.axis("axis", rank, -1)
+    return cumulative(args, args.tensor("input"), relax.op.cumsum)
+
+
+def cumulative(args: OpArgs, x: relax.Expr, scan: Callable[..., relax.Expr]) -> relax.Expr:
+    """CUM_SUM's operands ``axis``, ``exclusive`` and ``reverse`` applied to ``scan`` (relax.op.cumsum,
+    relax.op.cumprod) over ``x``: a reverse scan is the forward one between two flips of the axis."""
+    axis = args.axis("axis", len(args.shape(x)), -1)
     exclusive = args.bool("exclusive", False)
     reverse = args.bool("reverse", False)
     if reverse:
         x = relax.op.flip(x, axis)
-    y = relax.op.cumsum(x, axis, exclusive=exclusive)
+    y = scan(x, axis, exclusive=exclusive)
     if reverse:
         y = relax.op.flip(y, axis)
     return y
