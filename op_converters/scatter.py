@@ -35,7 +35,19 @@ REDUCTIONS = ("none", "add", "mul", "max", "min")
 TENSOR_SCATTER_MODES = ("linear", "circular")
 
 
-def _reduction(args: OpArgs, dtype: str) -> str:
+def _input_rank(args: OpArgs, shape: list) -> int:
+    """The rank of a scatter's ``input``, refused where 0 (SCATTER_ELEMENTS, SCATTER_ND)."""
+    if not shape:
+        args.fail("must have rank >= 1", "input")
+    return len(shape)
+
+
+def _reduction(args: OpArgs, x: relax.Expr, updates: relax.Expr) -> str:
+    """The ``reduction`` operand's name, once ``updates`` is checked to hold the input's element type
+    (SCATTER_ELEMENTS, SCATTER_ND)."""
+    dtype = str(x.ty.dtype)
+    if str(updates.ty.dtype) != dtype:
+        args.fail(f"must have the input's element type {dtype}, got {updates.ty.dtype}", "updates")
     code = args.int("reduction", 0)
     if not 0 <= code < len(REDUCTIONS):
         args.fail(f"must be one of 0..4 ({', '.join(REDUCTIONS)}), got {code}", "reduction")
@@ -163,22 +175,15 @@ def scatter_elements(args: OpArgs) -> relax.Expr:
     Reference: ONNX ScatterElements-18 (onnx.reference's scatter_elements); Scatter-9 is the same with
     reduction none.
     """
-    x = args.tensor("input")
-    indices = args.tensor("indices")
-    updates = args.tensor("updates")
+    x, indices, updates = args.tensor("input"), args.tensor("indices"), args.tensor("updates")
     shape, index_shape, update_shape = args.shape(x), args.shape(indices), args.shape(updates)
-    rank = len(shape)
-    if rank == 0:
-        args.fail("must have rank >= 1", "input")
+    rank = _input_rank(args, shape)
     axis = args.axis("axis", rank, 0)
     if len(index_shape) != rank:
         args.fail(f"must have the input's rank {rank}, got rank {len(index_shape)}", "indices")
     if len(update_shape) != rank:
         args.fail(f"must have the shape of indices (rank {rank}), got rank {len(update_shape)}", "updates")
-    dtype = str(x.ty.dtype)
-    if str(updates.ty.dtype) != dtype:
-        args.fail(f"must have the input's element type {dtype}, got {updates.ty.dtype}", "updates")
-    reduction = _reduction(args, dtype)
+    reduction = _reduction(args, x, updates)
     for a in range(rank):
         _dims_match(args, update_shape[a], index_shape[a], f"must have the shape of indices {index_shape}", "updates")
         if a != axis:
@@ -212,22 +217,15 @@ def scatter_nd(args: OpArgs) -> relax.Expr:
 
     Reference: ONNX ScatterND-18 (onnx.reference's scatter_nd_impl).
     """
-    x = args.tensor("input")
-    indices = args.tensor("indices")
-    updates = args.tensor("updates")
+    x, indices, updates = args.tensor("input"), args.tensor("indices"), args.tensor("updates")
     shape, index_shape, update_shape = args.shape(x), args.shape(indices), args.shape(updates)
-    rank = len(shape)
-    if rank == 0:
-        args.fail("must have rank >= 1", "input")
+    rank = _input_rank(args, shape)
     if not index_shape:
         args.fail("must have rank >= 1 (its last axis holds the index tuples)", "indices")
     depth = index_shape[-1]
     if not _static(depth) or not 1 <= depth <= rank:
         args.fail(f"its last size must be static and in [1, {rank}] (the input's rank), got {depth}", "indices")
-    dtype = str(x.ty.dtype)
-    if str(updates.ty.dtype) != dtype:
-        args.fail(f"must have the input's element type {dtype}, got {updates.ty.dtype}", "updates")
-    reduction = _reduction(args, dtype)
+    reduction = _reduction(args, x, updates)
     expected = [*index_shape[:-1], *shape[depth:]]
     if len(update_shape) != len(expected):
         args.fail(f"must have shape indices.shape[:-1] + input.shape[{depth}:] = {expected}", "updates")
