@@ -9,6 +9,7 @@ from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import cast, cast_back, fuse_none, in_float32, rank_of
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
+from nnadapter_tvm.op_converters.conv3d import CONV_3D_TRANSPOSE
 from nnadapter_tvm.types import AutoPad
 from nnadapter_tvm.types import OperationType as O
 
@@ -204,10 +205,8 @@ def conv_transpose(ctx: NodeContext) -> Value:
     """ConvTranspose -> CONV_2D_TRANSPOSE: the output is rows [pad_begin, pad_begin + out) of the full
     transposed result (zero past it), given to NNAdapter as pads plus output_padding; spatial dims known
     only at execution are fine unless ``output_shape`` is given.  3 spatial dims go to CONV_3D_TRANSPOSE
-    (ops/conv3d.py)."""
+    (conv_transpose_3d below, an extension: NNAdapter's convolutions are 2-D)."""
     if ctx.input(0).rank == 5:
-        from nnadapter_tvm.frontends.onnx.ops.conv3d import conv_transpose_3d  # conv3d imports this module
-
         return conv_transpose_3d(ctx)
     nd, x, w = conv_operands(ctx, "ConvTranspose")
     if w.shape is None or any(d is None for d in w.shape[2:]):
@@ -285,3 +284,43 @@ def deform_conv(ctx: NodeContext) -> Value:
             fuse_none(ctx),
         ],
     )
+
+
+def conv_transpose_3d(ctx: NodeContext) -> Value:
+    """ConvTranspose on [N, C, D, H, W]: the output is positions [pad_begin, pad_begin + out) of the full
+    transposed result per axis (auto_pad and output_shape resolved as for 2-D), given to CONV_3D_TRANSPOSE
+    as non-negative pads plus output_padding (the positions past the full result)."""
+    x, w = ctx.input(0), ctx.input(1)
+    if w.rank != 5:
+        ctx.fail(f"the filter {w.describe()} must have the input's rank 5")
+    if w.shape is None or any(d is None for d in w.shape):
+        ctx.unsupported(f"the filter {w.describe()} needs static dims")
+    kernel = list(w.shape[2:])
+    if ctx.attr("kernel_shape", None) is not None and list(ctx.attr("kernel_shape")) != kernel:
+        ctx.fail(f"kernel_shape {list(ctx.attr('kernel_shape'))} differs from the filter's spatial dims {kernel}")
+    sizes = [None if d is None or d < 0 else d for d in x.shape[2:]]
+    strides, dilations, pads = spatial_attrs(ctx, 3)
+    output_padding = list(ctx.attr("output_padding", [0] * 3))
+    begins, outs, cuts = _transpose_geometry(ctx, sizes, kernel, strides, dilations, pads, output_padding)
+    ends, extras = [], []
+    for n, s, d, b, out, cut in zip(sizes, strides, dilations, begins, outs, cuts):
+        end = max(cut - b, 0)  # positions cropped after the output; ``extra`` zero positions past the full result
+        extra = end - (cut - b)
+        if b < 0 or (out is not None and out <= 0) or extra >= max(s, d):
+            ctx.unsupported(
+                f"output positions [{b}, {b} + {out}) of the full transposed result (input size {n}) are not "
+                "expressible with CONV_3D_TRANSPOSE (non-negative pads, output_padding < max(stride, dilation))"
+            )
+        ends.append(end)
+        extras.append(extra)
+    operands = [
+        x,
+        w,
+        bias_operand(ctx, 2),
+        ctx.i32([*begins, *ends]),
+        ctx.i32(strides),
+        ctx.i32(dilations),
+        ctx.i32(extras),
+        ctx.i32(int(ctx.attr("group", 1))),
+    ]
+    return ctx.emit(CONV_3D_TRANSPOSE, operands)
