@@ -114,3 +114,13 @@ def test_bench_runs_each_runner_in_its_own_process(tmp_path):
     assert row["model"] == "tiny" and len(row["rewritten"]) == 2
     assert row["onnxruntime"]["alone_ms"] > 0 and row["nnadapter-tvm"]["ratio_min"] <= row["nnadapter-tvm"]["ratio"]
     assert row["nnadapter-tvm"]["cached_load_first_run_s"] > 0
+    assert row["nnadapter-tvm"]["max_error"] < 1e-4, "the same network gives the same answer"
+
+
+def test_a_runner_with_other_answers_does_not_count():
+    rows = [_row("a", 2.0, 2.0, 0.5), _row("b", 2.0, 2.0, 2.0)]
+    rows[0]["nnadapter-tvm"]["max_error"] = 0.3
+    assert benchmark.ratios(rows, "nnadapter-tvm") == [2.0]
+    assert "differ from onnxruntime's by 3.0e-01: not counted" in benchmark.report(rows, threads=2)
+    assert benchmark.max_error([np.ones(3)], [np.ones(3) * 1.001]) < 2e-3
+    assert benchmark.max_error([np.ones(3)], [np.ones(4)]) == math.inf

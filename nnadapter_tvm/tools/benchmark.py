@@ -23,6 +23,9 @@ How it stays honest (DESIGN.md section 6):
   same number of times; its median is printed beside its median inside the benchmark, and a
   difference above 5 % marks the row (its ratio then does not count).
 
+- **The same answer.** Before timing, each runner's outputs are compared with onnxruntime's; a runner more
+  than 1e-3 off (relative to the output's magnitude) is marked and its ratio does not count.
+
 Also printed: nnadapter-tvm's compile time and a fresh process's cached load plus first inference.
 """
 
@@ -58,6 +61,8 @@ LIGHT_MODELS = [
 PEER = "onnxruntime"
 # onnxruntime's median inside the benchmark and alone in a fresh process must agree within this.
 PEER_AGREEMENT = 0.05
+# Outputs must agree with onnxruntime's within this (relative to each output's magnitude) for a ratio to count.
+MAX_ERROR = 1e-3
 # Between blocks: idle runtimes' threads stop spinning (onnxruntime's and TVM's pools spin a while after a
 # call) before the next runner is timed.
 SETTLE_S = 0.1
@@ -185,6 +190,11 @@ def _worker(kind: str, path: str, threads: int, props: str) -> int:
     feeds = model_inputs(onnx.load(path, load_external_data=False))
     print(json.dumps({"ready": True, **info}), flush=True)
     for line in sys.stdin:
+        if line.startswith("outputs "):  # write one run's outputs for the parent to compare
+            outputs = [np.asarray(o.numpy() if hasattr(o, "numpy") else o) for o in _as_list(run(feeds))]
+            np.savez(line.split(" ", 1)[1].strip(), *outputs)
+            print(json.dumps({"saved": len(outputs)}), flush=True)
+            continue
         times = []
         for _ in range(int(line)):
             start = time.perf_counter()
@@ -192,6 +202,14 @@ def _worker(kind: str, path: str, threads: int, props: str) -> int:
             times.append((time.perf_counter() - start) * 1000)
         print(json.dumps({"ms": times}), flush=True)
     return 0
+
+
+def _as_list(result: object) -> list:
+    if isinstance(result, (list, tuple)):
+        return list(result)
+    if hasattr(result, "__len__") and not hasattr(result, "shape"):  # a TVM Array of tensors
+        return [result[i] for i in range(len(result))]
+    return [result]
 
 
 class Worker:
@@ -215,6 +233,14 @@ class Worker:
         self.process.stdin.write(f"{count}\n")
         self.process.stdin.flush()
         return self._read()["ms"]
+
+    def outputs(self, path: str) -> list[np.ndarray]:
+        """One run's outputs, in order."""
+        self.process.stdin.write(f"outputs {path}\n")
+        self.process.stdin.flush()
+        self._read()
+        with np.load(path) as saved:
+            return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -303,6 +329,11 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
                 row[runner] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
         if PEER not in workers:
             return row
+        # Every runner computes what onnxruntime computes, or its time means nothing.
+        want = workers[PEER].outputs(os.path.join(workdir, "peer.npz"))
+        for runner, worker in workers.items():
+            if runner != PEER:
+                row[runner]["max_error"] = max_error(worker.outputs(os.path.join(workdir, "out.npz")), want)
         for runner, entry in summarize(alternate(workers, args.block, args.rounds)).items():
             row[runner] |= entry
     finally:
@@ -320,9 +351,27 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
     return row
 
 
+def max_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    """The largest difference between two runners' outputs, relative to each output's magnitude (inf where
+    the outputs do not correspond)."""
+    if len(got) != len(want) or any(g.shape != w.shape for g, w in zip(got, want)):
+        return math.inf
+    errors = [
+        float(np.max(np.abs(g.astype("float64") - w.astype("float64")))) / max(float(np.max(np.abs(w))), 1e-30)
+        for g, w in zip(got, want)
+        if w.size
+    ]
+    return max(errors, default=0.0)
+
+
 def ratios(rows: list[dict], runner: str) -> list[float]:
-    """The per-model ratios of ``runner`` that count: both ran, and the peer agreed with itself alone."""
-    return [r[runner]["ratio"] for r in rows if "ratio" in r.get(runner, {}) and r[PEER].get("agrees", True)]
+    """The per-model ratios of ``runner`` that count: both ran, their outputs agree (``MAX_ERROR``), and the
+    peer agreed with itself alone."""
+    return [
+        r[runner]["ratio"]
+        for r in rows
+        if "ratio" in r.get(runner, {}) and r[PEER].get("agrees", True) and r[runner].get("max_error", 0) <= MAX_ERROR
+    ]
 
 
 def runner_names(rows: list[dict]) -> list[str]:
@@ -349,6 +398,8 @@ def report(rows: list[dict], threads: int) -> str:
                 cells.append(f"{'error':>36}")
             else:
                 cells.append(f"{res['ms']:>10.2f} {res['ratio']:6.2f}x [{res['ratio_min']:.2f}-{res['ratio_max']:.2f}]")
+                if res.get("max_error", 0) > MAX_ERROR:
+                    mark += f"  ({runner}'s outputs differ from onnxruntime's by {res['max_error']:.1e}: not counted)"
         lines.append(f"{row['model']:<14}{peer['ms']:>12.2f}{peer['alone_ms']:>10.2f}" + "".join(cells) + mark)
     for runner in runners[1:]:
         rs = ratios(rows, runner)
