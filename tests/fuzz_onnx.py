@@ -156,7 +156,7 @@ class Graph:
         """Add a node; its float outputs (the first ``keep``) join the pool once their shapes are known."""
         outs = [self.name(op.lower()) for _ in range(n_out)]
         self.nodes.append(helper.make_node(op, inputs, outs, **attrs))
-        self.used.update(inputs)
+        self.used.update(reads(self.nodes[-1]))
         depth = 1 + max((t.depth for t in self.pool if t.name in inputs), default=0)
         self._pending = [(o, depth) for o in outs[: n_out if keep is None else keep]]
         return outs
@@ -189,8 +189,8 @@ class Graph:
 
     def _drop(self, before: int) -> None:
         del self.nodes[before:]
-        self.used = {i for n in self.nodes for i in n.input}
-        self.inits = [i for i in self.inits if any(i.name in n.input for n in self.nodes)]
+        self.used = {i for n in self.nodes for i in reads(n)}
+        self.inits = [i for i in self.inits if i.name in self.used]
 
     def concrete_model(self) -> onnx.ModelProto:
         """The graph with every input at its fed shape (for shape inference while building); integer inputs
@@ -209,6 +209,17 @@ class Graph:
         """Every pooled tensor no node reads (the graph's leaves), the deepest first."""
         leaves = [t for t in self.pool if t.name not in self.used and t.depth > 0]
         return sorted(leaves, key=lambda t: -t.depth)
+
+
+def reads(node: onnx.NodeProto) -> set[str]:
+    """The names ``node`` reads: its inputs and, for If/Loop/Scan, the outer-scope names its bodies read."""
+    names = {i for i in node.input if i}
+    for attr in node.attribute:
+        for body in [attr.g] if attr.HasField("g") else list(attr.graphs):
+            inner = {o for n in body.node for o in n.output} | {i.name for i in body.input}
+            inner |= {i.name for i in body.initializer}
+            names |= {name for n in body.node for name in reads(n) if name not in inner}
+    return names
 
 
 def random_floats(shape: tuple[int, ...], seed: int, mode: int) -> np.ndarray:
@@ -906,7 +917,7 @@ def draw_graph(draw: Draw, prefix: str, max_nodes: int, vocabulary: list[str] | 
 
 def _case(g: Graph, outs: list[Tensor]) -> Case:
     outputs = [helper.make_tensor_value_info(t.name, F32, list(t.shape)) for t in outs]
-    used = {i for n in g.nodes for i in n.input}
+    used = {i for n in g.nodes for i in reads(n)}
     inputs = [v for v in g.inputs if v.name in used]
     feeds = {v.name: g.feeds[v.name] for v in inputs}
     graph = helper.make_graph(g.nodes, "fuzz", inputs, outputs, initializer=g.inits)
@@ -1119,7 +1130,7 @@ def _ancestors(model: onnx.ModelProto, output: str) -> onnx.ModelProto:
             keep.add(id(node))
             stack.extend(i for i in node.input if i)
     nodes = [n for n in model.graph.node if id(n) in keep]
-    used = {i for n in nodes for i in n.input}
+    used = {i for n in nodes for i in reads(n)}
     out = [o for o in model.graph.output if o.name == output] or [helper.make_empty_tensor_value_info(output)]
     graph = helper.make_graph(
         nodes,
