@@ -153,11 +153,6 @@ def registered(codes: range | None = None) -> list[Extension]:
     return [e for c, e in sorted(_EXTENSIONS.items()) if codes is None or c in codes]
 
 
-def by_name(name: str) -> Extension | None:
-    load_entry_points()
-    return next((e for e in _EXTENSIONS.values() if e.name == name), None)
-
-
 def schedule_of(name: str) -> Callable | None:
     ext = next((e for e in _EXTENSIONS.values() if e.name == name), None)
     return ext and ext.schedule
@@ -171,8 +166,10 @@ def used_by(operation_types: Sequence[OperationType]) -> list[list]:
 
 def check_available(recorded: Sequence[Sequence], source: str) -> None:
     """Fail naming each extension a cached model was compiled with that this process lacks, or has in
-    another version (``recorded``: identities as ``used_by`` gives them)."""
-    load_entry_points()
+    another version (``recorded``: identities as ``used_by`` gives them).  The registrations are loaded
+    only where one is missing: a cached load of standard operations never imports the converters."""
+    if any(int(code) not in _EXTENSIONS for _, code, _ in recorded):
+        load_entry_points()
     for name, code, version in recorded:
         ext = _EXTENSIONS.get(int(code))
         check(

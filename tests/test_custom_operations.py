@@ -233,3 +233,21 @@ def test_a_package_registers_through_its_entry_point_and_caches_know_it(tmp_path
     assert "custom operation USER_SCALE_PLUS_ONE (code 10500)" in missing and "not registered" in missing
     other = _python(USE, "load", cache_dir, site=site, USER_OP_VERSION="2")["error"]
     assert "version 1 of the custom operation USER_SCALE_PLUS_ONE" in other and "version 2" in other
+
+
+def test_a_cached_load_of_standard_operations_imports_no_converter(tmp_path):
+    """Checking a cache's custom operations loads the registrations only where one is missing: a board
+    loading a model of standard operations never imports the converters (nor TVM's Relax with them)."""
+    code = (
+        "import sys, json, nnadapter_tvm as nna\n"
+        "from nnadapter_tvm.tools import builtin_model\n"
+        "context = nna.Context([nna.Device.acquire('llvm')])\n"
+        "if sys.argv[1] == 'compile':\n"
+        "    c = nna.Compilation(builtin_model.build_tiny(), context, cache_token='T' * 32, cache_dir=sys.argv[2])\n"
+        "else:\n"
+        "    c = nna.Compilation(None, context, cache_token='T' * 32, cache_dir=sys.argv[2])\n"
+        "c.finish()\n"
+        "print(json.dumps({'converters': 'nnadapter_tvm.op_converters' in sys.modules}))\n"
+    )
+    assert _python(code, "compile", str(tmp_path)) == {"converters": True}
+    assert _python(code, "load", str(tmp_path)) == {"converters": False}
