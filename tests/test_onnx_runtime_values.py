@@ -133,13 +133,7 @@ CASES = {
 }
 
 
-# Open cases (an expected failure each): none today.
-OPEN: set[str] = set()
-
-
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="open")) if c in OPEN else c for c in CASES]
-)
+@pytest.mark.parametrize("case", list(CASES))
 def test_run_time_values_are_checked_like_onnxruntime(case: str) -> None:
     model, feeds, refusal = CASES[case]
     data = model.SerializeToString()
