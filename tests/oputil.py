@@ -11,6 +11,21 @@ import nnadapter_tvm as nna
 
 P = nna.Precision
 UNKNOWN = nna.UNKNOWN
+# The plain (unquantized) precision of each numpy element type, by the type's name ("int8" -> INT8).
+PRECISION = {
+    "bool": P.BOOL8,
+    "int8": P.INT8,
+    "uint8": P.UINT8,
+    "int16": P.INT16,
+    "uint16": P.UINT16,
+    "int32": P.INT32,
+    "uint32": P.UINT32,
+    "int64": P.INT64,
+    "uint64": P.UINT64,
+    "float16": P.FLOAT16,
+    "float32": P.FLOAT32,
+    "float64": P.FLOAT64,
+}
 
 
 @dataclasses.dataclass

@@ -7,26 +7,12 @@ Python integers, bit by bit as the ONNX operator's text says, not with numpy's s
 
 import numpy as np
 import pytest
-from oputil import UNKNOWN, In, Out, expect_error, i32, run_op
+from oputil import PRECISION, UNKNOWN, In, Out, expect_error, i32, run_op
 
 import nnadapter_tvm as nna
 from nnadapter_tvm.op_converters.bitwise import BIT_SHIFT, BITCAST, BITWISE_AND, BITWISE_NOT, BITWISE_OR, BITWISE_XOR
 
 P = nna.Precision
-PRECISION = {
-    "int8": P.INT8,
-    "uint8": P.UINT8,
-    "int16": P.INT16,
-    "uint16": P.UINT16,
-    "int32": P.INT32,
-    "uint32": P.UINT32,
-    "int64": P.INT64,
-    "uint64": P.UINT64,
-    "float16": P.FLOAT16,
-    "float32": P.FLOAT32,
-    "float64": P.FLOAT64,
-    "bool": P.BOOL8,
-}
 INTEGERS = [d for d in PRECISION if np.dtype(d).kind in "iu"]
 
 

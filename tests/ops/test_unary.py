@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from oputil import UNKNOWN, In, Out, check_op, check_quantized, expect_error, i32, q8_input, rand, run_op
+from oputil import PRECISION, UNKNOWN, In, Out, check_op, check_quantized, expect_error, i32, q8_input, rand, run_op
 
 import nnadapter_tvm as nna
 
@@ -121,20 +121,6 @@ def test_assign_quantized(out_scale):
 # uint16/32/64 are not in the spec; op_schema.py widens CAST to them for ONNX models.
 NUMERIC = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64"]
 DTYPES = ["bool", *NUMERIC]
-PRECISION = {
-    "bool": P.BOOL8,
-    "int8": P.INT8,
-    "uint8": P.UINT8,
-    "int16": P.INT16,
-    "uint16": P.UINT16,
-    "int32": P.INT32,
-    "uint32": P.UINT32,
-    "int64": P.INT64,
-    "uint64": P.UINT64,
-    "float16": P.FLOAT16,
-    "float32": P.FLOAT32,
-    "float64": P.FLOAT64,
-}
 
 
 def _cast_source(src: str, dst: str) -> np.ndarray:
