@@ -14,7 +14,7 @@ import onnx.shape_inference
 from onnx import numpy_helper
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.frontends.onnx import function_bodies, host, shape_elements
+from nnadapter_tvm.frontends.onnx import function_bodies, host, rank_rules, shape_elements
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import get_converter, get_graph_importer
 from nnadapter_tvm.frontends.onnx.value_info import dim_names, type_of
@@ -301,9 +301,10 @@ class ImportedGraph:
         """Run the node on the host: ``chosen`` by the partition config, else only under host fallback
         (never when not ``runnable``: onnx's reference evaluator lacks it)."""
         outputs = []
-        for name in unit.node.output:
+        by_definition = rank_rules.shapes(unit.node, unit.inputs)
+        for name, defined in zip(unit.node.output, by_definition):
             dtype, shape = self.inferred.get(name, (None, None))
-            outputs.append(Value(name, dtype, shape) if name else None)
+            outputs.append(Value(name, dtype, defined if shape is None else shape) if name else None)
         unit.outputs = self._bind(unit.node, outputs)
         self._note_sources(unit)
         if not runnable or not (chosen or self.options.host_fallback):
