@@ -7,7 +7,8 @@ scale comes back bit-exact: dequantize, move, requantize is the identity on the 
 from __future__ import annotations
 
 import numpy as np
-from tvm import relax, te, tirx
+import tvm_ffi
+from tvm import relax, sym, te, tirx
 
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.registry import converter
@@ -176,7 +177,74 @@ def slice_(args: OpArgs) -> relax.Expr:
     # fails on some such expressions) handle best.
     end = [shape[a] if not _static(shape[a]) and _static(e) and e >= _INT32_MAX and st > 0 else e
            for a, e, st in zip(axes, end, stride)]  # fmt: skip
-    return relax.op.strided_slice(x, axes, begin, end, stride)
+    if all(_static(shape[a]) and _static(b) and _static(e) for a, b, e in zip(axes, begin, end)):
+        return relax.op.strided_slice(x, axes, begin, end, stride)
+    # An axis known only at execution (or bounds computed from such axes): Relax's strided_slice
+    # clamps the bounds but not the length, which comes out negative for an empty slice (x[-1:3] of 5
+    # elements: a tensor of -1 elements, std::bad_alloc at execution).  SLICE's own compute instead.
+    # A list, not a closure: emit_te maps the symbolic dimensions in its arguments to the kernel's own.
+    spans = [[a, *_slice_span(b, e, st, shape[a])] for a, b, e, st in zip(axes, begin, end, stride)]
+    return args.emit_te(_slice_te, x, spans, primfunc_name_hint="slice")
+
+
+def _slice_span(start, end, step: int, dim) -> tuple:
+    """numpy's ``(first index, length, step)`` of ``[start:end:step]`` on an axis of ``dim`` elements,
+    as TIR expressions where ``dim`` or a bound is one: a negative bound counts from the end, then a
+    forward slice clamps both into [0, dim], a backward one into [-1, dim - 1] (a start still below 0
+    gives an empty slice), and the length ``ceil((end - start) / step)`` is never below 0."""
+    if _static(dim) and _static(start) and _static(end):
+        first, stop, _ = slice(start, end, step).indices(dim)
+        return first, len(range(first, stop, step)), step
+    d = _as_i64(dim)
+    zero = tirx.const(0, "int64")
+    lo, hi = (zero, d) if step > 0 else (tirx.const(-1, "int64"), d - 1)
+
+    analyzer = sym.Analyzer()
+    for var in _free_vars(d):  # dimensions are never negative: lets min/max with 0 simplify away
+        analyzer.update(var, sym.ConstIntBound(0, sym.ConstIntBound.POS_INF))
+
+    def clamp(v):
+        v = _as_i64(v)
+        if v.same_as(d):  # a slice to the end (see slice_): the length stays d - first
+            return d if step > 0 else d - 1
+        # A constant's sign is known: no select left in the index arithmetic.
+        known = isinstance(v, tirx.IntImm)
+        v = (v + d if v.value < 0 else v) if known else tirx.Select(v < zero, v + d, v)
+        return tirx.min(tirx.max(v, lo), hi)
+
+    first, stop = clamp(start), clamp(end)
+    span = analyzer.simplify(stop - first if step > 0 else first - stop)
+    if not analyzer.can_prove(span >= zero):
+        # Not where it provably holds (x[1:] of n elements: n - min(1, n)): the CPU schedules do not
+        # partition loops over a clamped extent (targets/cpu/loops.partition_safe), so a max() left in
+        # the output's shape would keep it, and every kernel after it, off the vectorized loops.
+        span = tirx.max(span, zero)
+    length = tirx.floordiv(span + (abs(step) - 1), abs(step)) if abs(step) > 1 else span
+    return analyzer.simplify(first), analyzer.simplify(length), step
+
+
+def _free_vars(expr: tirx.PrimExpr) -> list[tirx.Var]:
+    found: list[tirx.Var] = []
+    tvm_ffi.structural_walk(expr, [(tirx.Var, found.append)], order="pre")
+    return found
+
+
+def _as_i64(v) -> tirx.PrimExpr:
+    if _static(v):
+        return tirx.const(v, "int64")
+    return v if str(v.ty) == "int64" else tirx.Cast("int64", v)
+
+
+def _slice_te(x: te.Tensor, spans: list) -> te.Tensor:
+    """``x`` sliced along the axis of each span ``[axis, first index, length, step]``: output index i of
+    that axis reads input index first + i * step."""
+    spans = {int(a): (first, length, int(step)) for a, first, length, step in spans}
+    shape = [spans[a][1] if a in spans else d for a, d in enumerate(x.shape)]
+
+    def index(*i):
+        return x[tuple(spans[a][0] + v * spans[a][2] if a in spans else v for a, v in enumerate(i))]
+
+    return te.compute(shape, index, name="slice")
 
 
 _INT32_MAX = 2**31 - 1

@@ -100,6 +100,12 @@ def index_bounds(sch: s_tir.Schedule, loop) -> int:
     """How many comparisons of ``loop``'s index (directly or through the block iterators bound to it)
     the conditions under it hold: block predicates, ``if`` statements, ``if_then_else`` and ``Select``
     (a concatenation's switch between inputs, a pad's two edges, a pool's padded window)."""
+    variables, conditions = _index_conditions(sch, loop)
+    return sum(_indexes(bound, variables) for cond in conditions for bound in _bounds(cond))
+
+
+def _index_conditions(sch: s_tir.Schedule, loop) -> tuple[list, list]:
+    """``loop``'s index with the block iterators bound to it, and the conditions under the loop."""
     variables = [sch.get(loop).loop_var]
     conditions: list = []
 
@@ -121,7 +127,20 @@ def index_bounds(sch: s_tir.Schedule, loop) -> int:
         [(s_tir.SBlockRealize, on_realize), (tvm.ir.expr.Call, on_call), ((tirx.Select, tirx.IfThenElse), on_select)],
         order="pre",
     )
-    return sum(_indexes(bound, variables) for cond in conditions for bound in _bounds(cond))
+    return variables, conditions
+
+
+def _clamped(expr) -> bool:
+    """Whether ``expr`` holds a ``max`` or a select: an extent clamped at 0 (``max(E, 0)``, the length of
+    a slice that may come out empty) whose bound TVM's simplifier may replace by ``E`` itself."""
+    found = []
+
+    def on_call(node):
+        if isinstance(node.op, tvm.ir.Op) and node.op.name.endswith("if_then_else"):
+            found.append(node)
+
+    tvm_ffi.structural_walk(expr, [((tirx.Max, tirx.Select), found.append), (tvm.ir.expr.Call, on_call)], order="pre")
+    return bool(found)
 
 
 def partition_safe(sch: s_tir.Schedule, loop, guard: bool) -> bool:
@@ -133,8 +152,19 @@ def partition_safe(sch: s_tir.Schedule, loop, guard: bool) -> bool:
     interval's end even where the interval is empty: then that part re-runs iterations of the part
     before, simplified as if every condition held.  A concatenation of ``[N]`` and ``[3]`` split by 16
     lanes (the switch ``v >= N`` and the guard ``v < N + 3``) rewrote the first input's elements of the
-    last vector with the second input read at negative indices."""
-    return index_bounds(sch, loop) + (1 if guard else 0) <= 1
+    last vector with the second input read at negative indices.
+
+    Nor where the loop's extent or a bound of its index is clamped (``_clamped``): for ``i < max(E, 0)``
+    TVM (0.27) simplifies the condition to ``i < E`` (right for ``i >= 0``), and LoopPartition then ends
+    the interval where it holds at ``E``, or ``floor(E / lanes)`` whole vectors, without clamping that at
+    the loop's start: where ``E`` is negative at execution (an empty slice, x[-1:3] of 5 elements: E = -1)
+    the part after the interval starts before 0 and runs once, writing a vector before the zero-size
+    output (heap corruption: "munmap_chunk(): invalid pointer")."""
+    variables, conditions = _index_conditions(sch, loop)
+    if _clamped(sch.get(loop).extent) or any(_clamped(c) for c in conditions if _indexes(c, variables)):
+        return False
+    bounds = sum(_indexes(bound, variables) for cond in conditions for bound in _bounds(cond))
+    return bounds + (1 if guard else 0) <= 1
 
 
 def vectorize_inner(sch: s_tir.Schedule, loop, lanes: int) -> bool:

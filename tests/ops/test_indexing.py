@@ -8,6 +8,7 @@ are dequantized, moved, and requantized to the same grid.
 
 import numpy as np
 import pytest
+from dynutil import check_sizes, compile_op
 from oputil import (
     UNKNOWN,
     Const,
@@ -381,6 +382,41 @@ def test_slice_unknown_batch():
     x = rand(3, 4, seed=10)
     ins = [In(x, dims=[UNKNOWN, 4]), i32([0, 1]), i32([-1, 1]), i32([INT_MIN, 3]), i32([-1, 1])]
     check_op(OP.SLICE, ins, x[::-1, 1:3], [Out(dims=[UNKNOWN, 2])], **EXACT)
+
+
+# (start, end, step) on axes of unknown size, four per model (one per axis of a rank-4 input): every
+# sign of each, bounds past either end, INT_MAX / INT_MIN, and slices that come out empty.
+SYMBOLIC_SLICES = [
+    [(-1, 3, 1), (-8, -5, -1), (1, INT_MAX, 1), (-3, INT_MAX, 2)],
+    [(-8, 3, 1), (7, -8, -3), (5, INT_MIN, -1), (-1, INT_MIN, -2)],
+    [(2, -1, 1), (-2, 1, -1), (0, 0, 1), (3, 1, 1)],
+    [(-100, 100, 3), (100, -100, -2), (INT_MIN, INT_MAX, 1), (INT_MAX, INT_MIN, -1)],
+    [(-8, INT_MIN, -2), (1, -1, -1), (0, 3, -1), (-5, -1, 2)],
+]
+
+
+@pytest.mark.parametrize("bounds", SYMBOLIC_SLICES, ids=str)
+def test_slice_of_axes_known_at_execution(bounds):
+    """Constant bounds on axes whose size comes only at execution: numpy's result at every size fed,
+    empty slices included (x[-1:3] of 5 elements was a tensor of -1 elements, std::bad_alloc), and the
+    same compilation run on axes of 0, 1, 5 and 8 elements."""
+    starts, ends, steps = (list(v) for v in zip(*bounds))
+    probe = np.zeros((1, 1, 1, 1), "float32")
+    ins = [In(probe, dims=[UNKNOWN] * 4), i32([0, 1, 2, 3]), i32(starts), i32(ends), i32(steps)]
+    compilation = compile_op(OP.SLICE, ins, [Out(dims=[UNKNOWN] * 4)])
+    cases = []
+    for shape in [(5, 5, 5, 5), (0, 0, 0, 0), (1, 1, 1, 1), (8, 3, 2, 5), (2, 8, 5, 3), (3, 2, 8, 0)]:
+        x = rand(*shape, seed=sum(shape))
+        cases.append(([x], [_slice_ref(x, [0, 1, 2, 3], starts, ends, steps)]))
+    check_sizes(compilation, cases, rtol=0, atol=0)
+
+
+def test_slice_of_an_axis_known_at_execution_beside_a_static_one():
+    """A symbolic axis sliced backwards and a static one forwards in one operation (one kernel for both)."""
+    ins = [In(rand(1, 6), dims=[UNKNOWN, 6]), i32([1, 0]), i32([1, -1]), i32([INT_MAX, -6]), i32([2, -1])]
+    compilation = compile_op(OP.SLICE, ins, [Out(dims=[UNKNOWN, 3])])
+    cases = [([x], [x[-1:-6:-1, 1::2]]) for x in (rand(7, 6, seed=1), rand(3, 6, seed=2), rand(0, 6))]
+    check_sizes(compilation, cases, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(
