@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import tempfile
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import tvm
+import tvm_ffi
 
 from nnadapter_tvm import extensions
 from nnadapter_tvm.context import Context
@@ -147,6 +148,7 @@ class Compilation:
                 cache.SubgraphRecord(
                     device=driver.name,
                     target=str(driver.tvm_target(props)),
+                    target_key=json.loads(json.dumps(driver.target_key(props))),  # as a load reads it back
                     blob=n,
                     inputs=step.inputs,
                     outputs=step.outputs,
@@ -189,10 +191,12 @@ class Compilation:
             if not 0 <= record.blob < len(container.blobs):
                 raise cache.CacheError(f"{source}: malformed metadata (no blob {record.blob})")
             driver = DRIVERS[record.device]
-            if str(driver.tvm_target(props)) != record.target:
-                raise cache.CacheError(
-                    f"{source}: built for target {record.target}, the context targets {driver.tvm_target(props)}"
-                )
+            # The recorded key equal to the context's means the same target; else (an older cache, a host
+            # whose CPU LLVM names alike) the target itself decides, at the cost of importing TVM's compiler.
+            if record.target_key is None or record.target_key != json.loads(json.dumps(driver.target_key(props))):
+                target = str(driver.tvm_target(props))
+                if target != record.target:
+                    raise cache.CacheError(f"{source}: built for target {record.target}, the context targets {target}")
             steps.append(_Step(driver, record.inputs, record.outputs, container.blobs[record.blob], record.checks))
         if self.model is not None and not _same_io(self.model, manifest.input_types, manifest.output_types):
             raise cache.CacheError(f"{source}: its inputs/outputs differ from the model's")
@@ -222,7 +226,7 @@ class Compilation:
                 step.load(self.context.properties)
 
     # -- execution ----------------------------------------------------------------------
-    def run(self, inputs: Sequence[np.ndarray | tvm.runtime.Tensor]) -> list[tvm.runtime.Tensor]:
+    def run(self, inputs: Sequence[np.ndarray | tvm_ffi.Tensor]) -> list[tvm_ffi.Tensor]:
         """Run the subgraphs in order, handing tensors across (one device's stay on it); returns the
         model outputs as the tensors the last subgraphs gave (the caller copies them out, once)."""
         if not self.finished:
@@ -348,17 +352,14 @@ class _Step:
         return NNAdapterError(ResultCode.INVALID_DIMENSIONS, f"execution failed: {text} (input dimensions {shapes})")
 
     def load(self, props: dict) -> None:
-        with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
-            path = os.path.join(tmp, "module.so")
-            with open(path, "wb") as f:
-                f.write(self.blob)
-            try:
-                self.program = self.driver.load(path, props)
-            except TVM_ERRORS as err:
-                fail(
-                    f"the {self.driver.name} module does not load: {tvm_error_text(err)}",
-                    ResultCode.DEVICE_INTERNAL_ERROR,
-                )
+        # The library's bytes as they lie in the cache (the driver writes them to a temporary file for dlopen).
+        try:
+            self.program = self.driver.load(memoryview(self.blob), props)
+        except (*TVM_ERRORS, OSError) as err:
+            fail(
+                f"the {self.driver.name} module does not load: {tvm_error_text(err)}",
+                ResultCode.DEVICE_INTERNAL_ERROR,
+            )
 
 
 def _write_cache(path: str, data: bytes) -> None:

@@ -6,7 +6,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import tvm
 import tvm_ffi
 
 from nnadapter_tvm.compilation import Compilation
@@ -175,7 +174,7 @@ class Execution:
             )
         return np.frombuffer(view.cast("B"), dtype=dtype).reshape(dims)
 
-    def _write_output(self, index: int, declared: OperandType, result: tvm.runtime.Tensor) -> None:
+    def _write_output(self, index: int, declared: OperandType, result: tvm_ffi.Tensor) -> None:
         memory, access = self._outputs[index]
         value = host_view(result)  # no copy on the host: the one copy is into the caller's buffer
         t = declared.copy()
@@ -219,7 +218,7 @@ def _where(index: int, declared: OperandType) -> str:
     return f"input {index} ({declared.describe()})"
 
 
-def _run(compilation: Compilation, arrays: Sequence[np.ndarray | tvm.runtime.Tensor]) -> list[tvm.runtime.Tensor]:
+def _run(compilation: Compilation, arrays: Sequence[np.ndarray | tvm_ffi.Tensor]) -> list[tvm_ffi.Tensor]:
     """``compilation.run`` with the failures it leaves to its caller shaped into NNAdapterErrors."""
     try:
         return compilation.run(arrays)
@@ -231,7 +230,7 @@ def _run(compilation: Compilation, arrays: Sequence[np.ndarray | tvm.runtime.Ten
         fail(f"execution failed: {tvm_error_text(err)}", ResultCode.INVALID_DIMENSIONS)
 
 
-def host_view(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:
+def host_view(value: np.ndarray | tvm_ffi.Tensor) -> np.ndarray:
     """``value`` as a numpy array: a tensor in host memory is viewed (DLPack, no copy), one on a
     device is copied to the host."""
     if isinstance(value, tvm_ffi.Tensor):
@@ -239,7 +238,7 @@ def host_view(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:
     return value if isinstance(value, np.ndarray) else np.asarray(value)
 
 
-def host_copy(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:
+def host_copy(value: np.ndarray | tvm_ffi.Tensor) -> np.ndarray:
     """A tensor's value in a new numpy array the caller owns: one copy (from a device: its copy to the
     host); a numpy array as it is."""
     if isinstance(value, tvm_ffi.Tensor):
@@ -249,7 +248,7 @@ def host_copy(value: np.ndarray | tvm.runtime.Tensor) -> np.ndarray:
 
 def run_arrays(
     compilation: Compilation,
-    arrays: Sequence[np.ndarray | tvm.runtime.Tensor],
+    arrays: Sequence[np.ndarray | tvm_ffi.Tensor],
     on_device: bool = False,
     checked: bool = False,
 ) -> list:
@@ -274,7 +273,7 @@ def run_arrays(
         fail("out of memory copying the outputs out", ResultCode.OUT_OF_MEMORY)
 
 
-def _fits(compilation: Compilation, arrays: Sequence[np.ndarray | tvm.runtime.Tensor]) -> bool:
+def _fits(compilation: Compilation, arrays: Sequence[np.ndarray | tvm_ffi.Tensor]) -> bool:
     """Whether ``arrays`` are what the compilation takes (a tensor: the compiled code checks it)."""
     signature = compilation.input_signature
     if len(arrays) != len(signature):

@@ -17,12 +17,10 @@ import platform
 import shutil
 import struct
 
-import tvm
-from tvm import relax
-
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
 from nnadapter_tvm.targets import toolchain
-from nnadapter_tvm.targets.base import Program, Property
+from nnadapter_tvm.targets.base import Driver, Program, Property
 from nnadapter_tvm.targets.llvm import LlvmDriver, _csv
 from nnadapter_tvm.types import ResultCode
 
@@ -101,6 +99,10 @@ class ArmDriver(LlvmDriver):
 
     def tvm_device(self) -> tvm.runtime.Device:
         return tvm.cpu(0)
+
+    def target_key(self, props: dict) -> list:
+        # The board's target is all in the properties: not the llvm driver's host CPU.
+        return Driver.target_key(self, props)
 
     def cross_compiler(self, props: dict | None = None) -> toolchain.Linker:
         """The linker of the board's library on this (non-aarch64) host, an ``fcompile`` for TVM:

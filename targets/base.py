@@ -24,10 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import tvm
 import tvm_ffi
-from tvm import relax
 
+from nnadapter_tvm.runtime import tvm_runtime
+from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
 from nnadapter_tvm.types import DeviceType, OperationType
 
 #: The attribute a scheduled kernel carries: MetaSchedule's applied records, dlight's GPU schedules.
@@ -91,7 +91,7 @@ class Program:
 
     ALIGNMENT = 64
 
-    def __init__(self, module: tvm.runtime.Module, device: tvm.runtime.Device):
+    def __init__(self, module: tvm_ffi.Module, device: tvm_ffi.Device):
         self.module = module
         self.device = device
         self._local = threading.local()
@@ -99,11 +99,11 @@ class Program:
         self._on_host = device.dlpack_device_type() == _HOST
 
     @property
-    def vm(self) -> relax.VirtualMachine:
+    def vm(self) -> tvm_runtime.VirtualMachine:
         # A Relax VM keeps per-call state; one per thread lets executions run concurrently.
         vm = getattr(self._local, "vm", None)
         if vm is None:
-            vm = self._local.vm = relax.VirtualMachine(self.module, self.device)
+            vm = self._local.vm = tvm_runtime.VirtualMachine(self.module, self.device)
         return vm
 
     def run(self, inputs: Sequence[np.ndarray | tvm.runtime.Tensor]) -> list[tvm.runtime.Tensor]:
@@ -199,6 +199,15 @@ _ARRAY_SIZE = tvm_ffi.get_global_func("ffi.ArraySize")
 _ARRAY_GET = tvm_ffi.get_global_func("ffi.ArrayGetItem")
 
 
+def _jsonable(value: object) -> object:
+    """A property's parsed value as JSON (sets and tuples as lists, other objects as their text)."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(str(getattr(v, "name", v)) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+
+
 def _from_dlpack(x: np.ndarray) -> tvm_ffi.Tensor | None:
     """A tensor sharing ``x``'s memory; None where numpy does not export its element type."""
     try:
@@ -224,7 +233,14 @@ class Driver(abc.ABC):
     def tvm_target(self, props: dict) -> tvm.target.Target: ...
 
     @abc.abstractmethod
-    def tvm_device(self) -> tvm.runtime.Device: ...
+    def tvm_device(self) -> tvm_ffi.Device: ...
+
+    def target_key(self, props: dict) -> list:
+        """What ``tvm_target(props)`` is a function of, as JSON values, computed without TVM's compiler:
+        the driver and its properties (a target that also depends on the host adds what it reads of it).
+        Equal keys give equal targets (within one TVM version), so a cache whose recorded key equals the
+        context's needs no ``tvm.target.Target`` to be checked, and the model token keys on it."""
+        return [self.name, {p.key: _jsonable(p.read(props)) for p in self.properties}]
 
     def supports(self, op_type: OperationType, props: dict) -> bool:
         from nnadapter_tvm.op_converters import supported_operations
@@ -232,19 +248,28 @@ class Driver(abc.ABC):
         return op_type in supported_operations()
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
+        """``tvm.compile``'s default pipeline, legalizing with this project's rules (``relax_passes``)."""
+        from nnadapter_tvm.targets.relax_passes import default_pipeline
+
         target = self.tvm_target(props)
         with tvm.transform.PassContext(opt_level=TVM_OPT_LEVEL.read(props)):
-            return tvm.compile(mod, target)
+            return tvm.compile(mod, target, relax_pipeline=default_pipeline())
 
     def export(self, executable: relax.VMExecutable, path: str) -> None:
         executable.export_library(path, workspace_dir=os.path.dirname(path))
 
-    def load(self, path: str, props: dict) -> Program:
+    def load(self, path: str | bytes | memoryview, props: dict) -> Program:
+        """The program of an exported module: a file's ``path``, or the library's bytes (written to a
+        temporary file: tvm_runtime.load_module_bytes). Needs only TVM's runtime library."""
         threads = TVM_NUM_THREADS.read(props)
         if threads:
             # Process-wide: TVM has one worker pool.  Mode 1 = use the big cores first.
-            tvm.get_global_func("runtime.config_threadpool")(1, threads)
-        return Program(tvm.runtime.load_module(path), self.tvm_device())
+            tvm_runtime.config_threadpool(threads)
+        if isinstance(path, (str, os.PathLike)):
+            module = tvm_runtime.load_module(os.fspath(path))
+        else:
+            module = tvm_runtime.load_module_bytes(path)
+        return Program(module, self.tvm_device())
 
     def lower_for_tuning(self, mod: tvm.IRModule, props: dict) -> tvm.IRModule:
         """The fused, unscheduled module whose kernels MetaSchedule tunes (targets that tune override it)."""

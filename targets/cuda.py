@@ -17,9 +17,8 @@ import os
 import re
 import shutil
 
-import tvm
-
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.runtime.tvm_runtime import tvm  # imported on first use: a context needs none of it
 from nnadapter_tvm.targets.base import Program, Property
 from nnadapter_tvm.targets.gpu import GpuDriver
 from nnadapter_tvm.types import ResultCode

@@ -31,14 +31,17 @@ import platform
 import re
 from collections.abc import Iterator
 
-import tvm
 import tvm_ffi
-from tvm import relax, s_tir, tirx
-from tvm.s_tir import dlight as dl
 
+from nnadapter_tvm.runtime.tvm_runtime import LazyModule, relax, tvm
 from nnadapter_tvm.targets import toolchain
 from nnadapter_tvm.targets.base import SCHEDULED, TVM_OPT_LEVEL, Driver, is_scheduled
 from nnadapter_tvm.types import DeviceType, OperationType, ResultCode
+
+# Imported on first use: making a context or loading a cached module never imports TVM's compiler side.
+s_tir = LazyModule("tvm.s_tir")
+tirx = LazyModule("tvm.tirx")
+dl = LazyModule("tvm.s_tir.dlight")
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -82,12 +85,19 @@ def _lowers(func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
     return True
 
 
-_BUFFER_LOAD = type(tirx.BufferLoad(tirx.decl_buffer((1,)), [0]))  # its Python class is not exported
+_BUFFER_LOAD_CLASS: list[type] = []
+
+
+def _buffer_load() -> type:
+    # BufferLoad's Python class is not exported; made on first use (building a node needs the compiler).
+    if not _BUFFER_LOAD_CLASS:
+        _BUFFER_LOAD_CLASS.append(type(tirx.BufferLoad(tirx.decl_buffer((1,)), [0])))
+    return _BUFFER_LOAD_CLASS[0]
 
 
 def _accesses(node: object) -> list:
     found: list = []
-    tvm_ffi.structural_walk(node, [(tirx.BufferStore, found.append), (_BUFFER_LOAD, found.append)], order="pre")
+    tvm_ffi.structural_walk(node, [(tirx.BufferStore, found.append), (_buffer_load(), found.append)], order="pre")
     return found
 
 
@@ -269,15 +279,20 @@ def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.I
 
 
 def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule, ScheduleReport]:
-    """Relax -> legalized, fused, GPU-scheduled module (call under ``with target`` and a PassContext)."""
+    """Relax -> legalized, fused, GPU-scheduled module (call under ``with target`` and a PassContext).
+    Legalization takes this project's rules (``relax_passes.legalize_ops``); ``split_fused_shape_params``
+    keeps ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds."""
+    from nnadapter_tvm.targets.relax_passes import legalize_ops, split_fused_shape_params
+
     mod = tvm.transform.Sequential(
         [
             relax.backend.DispatchSampling(),
             relax.backend.DispatchSortScan(),  # sort/argsort/topk -> TVM's GPU kernels
-            relax.transform.LegalizeOps(),
+            legalize_ops(),
             relax.transform.AnnotateTIROpPattern(),
             relax.transform.FoldConstant(),
             relax.transform.FuseOps(),
+            split_fused_shape_params,
             relax.transform.FuseTIR(),
         ]
     )(mod)
@@ -357,6 +372,10 @@ class GpuDriver(Driver):
 
     def supports(self, op_type: OperationType, props: dict) -> bool:
         return op_type not in self.CPU_ONLY and super().supports(op_type, props)
+
+    def target_key(self, props: dict) -> list:
+        # The host code's LLVM target defaults to this machine's triple.
+        return [*super().target_key(props), host_machine()]
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
         """Legalize, fuse, schedule (dlight and fallbacks) and compile ``mod``."""

@@ -7,11 +7,12 @@ default CPU schedule from the ``targets/cpu/`` package (``CPU_SCHEDULES=0`` turn
 from __future__ import annotations
 
 import logging
+import platform
 
-import tvm
-from tvm import relax
+import tvm_ffi
 
-from nnadapter_tvm.runtime import tuning_database
+from nnadapter_tvm.runtime import tuning_database, tvm_runtime
+from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
 from nnadapter_tvm.targets.base import TVM_OPT_LEVEL, Driver, Property
 
 log = logging.getLogger("nnadapter_tvm")
@@ -31,6 +32,25 @@ def host_cpu() -> str | None:
     except Exception:  # an LLVM without the query
         return None
     return cpu if cpu and cpu != "generic" else None
+
+
+def host_identity() -> list[str] | None:
+    """What LLVM's host CPU name is a function of, read without LLVM: the machine and, on Linux, the
+    first CPU's vendor, family, model and feature flags (``/proc/cpuinfo``: what ``cpuid`` reports).
+    None where they cannot be read (then the host's target is told by LLVM itself)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            fields: dict[str, str] = {}
+            for line in f:
+                if not line.strip():
+                    break  # the first processor's block is enough: all cores of a machine share one model
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        return None
+    wanted = ("vendor_id", "cpu family", "model", "flags", "CPU implementer", "CPU part", "Features")
+    found = [f"{k}={fields[k]}" for k in wanted if k in fields]
+    return [platform.machine(), *found] if found else None
 
 
 def _csv(text: str) -> list[str]:
@@ -76,16 +96,28 @@ class LlvmDriver(Driver):
             config["mattr"] = list(features)
         return tvm.target.Target(config)
 
-    def tvm_device(self) -> tvm.runtime.Device:
-        return tvm.cpu(0)
+    def tvm_device(self) -> tvm_ffi.Device:
+        return tvm_runtime.cpu(0)
+
+    def target_key(self, props: dict) -> list:
+        """The properties, and where no ``LLVM_MCPU`` is set the host's identity (its CPU names the target)."""
+        key = super().target_key(props)
+        if not LLVM_MCPU.read(props):
+            identity = host_identity()
+            # Without an identity the key holds LLVM's own answer (a compiler import, once per process).
+            key.append(identity if identity is not None else ["mcpu", host_cpu()])
+        return key
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
         """Compile ``mod``; with ``CPU_SCHEDULES`` (the default) every kernel is scheduled first."""
         target = self.tvm_target(props)
         opt_level = TVM_OPT_LEVEL.read(props)
         if not CPU_SCHEDULES.read(props):
+            # TVM's default pipeline, legalizing with this project's rules first (relax_passes).
+            from nnadapter_tvm.targets.relax_passes import default_pipeline
+
             with tvm.transform.PassContext(opt_level=opt_level):
-                return tvm.compile(mod, target)
+                return tvm.compile(mod, target, relax_pipeline=default_pipeline())
         database = tuning_database.TUNING_DATABASE.read(props)
         tuned = (lambda fused: tuning_database.apply(fused, target, database)) if database is not None else None
         executable, report = _cpu_pipeline().build(mod, target, opt_level, tuned)

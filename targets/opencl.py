@@ -10,9 +10,8 @@ runs only where TVM's runtime was built with OpenCL (``USE_OPENCL=ON``); see doc
 
 from __future__ import annotations
 
-import tvm
-
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.runtime.tvm_runtime import tvm  # imported on first use: a context needs none of it
 from nnadapter_tvm.targets.base import Program, Property
 from nnadapter_tvm.targets.gpu import HOST_TRIPLES, GpuDriver, host_machine, llvm_host
 from nnadapter_tvm.types import ResultCode

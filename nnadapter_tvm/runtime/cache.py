@@ -26,11 +26,11 @@ import struct
 import tempfile
 from dataclasses import dataclass, field
 
-import tvm
 import tvm_ffi
 
 from nnadapter_tvm.errors import check
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
+from nnadapter_tvm.runtime.tvm_runtime import tvm_version
 from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
 from nnadapter_tvm.version import __version__
 
@@ -52,7 +52,7 @@ class CacheError(NNAdapterError):
 
 def library_versions() -> dict[str, str]:
     """The versions a cache must have been built with to be loaded here."""
-    return {"nnadapter_tvm": __version__, "tvm": tvm.__version__, "tvm_ffi": tvm_ffi.__version__}
+    return {"nnadapter_tvm": __version__, "tvm": tvm_version(), "tvm_ffi": tvm_ffi.__version__}
 
 
 def validate_token(token: object) -> str:
@@ -96,11 +96,15 @@ class SubgraphRecord:
     outputs: list[int]
     properties: dict[str, object] = field(default_factory=dict)
     checks: list[RuntimeCheck] = field(default_factory=list)
+    # What the target was made from (Driver.target_key): a load whose context gives the same key needs no
+    # tvm.target.Target to check ``target``. None in caches written before it was recorded.
+    target_key: list | None = None
 
     def to_json(self) -> dict:
         return {
             "device": self.device,
             "target": self.target,
+            **({"target_key": self.target_key} if self.target_key is not None else {}),
             "properties": self.properties,
             "blob": self.blob,
             "inputs": self.inputs,
@@ -118,6 +122,7 @@ class SubgraphRecord:
             outputs=[int(i) for i in data["outputs"]],
             properties=dict(data.get("properties", {})),
             checks=[RuntimeCheck.from_json(c) for c in data.get("checks", [])],
+            target_key=None if data.get("target_key") is None else list(data["target_key"]),
         )
 
 

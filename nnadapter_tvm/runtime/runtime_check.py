@@ -8,11 +8,11 @@ import os
 import re
 from collections.abc import Sequence
 
-import tvm
-from tvm import tirx
-from tvm.tirx.analysis import undefined_vars
-
 from nnadapter_tvm.errors import TVM_ERRORS
+from nnadapter_tvm.runtime.tvm_runtime import LazyModule, tvm
+
+# Imported on first use: a cache's checks are read as text at load and parsed only to explain a failure.
+tirx = LazyModule("tvm.tirx")
 
 VALUE = "{value}"
 """Placeholder in a data check's message: the value the failed guard found (an out-of-range index)."""
@@ -35,33 +35,43 @@ class RuntimeCheck:
 
     ``condition`` is a TIR boolean over the function's symbolic dimensions (``in{input}_d{axis}``), or,
     for a data check, over a value the compiled code computed from a tensor; ``message`` names the
-    operation and operand (a data check's ``{value}`` stands for the value found at execution).
+    operation and operand (a data check's ``{value}`` stands for the value found at execution). A check
+    read from a cache holds the condition as its JSON text until ``expr()`` is asked for it: parsing TIR
+    needs TVM's compiler library, which loading a cache does not import.
     """
 
-    condition: tirx.PrimExpr
+    condition: tirx.PrimExpr | str
     message: str
 
+    def expr(self) -> tirx.PrimExpr:
+        """The condition as a TIR expression (parsed from its JSON text on each call where read from a cache)."""
+        return tvm.ir.load_json(self.condition) if isinstance(self.condition, str) else self.condition
+
     def to_json(self) -> list[str]:
-        return [tvm.ir.save_json(self.condition), self.message]
+        condition = self.condition
+        return [condition if isinstance(condition, str) else tvm.ir.save_json(condition), self.message]
 
     @staticmethod
     def from_json(item: Sequence[str]) -> RuntimeCheck:
         condition, message = item
         if not isinstance(condition, str) or not isinstance(message, str):
             raise TypeError(f"a runtime check is [condition JSON, message], got {item!r}")
-        return RuntimeCheck(tvm.ir.load_json(condition), message)
+        return RuntimeCheck(condition, message)
 
     def fails_for(self, shapes: Sequence[Sequence[int]]) -> bool:
         """Whether the condition is false for the subgraph's input ``shapes``; False where that cannot be
         told (a dimension that only the computation itself knows, e.g. FILL's output)."""
+        from tvm.tirx.analysis import undefined_vars
+
         analyzer = tvm.sym.Analyzer()
         by_name = {f"in{i}_d{a}": int(d) for i, shape in enumerate(shapes) for a, d in enumerate(shape)}
         try:
-            for var in undefined_vars(self.condition):
+            condition = self.expr()
+            for var in undefined_vars(condition):
                 if var.name not in by_name:
                     return False
                 analyzer.bind(var, tirx.const(by_name[var.name], str(var.ty)))
-            value = analyzer.simplify(self.condition)
+            value = analyzer.simplify(condition)
         except TVM_ERRORS:
             return False
         return isinstance(value, tirx.IntImm) and not value.value

@@ -54,10 +54,13 @@ def model_token(model: Model, context: Context, extra: dict | None = None) -> st
 
 def codegen_setup(context: Context) -> list[list]:
     """What besides the model changes the compiled code: the devices and their targets, the codegen
-    properties, the library versions and the cache format (the ONNX Predictor's index keys on it too)."""
+    properties, the library versions and the cache format (the ONNX Predictor's index keys on it too).
+    A target enters as what determines it (``Driver.target_key``: the driver's properties and, where
+    the target is the host's, the host CPU's identity), not as a ``tvm.target.Target``: a cached load
+    computes this without importing TVM's compiler."""
     props = context.properties
     return [
-        ["devices", [(d.name, str(d.driver.tvm_target(props))) for d in context.devices]],
+        ["devices", [(d.name, d.driver.target_key(props)) for d in context.devices]],
         ["properties", context.codegen_properties()],
         ["library", library_versions(), FORMAT_VERSION],
     ]

@@ -12,9 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-import tvm
-from tvm import relax
-
+from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: a context needs neither
 from nnadapter_tvm.targets.base import Property
 
 #: The two files of a MetaSchedule JSON database.
