@@ -12,7 +12,6 @@ from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
-from nnadapter_tvm.targets.relax_passes import legalize_ops, split_fused_shape_params
 
 
 def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
@@ -20,22 +19,19 @@ def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
 
     ``FoldConstant`` runs the weight packing once, at compile time, on constant weights; ``FuseOps`` and
     ``FuseTIR`` put bias, batch-norm, activation and residual epilogues into the kernel of the
-    convolution or product they follow.  Legalization takes this project's rules (``relax_passes``:
-    float zero constants stay tensors) beside the packed lowering; ``split_fused_shape_params`` keeps
-    ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds."""
+    convolution or product they follow."""
     lowering = Lowering(target)
     mod = to_nhwc(mod)
     return tvm.transform.Sequential(
         [
             relax.backend.DispatchSampling(),
             relax.backend.DispatchSortScan(),
-            legalize_ops(lowering.legalize_map()),
+            relax.transform.LegalizeOps(customize_legalize_map=lowering.legalize_map()),
             relax.transform.AnnotateTIROpPattern(),
             # The weight-packing kernels folded with one LLVM build (FoldConstant builds each on its own).
             FoldConstantCalls,
             relax.transform.FoldConstant(),
             relax.transform.FuseOps(),
-            split_fused_shape_params,
             relax.transform.FuseTIR(),
         ]
     )(mod)
