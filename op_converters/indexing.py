@@ -134,10 +134,21 @@ def _count(count) -> str:
 
 
 def _slice_bounds(start: int, end: int, step: int, dim) -> tuple[int, int, int]:
-    """numpy's slicing; an empty slice of a static dim becomes [0, 0) (TVM rejects empty backward ones)."""
-    if _static(dim) and len(range(*slice(start, end, step).indices(dim))) == 0:
+    """numpy's slicing, a backward start clamped into [0, dim - 1] (``_spec_start``); an empty slice of a
+    static dim becomes [0, 0) (TVM rejects empty backward ones)."""
+    if not _static(dim):
+        return start, end, step
+    start = _spec_start(start, step, dim)
+    if len(range(*slice(start, end, step).indices(dim))) == 0:
         return 0, 0, 1
     return start, end, step
+
+
+def _spec_start(start: int, step: int, dim: int) -> int:
+    """A backward slice's start below -dim clamped to 0, as the spec's clamping, ONNX and Paddle have it
+    (x[-8::-2] of 5 elements is [x[0]]); numpy alone sends it to -1, an empty slice.  Elsewhere numpy
+    and the spec agree."""
+    return 0 if step < 0 and start < -dim else start
 
 
 @converter(O.SLICE)
@@ -146,9 +157,14 @@ def slice_(args: OpArgs) -> relax.Expr:
 
     Python/numpy slicing ``input[..., starts[i]:ends[i]:steps[i], ...]`` along each ``axes[i]``:
     negative starts/ends count from the end, out-of-range ones are clamped (INT_MAX / INT_MIN
-    slice to the end / the beginning), negative steps walk backwards; steps must not be 0.
+    slice to the end / the beginning), negative steps walk backwards; steps must not be 0.  As ONNX
+    Slice has it: a forward slice clamps both bounds into [0, dim]; a backward one its start into
+    [0, dim - 1] (numpy alone makes a start below -dim an empty slice: x[-8::-2] of 5 elements is
+    [x[0]] here) and its end into [-1, dim - 1].  The same on axes known only at execution, where
+    the output's length, max(0, ceil((end - start) / step)), is computed when the kernel runs.
 
-    Reference: the spec and header (numpy slicing; Paddle's strided_slice clamping).
+    Reference: the spec and header (numpy slicing, out-of-range bounds clamped); ONNX Slice's
+    clamping rules, which Paddle's strided_slice shares for starts.
     """
     x = args.tensor("input")
     shape = args.shape(x)
@@ -188,22 +204,22 @@ def slice_(args: OpArgs) -> relax.Expr:
 
 
 def _slice_span(start, end, step: int, dim) -> tuple:
-    """numpy's ``(first index, length, step)`` of ``[start:end:step]`` on an axis of ``dim`` elements,
-    as TIR expressions where ``dim`` or a bound is one: a negative bound counts from the end, then a
-    forward slice clamps both into [0, dim], a backward one into [-1, dim - 1] (a start still below 0
-    gives an empty slice), and the length ``ceil((end - start) / step)`` is never below 0."""
+    """``(first index, length, step)`` of ``[start:end:step]`` on an axis of ``dim`` elements (SLICE's
+    rule), as TIR expressions where ``dim`` or a bound is one: a negative bound counts from the end,
+    then a forward slice clamps both into [0, dim], a backward one its start into [0, dim - 1] and its
+    end into [-1, dim - 1]; the length ``ceil((end - start) / step)`` is never below 0."""
     if _static(dim) and _static(start) and _static(end):
-        first, stop, _ = slice(start, end, step).indices(dim)
+        first, stop, _ = slice(_spec_start(start, step, dim), end, step).indices(dim)
         return first, len(range(first, stop, step)), step
     d = _as_i64(dim)
     zero = tirx.const(0, "int64")
-    lo, hi = (zero, d) if step > 0 else (tirx.const(-1, "int64"), d - 1)
+    hi = d if step > 0 else d - 1
 
     analyzer = sym.Analyzer()
     for var in _free_vars(d):  # dimensions are never negative: lets min/max with 0 simplify away
         analyzer.update(var, sym.ConstIntBound(0, sym.ConstIntBound.POS_INF))
 
-    def clamp(v):
+    def clamp(v, lo):
         v = _as_i64(v)
         if v.same_as(d):  # a slice to the end (see slice_): the length stays d - first
             return d if step > 0 else d - 1
@@ -212,7 +228,8 @@ def _slice_span(start, end, step: int, dim) -> tuple:
         v = (v + d if v.value < 0 else v) if known else tirx.Select(v < zero, v + d, v)
         return tirx.min(tirx.max(v, lo), hi)
 
-    first, stop = clamp(start), clamp(end)
+    first = clamp(start, zero)
+    stop = clamp(end, zero if step > 0 else tirx.const(-1, "int64"))
     span = analyzer.simplify(stop - first if step > 0 else first - stop)
     if not analyzer.can_prove(span >= zero):
         # Not where it provably holds (x[1:] of n elements: n - min(1, n)): the CPU schedules do not

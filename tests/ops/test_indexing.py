@@ -328,11 +328,31 @@ def test_pad_integers_into_a_quantized_output():
 
 
 def _slice_ref(x, axes, starts, ends, steps):
-    """numpy slicing along each listed axis (negative values count from the end, out of range clamps)."""
-    index = [slice(None)] * x.ndim
+    """Slicing along each listed axis by the clamping rules of ONNX Slice (the spec's "numpy-like, out of
+    range clamped"): a negative bound counts from the end; then a forward slice clamps both bounds into
+    [0, dim], a backward one its start into [0, dim - 1] and its end into [-1, dim - 1] (numpy alone
+    makes a start below -dim an empty backward slice)."""
     for a, b, e, s in zip(axes, starts, ends, steps):
-        index[a] = slice(b, e, s)
-    return x[tuple(index)]
+        dim = x.shape[a]
+        b, e = (v + dim if v < 0 else v for v in (b, e))
+        if s > 0:
+            b, e = min(max(b, 0), dim), min(max(e, 0), dim)
+        else:
+            b, e = min(max(b, 0), dim - 1), min(max(e, -1), dim - 1)
+        x = np.take(x, np.arange(b, e, s, dtype=np.int64), axis=a)
+    return x
+
+
+def test_slice_reference_is_numpy_where_the_two_agree():
+    """The reference above is numpy's slicing wherever numpy and ONNX agree, and a backward start below
+    -dim is the first element (ONNX; numpy: empty), on every bound in [-8, 8], INT_MAX and INT_MIN, with
+    steps of either sign, over 5 elements."""
+    x = np.arange(5)
+    for b in [*range(-8, 9), INT_MAX, INT_MIN]:
+        for e in [*range(-8, 9), INT_MAX, INT_MIN]:
+            for s in (1, 2, -1, -3):
+                want = x[0:e:s] if s < 0 and b < -5 else x[b:e:s]
+                np.testing.assert_array_equal(_slice_ref(x, [0], [b], [e], [s]), want, err_msg=str((b, e, s)))
 
 
 SLICE_CASES = [  # shape, axes, starts, ends, steps
@@ -349,6 +369,8 @@ SLICE_CASES = [  # shape, axes, starts, ends, steps
     ((2, 3, 4, 5), [1, 3], [-2, 4], [3, -10], [1, -3]),
     ((2, 3, 2, 4, 3), [4, 0, 3], [1, -1, 3], [3, -3, 0], [1, -1, -1]),
     ((3, 4), [1], [3], [1], [1]),  # empty: a zero-size output
+    ((6,), [0], [-9], [INT_MIN], [-2]),  # a backward start below -dim: from element 0 (numpy: empty)
+    ((2, 6), [1, 0], [-100, -3], [-8, 1], [-1, -1]),
 ]
 
 
