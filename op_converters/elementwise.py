@@ -9,7 +9,7 @@ import tvm
 from tvm import relax, te, tirx, topi
 
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import check_broadcast, fuse
+from nnadapter_tvm.op_converters.helpers import broadcast_unknown, check_broadcast, fuse
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 
@@ -39,7 +39,7 @@ def binary(args: OpArgs) -> relax.Expr:
     Reference: the spec.
     """
     check_broadcast(args, ["input0", "input1"])
-    x, y = args.tensor("input0"), args.tensor("input1")
+    x, y = broadcast_unknown(args, ["input0", "input1"])
     y = _unify_unknown_dims(args, x, y)
     if args.type == O.POW and str(x.ty.dtype).startswith(("int", "uint")):
         return fuse(args, _int_power(args, x, y))
@@ -174,7 +174,7 @@ def floor_div(args: OpArgs) -> relax.Expr:
     toward zero instead; this follows the spec's floor.)
     """
     check_broadcast(args, ["input0", "input1"])
-    x, y = args.tensor("input0"), args.tensor("input1")
+    x, y = broadcast_unknown(args, ["input0", "input1"])
     if str(x.ty.dtype).startswith(("int", "uint")):
         return fuse(args, _int_floor_div(x, y))
     return fuse(args, relax.op.floor(relax.op.divide(x, y)))
@@ -192,7 +192,7 @@ def sum_(args: OpArgs) -> relax.Expr:
     """
     # ``inputs`` is variadic: its operands are read by position.
     check_broadcast(args, list(range(args.count)))
-    return functools.reduce(relax.op.add, args.tensors(0))
+    return functools.reduce(relax.op.add, broadcast_unknown(args, list(range(args.count))))
 
 
 # A float zero that becomes a TIR immediate is folded away by TVM's constant folding, which does not

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -181,6 +182,58 @@ def check_broadcast(args: OpArgs, indices: list[Key]) -> None:
                 args.fail(f"shape {shape} does not broadcast with {result} (numpy broadcasting)", i)
             merged.append(d if isinstance(r, int) and r == 1 else r)
         result = merged
+
+
+def broadcast_unknown(args: OpArgs, indices: list[Key]) -> list[relax.Expr]:
+    """The operands ``indices``, each broadcast (numpy rules) along every axis where its dimension is
+    unknown until execution and another operand's is a static size c > 1.
+
+    Such a dimension must be 1 or c at execution and the result has c there, but Relax cannot tell
+    which and gives up the shape of ``x + y`` ("its shape cannot be derived").  So the converter
+    decides at execution: a small kernel (fused into its consumer) reads index 0 where the dimension is
+    1, and a dimension that is neither fails the execution with INVALID_DIMENSIONS naming the operand.
+    The kernel reads after the guard (it reads the guarded tensor); its index is clamped into the axis
+    all the same.  Call after ``check_broadcast``.
+    """
+    exprs = [args.tensor(i) for i in indices]
+    shapes = [args.shape(e) for e in exprs]
+    rank = max(len(s) for s in shapes)
+    aligned = [[1] * (rank - len(s)) + s for s in shapes]
+    static = [max((s[axis] for s in aligned if isinstance(s[axis], int)), default=1) for axis in range(rank)]
+    return [
+        _broadcast_to_static(args, e, s, static[rank - len(s) :], i, [_dims(o) for o in shapes if o is not s])
+        for i, e, s in zip(indices, exprs, shapes)
+    ]
+
+
+def _dims(shape: list) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _broadcast_to_static(args: OpArgs, x: relax.Expr, xs: list, static: list, i: Key, all_shapes: list) -> relax.Expr:
+    targets = {axis: c for axis, (d, c) in enumerate(zip(xs, static)) if not isinstance(d, int) and c > 1}
+    if not targets:
+        return x
+    condition = functools.reduce(tirx.And, [tirx.Or(xs[axis] == c, xs[axis] == 1) for axis, c in targets.items()])
+    message = f"dimensions {_dims(xs)} must each be 1 or match {' and '.join(all_shapes)} (numpy broadcasting)"
+    x = args.require(x, condition, message, i)
+    shape = [targets.get(axis, d) for axis, d in enumerate(xs)]
+    zero = tirx.const(0, "int64")
+
+    def compute(t: te.Tensor) -> te.Tensor:
+        def read(*index):
+            return t(
+                *(
+                    tirx.Select(t.shape[a] == 1, zero, tirx.max(tirx.min(v, t.shape[a] - 1), zero))
+                    if a in targets
+                    else v
+                    for a, v in enumerate(index)
+                )
+            )
+
+        return te.compute(shape, read, name="broadcast_unknown")
+
+    return args.emit_te(compute, x)
 
 
 def at_least_1d(expr: relax.Expr, rank: int) -> relax.Expr:

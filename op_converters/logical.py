@@ -5,7 +5,7 @@ from __future__ import annotations
 from tvm import relax
 
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import check_broadcast
+from nnadapter_tvm.op_converters.helpers import broadcast_unknown, check_broadcast
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 
@@ -37,7 +37,7 @@ def compare(args: OpArgs) -> relax.Expr:
     Reference: the spec.
     """
     check_broadcast(args, ["input0", "input1"])
-    x, y = args.tensor("input0"), args.tensor("input1")
+    x, y = broadcast_unknown(args, ["input0", "input1"])
     if str(x.ty.dtype) == "bool":
         # Compare booleans as 0/1 integers: TVM's llvm codegen fails on bool tensor compares.
         x, y = relax.op.astype(x, "int8"), relax.op.astype(y, "int8")
@@ -54,7 +54,7 @@ def logical(args: OpArgs) -> relax.Expr:
     Reference: the spec (AND, OR); the upstream header nnadapter.h (XOR, not in the spec).
     """
     check_broadcast(args, ["input0", "input1"])
-    return _LOGICAL[args.type](args.tensor("input0"), args.tensor("input1"))
+    return _LOGICAL[args.type](*broadcast_unknown(args, ["input0", "input1"]))
 
 
 @converter(O.NOT)
@@ -77,4 +77,4 @@ def where(args: OpArgs) -> relax.Expr:
     Reference: the spec; numpy.where.
     """
     check_broadcast(args, ["condition", "input0", "input1"])
-    return relax.op.where(args.tensor("condition"), args.tensor("input0"), args.tensor("input1"))
+    return relax.op.where(*broadcast_unknown(args, ["condition", "input0", "input1"]))

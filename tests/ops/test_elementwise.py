@@ -371,3 +371,41 @@ def test_onnx_gemm_alpha_beta_zero(alpha, beta, c_fed):
     got = nna.Predictor(model).run(feeds)[0]
     np.testing.assert_allclose(got, want.astype("float32"), rtol=1e-6, atol=0)  # NaN and inf in place
     np.testing.assert_array_equal(got, ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0])
+
+
+BROADCAST_UNKNOWN_OPS = {
+    OP.ADD: lambda x, b: x + b,
+    OP.MUL: lambda x, b: x * b,
+    OP.MAX: np.maximum,
+    OP.FLOOR_DIV: lambda x, b: np.floor(x / b),
+    OP.GREATER: np.greater,
+    OP.WHERE: lambda c, b: np.where(c, b, -b),
+    OP.SUM: lambda x, b: x + b,
+}
+
+
+@pytest.mark.parametrize("op", list(BROADCAST_UNKNOWN_OPS), ids=lambda o: o.name)
+def test_unknown_dimension_broadcasts_against_a_static_one(op):
+    """An input dimension unknown until execution against another operand's static c > 1 (an input of
+    [N, 3] with a [3, 3] constant): Relax cannot tell whether it broadcasts (1) or matches (c), so the
+    converter decides at execution. One compilation serves N = 3 and N = 1, and any other N fails with
+    INVALID_DIMENSIONS naming the operation."""
+    b = rand(3, 3, seed=31, low=0.5, high=2.0)
+    if op == OP.WHERE:
+        inputs = [In(rand(3, 3) > 0, dims=[UNKNOWN, 3], precision=nna.Precision.BOOL8), Const(b), Const(-b)]
+    else:
+        inputs = [In(rand(3, 3), dims=[UNKNOWN, 3]), Const(b)]
+        inputs += [fuse(0)] if op in REFS or op == OP.FLOOR_DIV else []
+    out = Out(nna.Precision.BOOL8, dims=[3, 3]) if op == OP.GREATER else Out(dims=[3, 3])
+    compilation = compile_op(op, inputs, [out])
+    cases = []
+    for n in (3, 1):
+        x = rand(n, 3, seed=50 + n)
+        x = x > 0 if op == OP.WHERE else x
+        want = BROADCAST_UNKNOWN_OPS[op](x, b)
+        cases.append(([x], [want if want.dtype == bool else want.astype("float32")]))
+    check_sizes(compilation, cases, rtol=1e-6, atol=1e-6)
+    bad = rand(2, 3) > 0 if op == OP.WHERE else rand(2, 3)
+    expect_error(
+        lambda: execute(compilation, [bad]), op.name, "must each be 1 or match", code=nna.ResultCode.INVALID_DIMENSIONS
+    )
