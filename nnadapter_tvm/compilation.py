@@ -18,7 +18,7 @@ from nnadapter_tvm import extensions
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail, tvm_error_text
 from nnadapter_tvm.model import Model
-from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime import cache, phases
 from nnadapter_tvm.runtime.partition import assign_devices, split_by_device
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.targets import DRIVERS, Driver, Program
@@ -64,6 +64,7 @@ class Compilation:
         self.finished = False
         self.loaded_from_cache = False
         self.compile_seconds: float | None = None
+        self.compile_phases: phases.PhaseTimes | None = None  # wall and CPU seconds per phase of the compile
         self.load_seconds: float | None = None
         self._buffer: bytes | None = None
         self._steps: list[_Step] = []
@@ -106,6 +107,12 @@ class Compilation:
 
     # -- compile ------------------------------------------------------------------------
     def _compile(self) -> None:
+        # Every phase of this compile in compile_phases, and in any recorder of the caller's (runtime.phases).
+        with phases.recording() as times:
+            self._compile_model()
+        self.compile_phases = times
+
+    def _compile_model(self) -> None:
         # Imported here: a process that only loads caches never needs the converters.
         from nnadapter_tvm.runtime.convert import convert_subgraph
 
@@ -122,7 +129,8 @@ class Compilation:
             # Relax's BlockBuilder and TVM's build keep process-wide state: one compile at a time.
             checks: list[RuntimeCheck] = []
             with _COMPILE_LOCK:
-                mod, dims = convert_subgraph(sub.inputs, sub.outputs, sub.operations, checks)
+                with phases.phase(phases.CONVERT):
+                    mod, dims = convert_subgraph(sub.inputs, sub.outputs, sub.operations, checks)
                 out_dims.update({o.index: d for o, d in zip(sub.outputs, dims)})
                 try:
                     executable = driver.build(mod, props)
@@ -131,7 +139,7 @@ class Compilation:
                         f"TVM failed to build for {driver.name}: {tvm_error_text(err)}",
                         ResultCode.DEVICE_INTERNAL_ERROR,
                     )
-            with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
+            with phases.phase(phases.EXPORT), tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
                 path = os.path.join(tmp, "module.so")
                 try:
                     driver.export(executable, path)
@@ -161,7 +169,8 @@ class Compilation:
         self._model_outputs = [o.index for o in model.outputs]
         self._input_types = [o.type.copy() for o in model.inputs]
         self._output_types = [o.type.copy(dimensions=out_dims.get(o.index, o.type.dimensions)) for o in model.outputs]
-        self._load_runnable_programs()
+        with phases.phase(phases.LOAD):
+            self._load_runnable_programs()
         self.compile_seconds = time.perf_counter() - start
         manifest = cache.Manifest(
             input_types=self._input_types,
@@ -173,7 +182,8 @@ class Compilation:
             compile_seconds=self.compile_seconds,
             extensions=extensions.used_by([op.type for op in model.operations]),
         )
-        self._buffer = cache.pack(manifest.to_json(), blobs, key=self.context.cache_key)
+        with phases.phase(phases.CACHE):
+            self._buffer = cache.pack(manifest.to_json(), blobs, key=self.context.cache_key)
 
     # -- load ---------------------------------------------------------------------------
     def _load(self, data: bytes, source: str) -> None:
@@ -364,7 +374,8 @@ class _Step:
 
 def _write_cache(path: str, data: bytes) -> None:
     try:
-        cache.write_atomic(path, data)
+        with phases.phase(phases.CACHE):
+            cache.write_atomic(path, data)
     except OSError as err:
         code = ResultCode.OUT_OF_MEMORY if err.errno == errno.ENOSPC else ResultCode.DEVICE_INTERNAL_ERROR
         fail(f"writing the cache file {path} failed: {err.strerror or err} (nothing was left behind)", code)

@@ -73,6 +73,21 @@ def _paddle_to_onnx(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if not getattr(args, "verbose", False):
+        return _run(args)
+    from nnadapter_tvm.runtime import phases
+
+    # The time before the first compile phase is the import (ONNX graph, partitioning, Python modules).
+    with phases.recording(lead=phases.IMPORT if args.model != "builtin" else None) as times:
+        code = _run(args)
+    if times.seconds:
+        print(times.format())
+    else:
+        print("no compile phases: every subgraph was loaded from the cache (an empty --cache-dir compiles)")
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.model != "builtin":
         _paddle_to_onnx(args)
         if not args.model.lower().endswith(".onnx"):
@@ -236,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", action="append", metavar="NAME=FILE.npy", help="an ONNX model's input (default: random inputs)"
     )
     run.add_argument("--repeat", type=int, default=10, help="timed runs of an ONNX model (%(default)s)")
+    run.add_argument(
+        "-v", "--verbose", action="store_true", help="print the compile's time per phase (wall and CPU seconds)"
+    )
     _add_onnx_model_options(run)
     run.set_defaults(func=cmd_run)
     info = sub.add_parser("info", help="how an ONNX model is partitioned: subgraphs, host nodes, DOT graph")

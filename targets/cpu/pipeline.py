@@ -8,6 +8,7 @@ from collections.abc import Callable
 import tvm
 from tvm import relax
 
+from nnadapter_tvm.runtime import phases
 from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
@@ -20,6 +21,11 @@ def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     ``FoldConstant`` runs the weight packing once, at compile time, on constant weights; ``FuseOps`` and
     ``FuseTIR`` put bias, batch-norm, activation and residual epilogues into the kernel of the
     convolution or product they follow."""
+    with phases.phase(phases.RELAX):  # the passes below are booked by their names (runtime.phases)
+        return _lower(mod, target)
+
+
+def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     lowering = Lowering(target)
     mod = to_nhwc(mod)
     return tvm.transform.Sequential(
@@ -43,9 +49,10 @@ def prepare(
     """Relax -> NHWC, legalized with packed weights, fused and scheduled (call under ``with target``).
     ``tuned`` (tuning records) schedules the kernels it knows first; the default rules take the rest."""
     mod = lower(mod, target)
-    if tuned is not None:
-        mod = tuned(mod)
-    return schedule_module(mod, target)
+    with phases.phase(phases.SCHEDULE):
+        if tuned is not None:
+            mod = tuned(mod)
+        return schedule_module(mod, target)
 
 
 def build(
@@ -55,6 +62,7 @@ def build(
     tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
 ) -> tuple[relax.VMExecutable, dict]:
     """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``."""
-    with target, tvm.transform.PassContext(opt_level=opt_level):
+    with target, tvm.transform.PassContext(opt_level=opt_level, instruments=phases.instruments()):
         mod, report = prepare(mod, target, tuned)
-        return tvm.compile(mod, target), report
+        with phases.phase(phases.CODEGEN):  # its TIR passes are booked to TIR lowering
+            return tvm.compile(mod, target), report

@@ -1,0 +1,208 @@
+"""Compile time (issue 13): identical kernels are compiled once, constant kernels are folded with one build
+and give the constants Relax's FoldConstant gives, and a compile's time is broken down per phase
+(``runtime.phases``, ``nnadapter-tvm run MODEL -v``)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from onnx import TensorProto, helper, numpy_helper
+from tvm import relax, tirx
+
+import nnadapter_tvm as nna
+from nnadapter_tvm.runtime import phases
+from nnadapter_tvm.runtime.convert import convert_subgraph
+from nnadapter_tvm.targets import constant_folding
+from nnadapter_tvm.targets.cpu import pipeline
+from nnadapter_tvm.targets.cpu.compute import CONV
+from nnadapter_tvm.targets.llvm import LlvmDriver
+from nnadapter_tvm.tools import cli
+
+TARGET = LlvmDriver().tvm_target({})
+RNG = np.random.default_rng(0)
+
+
+def _twin_blocks():
+    """x [1, 8, 10, 10] -> (Conv 3x3 pad 1 + bias, Relu) twice: two blocks of the same shapes, their own weights."""
+    nodes, inits = [], []
+    name = "x"
+    for k in range(2):
+        w = RNG.uniform(-0.3, 0.3, (8, 8, 3, 3)).astype("float32")
+        b = RNG.uniform(-0.3, 0.3, 8).astype("float32")
+        inits += [numpy_helper.from_array(w, f"w{k}"), numpy_helper.from_array(b, f"b{k}")]
+        nodes.append(helper.make_node("Conv", [name, f"w{k}", f"b{k}"], [f"c{k}"], pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [f"c{k}"], [f"r{k}"]))
+        name = f"r{k}"
+    graph = helper.make_graph(
+        nodes,
+        "twin",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 8, 10, 10])],
+        initializer=inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _reference(model, x: np.ndarray) -> np.ndarray:
+    """numpy: each block's convolution (cross-correlation, zero padding 1), bias and Relu."""
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    y = x
+    for k in range(2):
+        w, b = weights[f"w{k}"], weights[f"b{k}"]
+        p = np.pad(y, [(0, 0), (0, 0), (1, 1), (1, 1)])
+        out = np.zeros((1, 8, 10, 10), "float64")
+        for i in range(3):
+            for j in range(3):
+                out += np.einsum("nchw,oc->nohw", p[:, :, i : i + 10, j : j + 10], w[:, :, i, j])
+        y = np.maximum(out + b[None, :, None, None], 0).astype("float32")
+    return y
+
+
+def _conv_kernels(mod: tvm.IRModule) -> list[str]:
+    found = []
+    for gvar, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            blocks: list[str] = []
+            tvm_ffi.structural_walk(func.body, [(tvm.s_tir.SBlock, lambda b, seen=blocks: seen.append(b.name_hint))])
+            if any(n.startswith(CONV) for n in blocks):
+                found.append(gvar.name_hint)
+    return found
+
+
+def _calls(mod: tvm.IRModule, name: str) -> int:
+    count = []
+
+    def visit(expr: relax.Expr) -> None:
+        if isinstance(expr, relax.Call) and any(
+            isinstance(a, relax.GlobalVar) and a.name_hint == name for a in expr.args
+        ):
+            count.append(expr)
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return len(count)
+
+
+def test_identical_blocks_compile_one_kernel_and_match_numpy():
+    model = _twin_blocks()
+    predictor = nna.Predictor(model)
+    x = RNG.standard_normal((1, 8, 10, 10)).astype("float32")
+    np.testing.assert_allclose(predictor.run({"x": x})[0], _reference(model, x), rtol=1e-4, atol=1e-4)
+    # The module the build compiles (scheduled, before codegen): one convolution kernel, called twice.
+    segment = predictor.plan.all_segments()[0]
+    sub = segment.build_model()
+    mod, _ = convert_subgraph(sub.inputs, sub.outputs, sub.operations)
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        scheduled, report = pipeline.prepare(mod, TARGET)
+    kernels = _conv_kernels(scheduled)
+    assert len(kernels) == 1, kernels
+    assert _calls(scheduled, kernels[0]) == 2
+    assert report[kernels[0]] == CONV
+
+
+def test_batched_folding_gives_foldconstants_module():
+    """The packing kernels folded in one build: the same module (constants included) as FoldConstant alone."""
+    model = _twin_blocks()
+    sub = nna.Predictor(model).plan.all_segments()[0].build_model()
+    mod, _ = convert_subgraph(sub.inputs, sub.outputs, sub.operations)
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        ours = pipeline.lower(mod, TARGET)
+        original = pipeline.FoldConstantCalls
+        try:
+            pipeline.FoldConstantCalls = tvm.transform.Sequential([])
+            theirs = pipeline.lower(mod, TARGET)
+        finally:
+            pipeline.FoldConstantCalls = original
+    assert tvm_ffi.structural_equal(ours, theirs)
+
+
+def test_folding_runs_chains_of_constant_kernels():
+    """A constant kernel fed by another constant kernel is folded too (a second round), to numpy's values."""
+    a = RNG.standard_normal((4, 6)).astype("float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([4, 6], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            t = bb.emit(relax.op.exp(relax.const(a)))
+            u = bb.emit(relax.op.add(t, relax.const(a)))
+            out = bb.emit_output(relax.op.multiply(x, u))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.finalize())
+    folded = constant_folding.fold_constant_calls(mod)
+    bindings = [b.value for block in folded["main"].body.blocks for b in block.bindings]
+    constants = [v for v in bindings if isinstance(v, tvm.ir.expr.Constant)]
+    assert len(constants) == 2  # exp(a) and exp(a) + a: only the product with x is left to run
+    np.testing.assert_allclose(constants[-1].value.numpy(), np.exp(a) + a, rtol=1e-6)
+    xv = RNG.standard_normal((4, 6)).astype("float32")
+    vm = relax.VirtualMachine(tvm.compile(folded, TARGET), tvm.cpu())
+    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(xv)).numpy(), xv * (np.exp(a) + a), rtol=1e-5)
+
+
+def test_nested_phases_count_their_own_time_once():
+    with phases.recording() as times:
+        with phases.phase("outer"):
+            time.sleep(0.05)
+            with phases.phase("inner"):
+                time.sleep(0.1)
+        with phases.phase("outer"):
+            time.sleep(0.02)
+    outer, inner = times.seconds["outer"][0], times.seconds["inner"][0]
+    assert 0.1 <= inner < 0.2
+    assert 0.07 <= outer < 0.1 + 0.07  # its own 50 + 20 ms, not the inner phase's 100 ms
+    with phases.phase("unrecorded"):  # no recorder: nothing kept, nothing fails
+        pass
+    assert "unrecorded" not in times.seconds
+
+
+def test_a_compile_is_broken_down_into_its_phases(tmp_path):
+    model = _twin_blocks()
+    start = time.perf_counter()
+    with phases.recording() as session:
+        predictor = nna.Predictor(model, cache_dir=tmp_path)
+    elapsed = time.perf_counter() - start
+    compilation = predictor.compilations[0]
+    own = compilation.compile_phases
+    expected = [
+        phases.CONVERT,
+        phases.RELAX,
+        phases.LEGALIZE,
+        phases.FOLD,
+        phases.FUSE,
+        phases.SCHEDULE,
+        phases.TIR,
+        phases.CODEGEN,
+        phases.EXPORT,
+        phases.LOAD,
+        phases.CACHE,
+    ]
+    assert [name for name, _, _ in own.rows()] == expected
+    assert all(wall >= 0 and cpu >= 0 for _, wall, cpu in own.rows())
+    # Each phase counted once: the phases' sum stays within the compile, and covers most of it.
+    wall, _ = own.total()
+    assert 0.8 * compilation.compile_seconds <= wall <= elapsed
+    # The caller's recorder also sees the cache file's write, which comes after the compile.
+    assert session.seconds[phases.CACHE][0] >= own.seconds[phases.CACHE][0]
+    assert session.total()[0] <= elapsed
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_run_verbose_prints_the_phases(tmp_path, capsys, cached):
+    path = tmp_path / "twin.onnx"
+    import onnx
+
+    onnx.save(_twin_blocks(), path)
+    argv = ["run", str(path), "-v", "--cache-dir", str(tmp_path / "cache"), "--repeat", "1"]
+    if cached:
+        assert cli.main(argv) == 0
+        capsys.readouterr()
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    if cached:
+        assert "no compile phases" in out
+    else:
+        for name in (phases.IMPORT, phases.FOLD, phases.SCHEDULE, phases.TIR, phases.CODEGEN, phases.EXPORT):
+            assert name in out
+        assert "total" in out
