@@ -73,6 +73,22 @@ CASES = {
         {"x": np.ones((2, 3), F32), "i": np.array([[0, 5], [1, 2]])},
         "index 5 is out of range",
     ),
+    # On a symbolic input GatherElements runs on the host (host fallback), through our own kernel.
+    "GatherElements on the host, index past the axis": (
+        _one_node("GatherElements", [("x", T.FLOAT, ["n", 3]), ("i", T.INT64, [2, 2])], ["y"], axis=1),
+        {"x": np.ones((2, 3), F32), "i": np.array([[0, 5], [1, 2]])},
+        "index 5 is out of range",
+    ),
+    "GatherElements on the host, indices smaller than the input along the other axis": (
+        _one_node("GatherElements", [("x", T.FLOAT, ["n", 3]), ("i", T.INT64, [1, 2])], ["y"], axis=1),
+        {"x": np.arange(6, dtype=F32).reshape(2, 3), "i": np.array([[2, -3]])},
+        None,
+    ),
+    "GatherElements on the host, axis 0 with negative indices": (
+        _one_node("GatherElements", [("x", T.FLOAT, ["n", 3]), ("i", T.INT64, [3, 2])], ["y"], axis=0),
+        {"x": np.arange(6, dtype=F32).reshape(2, 3), "i": np.array([[1, 0], [-1, -2], [0, 1]])},
+        None,
+    ),
     "GatherND index past the last axis": (
         _one_node("GatherND", [X23, ("i", T.INT64, [2, 2])], ["y"]),
         {"x": np.ones((2, 3), F32), "i": np.array([[0, 5], [1, 2]])},

@@ -42,6 +42,9 @@ class HostNode:
         rewrite = _REWRITES.get(self.node.op_type)
         if rewrite:
             inputs = rewrite(self.node, inputs)
+        own = _OWN.get(self.node.op_type)
+        if own:
+            return own(self.node, inputs)
         feeds = dict(zip(self._names, [x for x in inputs if x is not None]))
         try:
             results = self._evaluator.run(None, feeds)
@@ -97,6 +100,36 @@ def _slice_starts(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> 
 
 # Inputs rewritten where onnx's reference evaluator departs from the spec, by op type.
 _REWRITES = {"Slice": _slice_starts}
+
+
+def _gather_elements(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """ONNX GatherElements: out[i][j][k] = data[index[i][j][k]][j][k] (axis 0; likewise for others), the
+    output of the indices' shape.  The indices may be smaller than the input along the other axes (the
+    spec and onnxruntime allow it; onnx's evaluator, numpy's take_along_axis, requires equal sizes and
+    fails).  Each index must lie in [-dim, dim) (onnxruntime refuses others too)."""
+    data, indices = np.asarray(inputs[0]), np.asarray(inputs[1])
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    label = f"GatherElements '{node.name or node.output[0]}'"
+    if indices.ndim != data.ndim or not -data.ndim <= axis < max(data.ndim, 1):
+        fail(f"{label}: indices of shape {list(indices.shape)} must have the rank of input {list(data.shape)}")
+    axis %= max(data.ndim, 1)
+    for a, (n, m) in enumerate(zip(indices.shape, data.shape)):
+        if a != axis and n > m:
+            fail(f"{label}: indices of shape {list(indices.shape)} exceed input {list(data.shape)} along axis {a}")
+    dim = data.shape[axis]
+    if indices.size and (indices.min() < -dim or indices.max() >= dim):
+        bad = indices[(indices < -dim) | (indices >= dim)].reshape(-1)[0]
+        fail(
+            f"{label}: input 1 'indices': index {int(bad)} is out of range [-{dim}, {dim}) for axis {axis}",
+            ResultCode.INVALID_DIMENSIONS,
+        )
+    where = list(np.indices(indices.shape, sparse=True))
+    where[axis] = np.where(indices < 0, indices + dim, indices)
+    return [data[tuple(where)]]
+
+
+# Ops computed here instead of by onnx's evaluator, where its implementation is narrower than the spec.
+_OWN = {"GatherElements": _gather_elements}
 
 
 def _domain_version(node: onnx.NodeProto) -> int:
