@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
+import tvm
 from tvm import relax, te, tirx
 
 from nnadapter_tvm.op_converters.args import Key, OpArgs
@@ -141,6 +143,8 @@ def reduce(args: OpArgs) -> relax.Expr:
     at execution) the result is the reduction's identity, as numpy's: sum 0, mean NaN, max -inf (the
     lowest value for integers; numpy refuses it, max's identity is the one answer that keeps
     max(a, max(b)) == max(a + b)).
+    Float32 sums and means accumulate in float64 and are rounded once (OpenCL: float32), so a row whose
+    exact sum is finite never overflows on the way, whatever the order of its terms (``_wide_sum``).
     Reference: the spec; the header for keepdim's default (true); numpy for empty reductions.
     """
     x = args.tensor("input")
@@ -169,10 +173,111 @@ def reduce(args: OpArgs) -> relax.Expr:
     if args.type == O.REDUCE_MAX and dtype.startswith("float"):
         y = args.emit_te(_float_max, x, sorted(axes), keepdim)
     else:
+        if dtype == "float32" and args.type != O.REDUCE_MAX:  # float64 accumulation: see _wide_sum_legalize
+            x = relax.BlockBuilder.current().emit(relax.op.astype(x, "float32"), _WIDE_SUM_INPUT)
         y = _REDUCERS[args.type](x, sorted(axes), keepdim)
     if not isinstance(count, int):
         y = where_empty(args, y, count, identity)
     return at_least_1d(y, out_rank)
+
+
+# -- float32 sums that do not overflow before their exact value does -------------------------------
+# A float32 running sum passes 3.4e38 (inf) on the way to a finite total when large terms of both signs
+# come in an unlucky order (a row of +-2.5e38 and 9e37 values whose exact sum is -5.9e37 gave +inf in the
+# fused kernel's order, and log of it inf instead of NaN: the fuzz corpus case
+# fixed-Conv-Transpose-ReduceLogSum-fused-drops-nan).  REDUCE_SUM and REDUCE_MEAN of float32 therefore
+# accumulate in float64, cast inside the kernel (one read of the input, one float32 write): a row whose
+# exact sum is finite sums to it (rounded once), wherever its large terms are.
+#
+# Where: converters do not know the target (conversion runs before a driver is chosen to build), so the
+# accumulator is chosen at legalization, which every pipeline (the CPU schedules, CPU_SCHEDULES=0's
+# tvm.compile, the GPU pipeline, tuning's lowering) runs under ``with target``.  OpenCL keeps float32
+# accumulation: float64 is an optional OpenCL extension (cl_khr_fp64) that Mali and Adreno GPUs, the
+# boards this target is for, do not have, so a double in a kernel would fail to build there.
+# The REDUCE's sum or mean stays Relax's own op (ConvertLayout moves it to NHWC with the convolution
+# before it; a TE kernel would have pinned it to NCHW behind a transpose) and is marked by what it reads:
+# a float32 -> float32 astype of its input bound to a variable of its own name (``_WIDE_SUM_INPUT``; the
+# passes before LegalizeOps keep a variable's name when they rebind it).  The rule below recognizes the
+# REDUCE's sums by it and leaves every other sum (softmax's, the normalizations', whose float32 overflow
+# matches onnxruntime's by design) to TVM's lowering.  The no-op copy fuses into the reduction and the
+# schedules inline it.
+_WIDE_SUM_INPUT = "nna_wide_sum_input"
+_WIDE = "float64"
+
+
+def _has_float64(target: tvm.target.Target | None) -> bool:
+    """Whether kernels for ``target`` may use float64 (all but OpenCL; no target: the host's LLVM)."""
+    return target is None or target.kind.name != "opencl"
+
+
+def _marked(call: relax.Call) -> bool:
+    """Whether ``call`` (a sum or mean) reads the marker REDUCE_SUM/MEAN put before it."""
+    x = call.args[0]
+    return isinstance(x, relax.Var) and x.name == _WIDE_SUM_INPUT and str(x.ty.dtype) == "float32"
+
+
+def _wide_sum(x: te.Tensor, axis, keepdims: bool, mean: bool) -> te.Tensor:
+    """sum (``mean``: mean) of float32 ``x`` over ``axis`` (None: all), accumulated in float64 and
+    rounded to float32 once, in one kernel (a reduction stage and its cast)."""
+    rank = len(x.shape)
+    axes = sorted({int(a) % rank for a in axis}) if axis is not None else list(range(rank))
+    raxes = {a: te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes}
+    out_shape = [1 if a in raxes else x.shape[a] for a in range(rank) if keepdims or a not in raxes]
+
+    def body(*index):
+        outer = iter(index)
+        full = []
+        for a in range(rank):
+            if a in raxes:
+                if keepdims:
+                    next(outer)
+                full.append(raxes[a])
+            else:
+                full.append(next(outer))
+        return te.sum(x[tuple(full)].astype(_WIDE), axis=list(raxes.values()))
+
+    total = te.compute(out_shape, body, name="sum_wide")
+    count = 1
+    for a in axes:
+        count = count * x.shape[a]
+
+    def narrow(*index):
+        value = total(*index)
+        if mean:  # 0 / 0 is NaN, as numpy's mean of nothing
+            value = value / tirx.Cast(_WIDE, count)
+        return value.astype(x.dtype)
+
+    return te.compute(out_shape, narrow, name="mean_wide" if mean else "sum_wide_narrow")
+
+
+def _wide_sum_legalize(default: Callable, mean: bool) -> Callable:
+    """A ``LegalizeOps`` rule for relax.sum / relax.mean: the float64-accumulating kernel for the
+    REDUCE's marked sums on targets with float64, TVM's own lowering (``default``) otherwise."""
+
+    def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        if not (_marked(call) and _has_float64(tvm.target.Target.current(allow_none=True))):
+            return default(bb, call)
+        name = "mean_wide" if mean else "sum_wide"
+        lowered = bb.call_te(_wide_sum, call.args[0], call.attrs.axis, bool(call.attrs.keepdims), mean,
+                             primfunc_name_hint=name)  # fmt: skip
+        # A reduction and its cast: AnnotateTIROpPattern would call it kOutEWiseFusable (a reduction
+        # followed by an element-wise stage), which FuseOps fuses no producer into (the marker's copy,
+        # a transpose) and which the schedules would not see as a reduction.  It is a reduction (kCommReduce,
+        # 3) as TVM's own sum is; the pass keeps a pattern already set.
+        func = lowered.args[0]
+        bb.update_func(func, bb.get()[func].with_attr("op_pattern", 3))
+        return lowered
+
+    return legalize
+
+
+# Level 11 overrides TVM's own rules (level 10) in every LegalizeOps of the process; a reloaded module finds
+# its first registration in place (TVM refuses a second at one level), which is this rule already.
+for _name, _mean in (("relax.sum", False), ("relax.mean", True)):
+    with contextlib.suppress(tvm.error.InternalError):
+        tvm.ir.register_op_attr(
+            _name, "FLegalize", _wide_sum_legalize(tvm.ir.Op.get(_name).get_attr("FLegalize"), _mean), level=11
+        )
 
 
 @converter(O.CUM_SUM)

@@ -533,3 +533,121 @@ def test_onnx_reduce_log_sum_exp_of_infinities(keepdims):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)  # NaN and infinities in the same places
     onnxruntime = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, onnxruntime, rtol=1e-6, atol=0)
+
+
+# -- float32 sums accumulate in float64 (no overflow on the way to a finite sum) ------------------
+def _large_terms(rows: int, cols: int, seed: int) -> np.ndarray:
+    """Rows of +-2.5e38 and +-9e37 terms among small values, ordered so that a float32 running sum passes
+    3.4e38 (inf) before the negative terms arrive, while every row's exact sum is finite."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-3, 3, (rows, cols)).astype("float32")
+    x[:, :3] = [2.5e38, 9e37, 1e38]
+    x[:, 3:6] = [-2.5e38, -2.5e38, 2e37]
+    return x
+
+
+@pytest.mark.parametrize("op", [OP.REDUCE_SUM, OP.REDUCE_MEAN], ids=lambda o: o.name)
+@pytest.mark.parametrize("keepdim", [False, True], ids=["drop", "keep"])
+def test_reduce_sum_of_large_terms_does_not_overflow(op, keepdim):
+    """The exact sum (numpy in float64, rounded once): a float32 accumulator gave +inf for these rows."""
+    x = _large_terms(4, 9, seed=40)
+    x64 = x.astype("float64")
+    total = x64.sum(1, keepdims=keepdim)
+    want = (total if op == OP.REDUCE_SUM else total / x.shape[1]).astype("float32")
+    with np.errstate(over="ignore"):
+        assert np.isfinite(want).all() and not np.isfinite(np.cumsum(x, 1, dtype="float32")).all()
+    check_op(op, [In(x), i32([1]), b8([keepdim])], want, rtol=1e-7, atol=0)
+
+
+@pytest.mark.parametrize("op", [OP.REDUCE_SUM, OP.REDUCE_MEAN], ids=lambda o: o.name)
+def test_reduce_sum_float64_accumulation_several_axes_and_unknown_batch(op):
+    """Several reduced axes (one of them the innermost), an UNKNOWN batch, and sums that cancel: within
+    float32 rounding of the float64 sum (float32 accumulation is ~1e-4 off the cancelling rows)."""
+    rng = np.random.default_rng(41)
+    x = (rng.standard_normal((3, 64, 2, 32)) * 1e4).astype("float32")
+    x[:, 0, :, :] = -x[:, 1:, :, :].sum(1, dtype="float64").astype("float32")  # columns that sum to ~0
+    x64 = x.astype("float64")
+    total = x64.sum((1, 3), keepdims=True)
+    want = (total if op == OP.REDUCE_SUM else total / (64 * 32)).astype("float32")
+    out = [Out(dims=[UNKNOWN, 1, 2, 1])]
+    got = check_op(op, [In(x, dims=[UNKNOWN, 64, 2, 32]), i32([1, -1])], want, out, rtol=1e-6, atol=0)
+    assert got[0].dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    "onnx_op,ref",
+    [
+        ("ReduceSum", lambda x: x.sum(1)),
+        ("ReduceMean", lambda x: x.mean(1)),
+        ("ReduceL1", lambda x: np.abs(x).sum(1)),
+        ("ReduceLogSum", lambda x: np.log(x.sum(1))),
+    ],
+)
+def test_onnx_reductions_of_large_terms_match_the_float64_sum(onnx_op, ref):
+    """The ONNX reductions composed of REDUCE_SUM / REDUCE_MEAN (fuzz corpus
+    fixed-Conv-Transpose-ReduceLogSum-fused-drops-nan: log of a row whose exact sum is -5.9e37 is NaN,
+    the float32 running sum's +inf gave inf)."""
+    from onnx import TensorProto, helper
+
+    x = _large_terms(3, 7, seed=42)
+    if onnx_op == "ReduceL1":
+        x /= 4  # |x| sums to a finite value too (terms of one sign overflow in no order: precision only)
+    attrs = {} if onnx_op == "ReduceSum" else {"axes": [1]}
+    inputs = ["x", "axes"] if onnx_op == "ReduceSum" else ["x"]
+    node = helper.make_node(onnx_op, inputs, ["y"], keepdims=0, **attrs)
+    init = [helper.make_tensor("axes", TensorProto.INT64, [1], [1])] if onnx_op == "ReduceSum" else []
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=init,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with np.errstate(all="ignore"):
+        want = ref(x.astype("float64")).astype("float32")
+    got = nna.Predictor(model).run({"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)  # NaN (log of a negative sum) in place
+
+
+def test_reduce_sum_keeps_float32_accumulation_on_opencl():
+    """OpenCL kernels must not use float64 (Mali and Adreno have no cl_khr_fp64): there the REDUCE's sum
+    legalizes to TVM's float32 one; on llvm and cuda to the float64 accumulator.  Sums of other
+    operations (SOFTMAX's) are not the REDUCE's and keep float32."""
+    import tvm
+    from oputil import build_model
+    from tvm import relax
+
+    from nnadapter_tvm.runtime.convert import convert_model
+
+    model = build_model(OP.REDUCE_SUM, [In(rand(4, 8)), i32([1]), b8([False])], [Out()], [(4,)])
+    softmax = build_model(OP.SOFTMAX, [In(rand(4, 8)), i32([1])], [Out()], [(4, 8)])
+
+    def float64_in_kernels(target, model=model) -> bool:
+        mod, _ = convert_model(model)
+        with tvm.target.Target(target):
+            mod = relax.transform.LegalizeOps()(mod)
+        return any(
+            "float64" in func.script() for _, func in mod.functions_items() if isinstance(func, tvm.tirx.PrimFunc)
+        )
+
+    assert not float64_in_kernels({"kind": "opencl"})
+    assert float64_in_kernels({"kind": "llvm"})
+    assert float64_in_kernels({"kind": "cuda", "arch": "sm_80"})
+    assert not float64_in_kernels({"kind": "llvm"}, softmax)  # other sums keep TVM's float32 lowering
+
+
+def test_global_average_pool_after_a_convolution_accumulates_in_float64():
+    """Conv -> GlobalAveragePool (REDUCE_MEAN), the CPU pipeline's NHWC path: the marker that picks the
+    float64 accumulator survives the layout conversion (an identity 1x1 convolution passes the large
+    terms through exactly)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = _large_terms(4, 9, seed=43).reshape(1, 4, 3, 3)
+    w = np.eye(4, dtype="float32").reshape(4, 4, 1, 1)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("GlobalAveragePool", ["c"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[numpy_helper.from_array(w, "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    want = x.astype("float64").mean((2, 3), keepdims=True).astype("float32")
+    got = nna.Predictor(model).run({"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=0)
