@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
 import tvm_ffi
-from tvm import relax, tirx
+from tvm import relax, te, tirx
 
 from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d
@@ -223,7 +225,48 @@ def concat(args: OpArgs) -> relax.Expr:
         dims = [d if a == axis else common[a] for a, d in enumerate(s)]
         if any(not _same_dim(d, c) for d, c in zip(s, dims)):
             tensors[i] = args.match_cast(tensors[i], dims)
+    distinct: list = []
+    for tensor in tensors:
+        if not any(tensor.same_as(d) for d in distinct):
+            distinct.append(tensor)
+    if len(distinct) < len(tensors):
+        order = [next(k for k, d in enumerate(distinct) if d.same_as(tensor)) for tensor in tensors]
+        return args.emit_te(_concat_repeated, distinct, order, axis)
     return relax.op.concat(tensors, axis)
+
+
+def _concat_repeated(distinct: list, order: list[int], axis: int) -> te.Tensor:
+    """Concatenation of ``distinct[k] for k in order``, where a tensor appears several times (Concat(f, f)),
+    each distinct tensor read once.
+
+    TOPI's concatenate reads such a tensor at two indices in one block (``if v >= n: f[v - n] else
+    f[v]``), and TVM records the block's read region of ``f`` as the first access alone ([v - n]); once
+    ``f`` is computed inside the same fused kernel, its buffer is compacted to that region and the other
+    access reads memory nothing wrote (Concat(Floor(x), Floor(x)) gave garbage for the first copy, with
+    CPU schedules on and off).  Here each distinct tensor is read through one index that selects its
+    segment."""
+    segments: list[list[tuple]] = [[] for _ in distinct]
+    offset = tirx.const(0, "int64")
+    for k in order:
+        size = distinct[k].shape[axis]
+        segments[k].append((offset, size))
+        offset = offset + size
+    shape = list(distinct[0].shape)
+    shape[axis] = offset
+
+    def body(*idx):
+        v = idx[axis]
+        value = None
+        for t, segs in reversed(list(zip(distinct, segments))):
+            local = v - segs[0][0]
+            for start, _ in segs[1:]:
+                local = tirx.Select(v >= start, v - start, local)
+            read = t(*[local if a == axis else i for a, i in enumerate(idx)])
+            inside = functools.reduce(tirx.Or, [tirx.And(start <= v, v < start + n) for start, n in segs])
+            value = read if value is None else tirx.if_then_else(inside, read, value)
+        return value
+
+    return te.compute(shape, body, name="concat_repeated")
 
 
 def _same_dim(a, b) -> bool:

@@ -408,3 +408,48 @@ def test_concat_unknown_with_static_batch():
     a, b = rand(2, 3, seed=18), rand(2, 2, seed=19)
     ins = [In(a, dims=[UNKNOWN, 3]), Const(b), i32([1])]
     check_op(OP.CONCAT, ins, np.concatenate([a, b], axis=1), [Out(dims=[2, 5])], **EXACT)
+
+
+def _floor_then_concat(pattern: list[int], axis: int, x_dims: list[int], other: np.ndarray) -> nna.Model:
+    """x -> FLOOR -> f; CONCAT of f (0 in ``pattern``) and the constant ``other`` (1) along ``axis``."""
+    P = nna.Precision
+    model = nna.Model()
+    x = model.add_operand(nna.OperandType(P.FLOAT32, x_dims))
+    f = model.add_operand(nna.OperandType(P.FLOAT32, x_dims))
+    model.add_operation(OP.FLOOR, [x], [f])
+    c = model.add_operand(nna.OperandType(P.FLOAT32, list(other.shape)))
+    model.set_operand_value(c, other)
+    a = model.add_operand(nna.OperandType(P.INT32, []))
+    model.set_operand_value(a, np.array(axis, "int32"))
+    y = model.add_operand(nna.OperandType(P.FLOAT32, [UNKNOWN] * 3))
+    model.add_operation(OP.CONCAT, [f if k == 0 else c for k in pattern] + [a], [y])
+    model.identify_inputs_and_outputs([x], [y])
+    model.finish()
+    return model
+
+
+@pytest.mark.parametrize("pattern", [[0, 0], [1, 0, 0], [0, 1, 0, 1, 0]], ids=str)
+@pytest.mark.parametrize("axis", [0, 2])
+@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "unknown-dim"])
+def test_concat_of_a_repeated_operand_computed_in_the_same_kernel(pattern, axis, symbolic):
+    """CONCAT naming one operand several times, that operand computed by FLOOR (both land in one fused
+    kernel): TOPI's concatenate read it at two indices and TVM kept only the first access's region, so
+    one copy came out as uninitialized memory (found by the differential fuzzer: Concat(Floor(x),
+    Floor(x))). Against numpy; where the concatenated axis is unknown, at two sizes of one compilation."""
+    from dynutil import execute
+
+    other = rand(*([1, 3, 4] if axis == 0 else [2, 3, 1]), seed=41)
+    x_dims = [2, 3, 4]
+    if symbolic:
+        x_dims[axis] = UNKNOWN
+    compilation = nna.Compilation(
+        _floor_then_concat(pattern, axis, x_dims, other), nna.Context([nna.Device.acquire("llvm")])
+    )
+    compilation.finish()
+    for n in (2, 5) if symbolic else (x_dims[axis],):
+        shape = [2, 3, 4]
+        shape[axis] = n
+        xv = rand(*shape, seed=40 + n) * 4
+        (got,) = execute(compilation, [xv])
+        parts = [np.floor(xv) if k == 0 else other for k in pattern]
+        np.testing.assert_array_equal(got, np.concatenate(parts, axis=axis))
