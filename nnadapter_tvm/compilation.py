@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import mmap
 import os
 import tempfile
 import threading
@@ -66,7 +67,7 @@ class Compilation:
         self.compile_seconds: float | None = None
         self.compile_phases: phases.PhaseTimes | None = None  # wall and CPU seconds per phase of the compile
         self.load_seconds: float | None = None
-        self._buffer: bytes | None = None
+        self._buffer: bytes | mmap.mmap | None = None  # a cache file loaded stays mapped, not copied
         self._steps: list[_Step] = []
         self._model_inputs: list[int] = []
         self._model_outputs: list[int] = []
@@ -84,7 +85,7 @@ class Compilation:
         elif self.cache_token and self.cache_dir:
             path = cache.cache_path(self.cache_dir, self.cache_token)
             if os.path.lexists(path):
-                self._load_or_compile(lambda: cache.read_file(path), path, write_to=path)
+                self._load_or_compile(lambda: cache.map_file(path), path, write_to=path)
             else:
                 if self.model is None:
                     fail(f"no cache file {path} and no model to compile")
@@ -216,7 +217,7 @@ class Compilation:
             self._load_runnable_programs()
         except NNAdapterError as err:
             raise cache.CacheError(f"{source}: {err.args[0]}") from None
-        self._buffer = bytes(data)
+        self._buffer = data if isinstance(data, (bytes, mmap.mmap)) else bytes(data)
         self.loaded_from_cache = True
         self.compile_seconds = manifest.compile_seconds
         self.load_seconds = time.perf_counter() - start
@@ -293,6 +294,8 @@ class Compilation:
     def serialize(self) -> bytes:
         """The cache buffer: pass it back as ``cache_buffer`` to skip compiling."""
         self._check_finished("serialize()")
+        if not isinstance(self._buffer, bytes):
+            self._buffer = bytes(self._buffer)  # a mapped cache file: copied when first asked for
         return self._buffer
 
     @property

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 from dataclasses import dataclass
 
@@ -99,10 +100,11 @@ class Entry:
         )
 
 
-def key(source: bytes | None, context: Context, options: dict) -> str | None:
+def key(source: bytes | mmap.mmap | None, context: Context, options: dict) -> str | None:
     """The entry's name for this model source, context and import ``options``; None when it cannot be
     keyed (no bytes at hand, or weights in external files)."""
-    if source is None or _EXTERNAL_DATA in source:
+    # find(), not `in`: the Predictor maps a model file, and `in` on an mmap tests it byte by byte.
+    if source is None or source.find(_EXTERNAL_DATA) >= 0:
         return None
     h = hashlib.sha256()
     h.update(source)

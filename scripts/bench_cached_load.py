@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""A cached load plus the first inference, in a fresh process: what a deployed application pays at start.
+
+    python scripts/bench_cached_load.py prepare WORKDIR [MODEL ...]   # rewrite, compile, cache (once)
+    python scripts/bench_cached_load.py measure WORKDIR [MODEL ...] [--runs 5] [--steps]
+
+MODEL is a light model's name (``resnet50``, ``squeezenet``, ``vgg19``, ...: onnx's backend test data,
+rewritten as ``nnadapter-tvm bench`` rewrites them: constant initializers not graph inputs, seeded
+random weights) or an ONNX file. ``prepare`` compiles each into ``WORKDIR/cache`` through the ONNX
+``Predictor`` (``TVM_NUM_THREADS=2``) and stores its inputs and onnxruntime's outputs beside it.
+
+``measure`` starts ``--runs`` fresh processes per model. Each imports numpy and nnadapter_tvm, makes the
+``Predictor`` (which finds the compiled model through its ``.nnp`` index and loads the ``.nnc``), runs it
+once on the stored inputs and checks the outputs against onnxruntime's. It never imports onnx: the
+inputs come from an ``.npz``. Printed per model, medians over the runs: the process's wall time from
+``exec`` to exit (interpreter start included), the time from the first line of the script to the end
+of the first run (what ``nnadapter-tvm bench`` reports), the process's CPU time (user + system: this
+machine is shared, wall times drift), and with ``--steps`` the split into imports, Predictor and first
+run. Any module among ``tvm``, ``onnx`` and the converters found imported is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CHILD = r"""
+import time
+start = time.perf_counter()
+import json, resource, sys
+import numpy as np
+import nnadapter_tvm as nna
+imported = time.perf_counter()
+path, cache_dir, inputs, want = sys.argv[1:5]
+p = nna.Predictor(path, context_properties="TVM_NUM_THREADS=2", cache_dir=cache_dir)
+loaded = time.perf_counter()
+got = p.run(dict(np.load(inputs)))
+done = time.perf_counter()
+got = list(got.values()) if isinstance(got, dict) else list(got)
+reference = np.load(want)
+error = max(float(np.max(np.abs(g - reference[f"arr_{i}"]))) for i, g in enumerate(got))
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({
+    "from_cache": bool(p.loaded_from_cache), "import_s": imported - start, "predictor_s": loaded - imported,
+    "first_run_s": done - loaded, "script_s": done - start, "cpu_s": usage.ru_utime + usage.ru_stime,
+    "max_error": error,
+    "imported": [m for m in ("tvm", "tvm.relax", "onnx", "nnadapter_tvm.op_converters") if m in sys.modules],
+}))
+"""
+
+
+def _files(workdir: str, model: str) -> tuple[str, str, str, str]:
+    name = os.path.splitext(os.path.basename(model))[0].removeprefix("light_")
+    base = os.path.join(workdir, name)
+    return name, base + ".onnx", base + "_in.npz", base + "_out.npz"
+
+
+def prepare(workdir: str, models: list[str]) -> None:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    import nnadapter_tvm as nna
+    from nnadapter_tvm.tools.benchmark import LIGHT_DIR, model_inputs, optimizable
+
+    os.makedirs(workdir, exist_ok=True)
+    for model in models:
+        name, path, inputs, outputs = _files(workdir, model)
+        source = model if os.path.exists(model) else os.path.join(LIGHT_DIR, f"light_{model}.onnx")
+        rewritten, _ = optimizable(onnx.load(source))
+        onnx.save(rewritten, path)
+        feeds = model_inputs(rewritten)
+        np.savez(inputs, **feeds)
+        np.savez(outputs, *ort.InferenceSession(path).run(None, feeds))
+        start = time.perf_counter()
+        nna.Predictor(path, context_properties="TVM_NUM_THREADS=2", cache_dir=os.path.join(workdir, "cache"))
+        print(f"{name}: compiled and cached in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def measure(workdir: str, models: list[str], runs: int, steps: bool) -> list[dict]:
+    rows = []
+    for model in models:
+        name, path, inputs, outputs = _files(workdir, model)
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, path, os.path.join(workdir, "cache"), inputs, outputs],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            sample = json.loads(out.stdout.strip().splitlines()[-1])
+            sample["process_s"] = time.perf_counter() - start
+            if not sample["from_cache"]:
+                raise SystemExit(f"{name}: not loaded from the cache (run prepare first, with this version)")
+            samples.append(sample)
+        row = {"model": name, "runs": runs}
+        for key in ("process_s", "script_s", "cpu_s", "import_s", "predictor_s", "first_run_s", "max_error"):
+            row[key] = statistics.median(s[key] for s in samples)
+        row["min_script_s"] = min(s["script_s"] for s in samples)
+        row["imported"] = sorted({m for s in samples for m in s["imported"]})
+        rows.append(row)
+        line = (
+            f"{name:12s} process {row['process_s']:.3f} s  script {row['script_s']:.3f} s "
+            f"(min {row['min_script_s']:.3f})  cpu {row['cpu_s']:.3f} s  max error {row['max_error']:.1e}"
+        )
+        if steps:
+            line += (
+                f"  [imports {row['import_s']:.3f}, Predictor {row['predictor_s']:.3f}, "
+                f"first run {row['first_run_s']:.3f}]"
+            )
+        if row["imported"]:
+            line += f"  imported: {', '.join(row['imported'])}"
+        print(line, flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["prepare", "measure"])
+    parser.add_argument("workdir")
+    parser.add_argument("models", nargs="*", default=["squeezenet", "resnet50", "vgg19"])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", action="store_true", help="split the time into imports, Predictor, first run")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        prepare(args.workdir, args.models)
+        return 0
+    rows = measure(args.workdir, args.models, args.runs, args.steps)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
