@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import tvm
-from tvm import relax, te, tirx, topi
+from tvm import relax, te, tirx
 
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import broadcast_unknown, check_broadcast, fuse
@@ -193,55 +192,3 @@ def sum_(args: OpArgs) -> relax.Expr:
     # ``inputs`` is variadic: its operands are read by position.
     check_broadcast(args, list(range(args.count)))
     return functools.reduce(relax.op.add, broadcast_unknown(args, list(range(args.count))))
-
-
-# A float zero that becomes a TIR immediate is folded away by TVM's constant folding, which does not
-# follow IEEE: ``x * 0.0`` and ``0.0 * x`` fold to 0 (NaN and +-inf give 0, not NaN), ``0.0 / x`` to 0
-# (0 / 0 and NaN give 0), ``x + 0.0`` to x (-0 stays -0), and ``x / 0.0`` stops the build ("Divide by
-# zero").  Relax's legalization of a binary op turns a rank-0 constant operand into such an immediate
-# (legalize_ops/binary.py, ``_try_convert_to_scalar_const``), so every converter that multiplies by,
-# adds or divides by a constant that may be 0 (LEAKY_RELU's alpha, PRELU's slope, MUL by a model
-# constant, Gemm's alpha, ...) was exposed.  The rule below keeps a float zero constant a rank-0 tensor
-# the kernel reads (no fold is possible on a load); any other constant still becomes an immediate.
-_ZERO_FOLDING_OPS = {
-    "relax.add": topi.add,
-    "relax.subtract": topi.subtract,
-    "relax.multiply": topi.multiply,
-    "relax.divide": topi.divide,
-    "relax.floor_divide": topi.floor_divide,
-    "relax.mod": topi.mod,
-    "relax.floor_mod": topi.floor_mod,
-}
-
-
-def _is_float_zero_scalar(expr: relax.Expr) -> bool:
-    """Whether ``expr`` is a rank-0 floating-point constant equal to 0 (either sign)."""
-    if not isinstance(expr, tvm.ir.GenericConst) or not isinstance(expr.value, tvm.runtime.Tensor):
-        return False
-    value = expr.value.numpy()
-    return value.ndim == 0 and value.dtype.kind == "f" and float(value) == 0.0
-
-
-def _legalize_keeping_float_zero(te_func, default):
-    """A ``LegalizeOps`` rule: TVM's own (``default``) unless an operand is a float zero constant, which
-    then stays a tensor of the kernel (see ``_ZERO_FOLDING_OPS``)."""
-
-    def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-        if not any(_is_float_zero_scalar(arg) for arg in call.args):
-            return default(bb, call)
-        return bb.call_te(te_func, *call.args)
-
-    return legalize
-
-
-# Every LegalizeOps of the process (the CPU pipeline, CPU_SCHEDULES=0's tvm.compile, the GPU pipeline,
-# tuning) uses these rules: level 11 overrides TVM's own (level 10); a reloaded module finds its first
-# registration in place (TVM refuses a second at the same level), and that one is this rule already.
-for _name, _te_func in _ZERO_FOLDING_OPS.items():
-    with contextlib.suppress(tvm.error.InternalError):
-        tvm.ir.register_op_attr(
-            _name,
-            "FLegalize",
-            _legalize_keeping_float_zero(_te_func, tvm.ir.Op.get(_name).get_attr("FLegalize")),
-            level=11,
-        )

@@ -9,6 +9,8 @@ import logging
 import tvm
 from tvm import relax
 
+from nnadapter_tvm.targets.relax_passes import legalize_ops
+
 log = logging.getLogger("nnadapter_tvm")
 
 #: Ops whose layout inference ``ConvertLayout`` handles on the graphs seen so far.  Others can trip it
@@ -62,7 +64,7 @@ def to_nhwc(mod: tvm.IRModule) -> tvm.IRModule:
     except Exception as err:  # retried below
         log.debug("cpu schedules: ConvertLayout failed (%s); retrying with fewer ops", err)
     try:
-        return convert(relax.transform.LegalizeOps(skip_ops=sorted(LAYOUT_SAFE_OPS))(mod))
+        return convert(legalize_ops(skip_ops=sorted(LAYOUT_SAFE_OPS))(mod))
     except Exception as err:  # keep NCHW rather than fail
         log.debug("cpu schedules: ConvertLayout failed again, keeping NCHW: %s", err)
         return mod

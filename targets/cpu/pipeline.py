@@ -13,6 +13,7 @@ from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
+from nnadapter_tvm.targets.relax_passes import legalize_ops, split_fused_shape_params
 
 
 def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
@@ -20,7 +21,9 @@ def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
 
     ``FoldConstant`` runs the weight packing once, at compile time, on constant weights; ``FuseOps`` and
     ``FuseTIR`` put bias, batch-norm, activation and residual epilogues into the kernel of the
-    convolution or product they follow."""
+    convolution or product they follow.  Legalization takes this project's rules (``relax_passes``:
+    float zero constants stay tensors) beside the packed lowering; ``split_fused_shape_params`` keeps
+    ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds."""
     with phases.phase(phases.RELAX):  # the passes below are booked by their names (runtime.phases)
         return _lower(mod, target)
 
@@ -32,12 +35,13 @@ def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         [
             relax.backend.DispatchSampling(),
             relax.backend.DispatchSortScan(),
-            relax.transform.LegalizeOps(customize_legalize_map=lowering.legalize_map()),
+            legalize_ops(lowering.legalize_map()),
             relax.transform.AnnotateTIROpPattern(),
             # The weight-packing kernels folded with one LLVM build (FoldConstant builds each on its own).
             FoldConstantCalls,
             relax.transform.FoldConstant(),
             relax.transform.FuseOps(),
+            split_fused_shape_params,
             relax.transform.FuseTIR(),
         ]
     )(mod)

@@ -1,0 +1,243 @@
+"""Relax passes of our own that every pipeline we build runs (CPU with and without schedules, GPU, tuning).
+
+``legalize_ops`` is ``LegalizeOps`` with this project's rules (``legalize_map``) passed in its customize
+map, never registered on TVM's operators: TVM's ``FLegalize`` attributes stay as TVM ships them, so
+another user of TVM in the same process sees TVM's own lowering.  A converter module that needs an op
+lowered its own way adds a rule with ``register_legalize``.  ``default_pipeline`` is ``tvm.compile``'s
+default Relax pipeline with that legalization run first (``CPU_SCHEDULES=0``, drivers without a
+pipeline of their own).
+
+``split_fused_shape_params`` works around a ``FuseTIR`` failure of TVM 0.27 (see its docstring); the
+CPU and GPU pipelines run it between ``FuseOps`` and ``FuseTIR``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import tvm
+from tvm import relax, topi
+
+LegalizeFunc = Callable[[relax.BlockBuilder, relax.Call], relax.Expr]
+
+# -- legalization that keeps a float zero constant a tensor -------------------------------------
+
+# A float zero that becomes a TIR immediate is folded away by TVM's constant folding, which does not
+# follow IEEE: ``x * 0.0`` and ``0.0 * x`` fold to 0 (NaN and +-inf give 0, not NaN), ``0.0 / x`` to 0
+# (0 / 0 and NaN give 0), ``x + 0.0`` to x (-0 stays -0), and ``x / 0.0`` stops the build ("Divide by
+# zero").  Relax's legalization of a binary op turns a rank-0 constant operand into such an immediate
+# (legalize_ops/binary.py, ``_try_convert_to_scalar_const``), so every converter that multiplies by,
+# adds or divides by a constant that may be 0 (LEAKY_RELU's alpha, PRELU's slope, MUL by a model
+# constant, Gemm's alpha, LRN's alpha ...) was exposed.  These rules keep a float zero constant a
+# rank-0 tensor the kernel reads (no fold is possible on a load); any other constant still becomes an
+# immediate, through TVM's own rule.
+ZERO_KEEPING_OPS = {
+    "relax.add": topi.add,
+    "relax.subtract": topi.subtract,
+    "relax.multiply": topi.multiply,
+    "relax.divide": topi.divide,
+    "relax.floor_divide": topi.floor_divide,
+    "relax.mod": topi.mod,
+    "relax.floor_mod": topi.floor_mod,
+}
+
+
+def is_float_zero_scalar(expr: relax.Expr) -> bool:
+    """Whether ``expr`` is a rank-0 floating-point constant equal to 0 (either sign)."""
+    if not isinstance(expr, tvm.ir.GenericConst) or not isinstance(expr.value, tvm.runtime.Tensor):
+        return False
+    value = expr.value.numpy()
+    return value.ndim == 0 and value.dtype.kind == "f" and float(value) == 0.0
+
+
+def _keeping_float_zero(te_func: Callable) -> Callable[[LegalizeFunc], LegalizeFunc]:
+    """A rule over ``default`` (TVM's): ``default`` unless an operand is a float zero constant, which then
+    stays a tensor of the kernel (see ``ZERO_KEEPING_OPS``)."""
+
+    def wrap(default: LegalizeFunc) -> LegalizeFunc:
+        def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+            if not any(is_float_zero_scalar(arg) for arg in call.args):
+                return default(bb, call)
+            return bb.call_te(te_func, *call.args)
+
+        return legalize
+
+    return wrap
+
+
+#: op name -> rules over the op's lowering, applied in order: each takes the rule below it (first TVM's own
+#: ``FLegalize``) and returns the one to use.  Read by every ``legalize_ops``; nothing here touches TVM.
+_RULES: dict[str, list[Callable[[LegalizeFunc], LegalizeFunc]]] = {
+    name: [_keeping_float_zero(fn)] for name, fn in ZERO_KEEPING_OPS.items()
+}
+
+
+def register_legalize(op_name: str, rule: Callable[[LegalizeFunc], LegalizeFunc]) -> None:
+    """Add ``rule`` over ``op_name``'s lowering in every pipeline of ours (a converter module's way to
+    change how a Relax op lowers, in place of ``tvm.ir.register_op_attr(..., "FLegalize", level=11)``,
+    which changes it for the whole process).  ``rule(default)`` returns the lowering to use; ``default``
+    is TVM's own, or the rule registered before.  Registering the same ``rule`` again (a reloaded
+    module) replaces it rather than stacking it."""
+    rules = _RULES.setdefault(op_name, [])
+    key = getattr(rule, "__qualname__", None), getattr(rule, "__module__", None)
+    rules[:] = [r for r in rules if (getattr(r, "__qualname__", None), getattr(r, "__module__", None)) != key]
+    rules.append(rule)
+
+
+def legalize_map(extra: Mapping[str, LegalizeFunc] | None = None) -> dict[str, LegalizeFunc]:
+    """This project's ``LegalizeOps`` rules (``register_legalize``'s, the float-zero ones first), each
+    over TVM's own rule as the operator carries it now, with a pipeline's own ``extra`` rules (the
+    CPU's packed conv2d/matmul) on top; an op in both takes ``extra``'s."""
+    rules: dict[str, LegalizeFunc] = {}
+    for name, wraps in _RULES.items():
+        rule = tvm.ir.Op.get(name).get_attr("FLegalize")
+        for wrap in wraps:
+            rule = wrap(rule)
+        rules[name] = rule
+    rules.update(extra or {})
+    return rules
+
+
+def legalize_ops(
+    extra: Mapping[str, LegalizeFunc] | None = None, skip_ops: list[str] | None = None
+) -> tvm.transform.Pass:
+    """``relax.transform.LegalizeOps`` with ``legalize_map(extra)``: what every pipeline of ours runs
+    in place of TVM's plain ``LegalizeOps()``."""
+    return relax.transform.LegalizeOps(customize_legalize_map=legalize_map(extra), skip_ops=skip_ops)
+
+
+def default_pipeline() -> tvm.transform.Pass:
+    """``tvm.compile``'s default Relax pipeline for a CPU target (``relax.get_pipeline("default")``),
+    after our legalization: the dispatch passes TVM runs first, then ``legalize_ops()``; the default
+    pipeline's own ``LegalizeOps`` then finds nothing left to lower."""
+    return tvm.transform.Sequential(
+        [
+            relax.backend.DispatchSampling(),
+            relax.backend.DispatchSortScan(),
+            legalize_ops(),
+            relax.get_pipeline("default"),
+        ]
+    )
+
+
+# -- FuseTIR and fused functions with scalar parameters of two kinds ---------------------------
+
+
+def _is_primitive(func: object) -> bool:
+    return isinstance(func, relax.Function) and bool(func.attrs) and bool(func.attrs.get("Primitive", False))
+
+
+def _shape_vars(ty: object) -> list | None:
+    """The values of a ``ShapeType`` when each is a single TIR variable, else None."""
+    if not isinstance(ty, relax.ShapeType) or ty.values is None:
+        return None
+    values = list(ty.values)
+    return values if all(isinstance(v, tvm.tirx.Var) for v in values) else None
+
+
+def _is_scalar(ty: object) -> bool:
+    return isinstance(ty, tvm.ir.PrimType)
+
+
+def _mixed(func: relax.Function) -> bool:
+    """A fused function with a scalar (``PrimType``) parameter and exactly one ``Shape`` one whose values
+    are variables (FuseOps' ``tir_vars``)."""
+    tys = [p.ty for p in func.params]
+    shapes = [t for t in tys if isinstance(t, relax.ShapeType)]
+    return any(_is_scalar(t) for t in tys) and len(shapes) == 1 and _shape_vars(shapes[0]) is not None
+
+
+@relax.expr_functor.visitor
+class _ScalarArgs(relax.PyExprVisitor):
+    """Which of ``mixed``'s functions are called with a single TIR variable for every scalar parameter."""
+
+    def __init__(self, mixed: dict[str, relax.Function]):
+        super().__init__()
+        self.mixed = mixed
+        self.rejected: set[str] = set()
+
+    def visit_call_(self, call: relax.Call) -> None:
+        super().visit_call_(call)
+        name = call.op.name_hint if isinstance(call.op, tvm.ir.GlobalVar) else None
+        if name in self.mixed:
+            for param, arg in zip(self.mixed[name].params, call.args):
+                # A variable of the caller's shapes (a dataflow variable bound to a value is not one).
+                if _is_scalar(param.ty) and (not isinstance(arg, tvm.tirx.Var) or isinstance(arg, relax.DataflowVar)):
+                    self.rejected.add(name)
+
+
+@relax.expr_functor.mutator
+class _CallSites(relax.PyExprMutator):
+    """Calls of a rewritten fused function: its scalar arguments (variables) join its ``Shape`` argument."""
+
+    def __init__(self, mod: tvm.IRModule, rewritten: dict[str, tuple[tvm.ir.GlobalVar, relax.Function]]):
+        super().__init__(mod)
+        self.rewritten = rewritten
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        visited = super().visit_call_(call)
+        name = call.op.name_hint if isinstance(call.op, tvm.ir.GlobalVar) else None
+        if name not in self.rewritten:
+            return visited
+        gvar, old = self.rewritten[name]
+        kept, scalars, shape = [], [], None
+        for param, arg in zip(old.params, visited.args):
+            if _is_scalar(param.ty):
+                scalars.append(arg)
+            elif isinstance(param.ty, relax.ShapeType):
+                shape = list(arg.values) if isinstance(arg, relax.ShapeExpr) else list(arg.ty.values)
+                kept.append(None)  # its place
+            else:
+                kept.append(arg)
+        args = [relax.ShapeExpr([*shape, *scalars]) if a is None else a for a in kept]
+        return relax.Call(gvar, args)
+
+
+@tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.SplitFusedShapeParams")
+def split_fused_shape_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Run between ``FuseOps`` and ``FuseTIR``: a fused function that takes both scalar (``PrimType``)
+    parameters and a ``Shape`` one takes the scalars in its ``Shape`` parameter instead.
+
+    ``FuseOps`` passes a symbolic size a kernel reads as a scalar parameter when no tensor parameter
+    carries it (the element count a reduction's ``helpers.where_empty`` tests for 0, say ``tile_r0`` of
+    a TILE fed its repeats) and in its ``Shape`` parameter (``tir_vars``) when it appears in a tensor
+    parameter's shape only inside an expression (``3 * tile_r1``).  With both kinds in one fused
+    function, TVM 0.27's ``FuseTIR`` fails in ``RenewDefs`` ("Check failed: (VarRemapGet(source) ==
+    nullptr)": a TIR variable defined twice); either kind alone fuses.  The scalars move into the
+    ``Shape`` parameter, as the same variables; calls pass them in the shape.  (Turning the shape into
+    scalars instead also fuses, but Relax derives no symbolic output size from scalar parameters, so a
+    call re-normalized later loses its output shape.)  A function called with a scalar that is not a
+    single variable (emit_te passes variables) is left as it is."""
+    functions = dict(mod.functions_items())
+    mixed = {g.name_hint: f for g, f in functions.items() if _is_primitive(f) and _mixed(f)}
+    if not mixed:
+        return mod
+    callers = _ScalarArgs(mixed)
+    for func in functions.values():
+        if isinstance(func, relax.Function) and not _is_primitive(func):
+            callers.visit_expr(func)
+    rewritten: dict[tvm.ir.GlobalVar, relax.Function] = {}
+    for gvar, func in functions.items():
+        if gvar.name_hint not in mixed or gvar.name_hint in callers.rejected:
+            continue
+        scalars = [p for p in func.params if _is_scalar(p.ty)]
+        params = []
+        for param in func.params:
+            if isinstance(param.ty, relax.ShapeType):
+                params.append(relax.Var(param.name, relax.ShapeType([*param.ty.values, *scalars])))
+            elif not _is_scalar(param.ty):
+                params.append(param)
+        rewritten[gvar] = relax.Function(params, func.body, func.ret_ty, func.is_pure, func.attrs, func.span)
+    if not rewritten:
+        return mod
+    # The new functions keep the old names (fused kernels are named after them), on new GlobalVars that
+    # carry the new signatures.
+    kept = {g: f for g, f in functions.items() if g not in rewritten}
+    bb = relax.BlockBuilder(tvm.IRModule(kept, attrs=mod.attrs, global_infos=mod.global_infos))
+    renamed = {g.name_hint: (bb.add_func(f, g.name_hint), functions[g]) for g, f in rewritten.items()}
+    out = bb.get()
+    sites = _CallSites(out, renamed)
+    for gvar, func in list(out.functions_items()):
+        if isinstance(func, relax.Function) and not _is_primitive(func):
+            out[gvar] = sites.visit_expr(func)
+    return out
