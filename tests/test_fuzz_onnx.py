@@ -157,3 +157,209 @@ def test_onnx_corpus_case(path: Path) -> None:
             pytest.fail(f"{path.name} now matches the reference: {data['bug']} is fixed, clear its 'bug'")
         pytest.xfail(f"open: {data['bug']}")
     assert not bad, {n: f"{o.status}: {o.detail}" for n, o in bad.items()}
+
+
+# -- the third opinion: the definition, onnx's evaluator in float64 with the max family propagating NaN --
+def _model(nodes, inputs, outputs, inits=(), opset: int = 17):
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def test_float64_conversion_computes_in_float64() -> None:
+    """Every float32 type, initializer, Constant (tensor and value_float), ConstantOfShape value and Cast
+    target, in the graph and in a Loop body, becomes float64: the evaluator's outputs are float64 and
+    equal numpy's float64 arithmetic, where float32 loses the 1e-8 (1 + 1e-8 == 1)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    f32 = TensorProto.FLOAT
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond"], ["cond_out"]),
+            helper.make_node("Constant", [], ["two"], value=numpy_helper.from_array(np.array(2.0, "float32"))),
+            helper.make_node("Mul", ["v", "two"], ["twice"]),
+            helper.make_node("Add", ["twice", "b"], ["v_out"]),  # b from the outer scope
+            helper.make_node("Identity", ["v_out"], ["scan"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", f32, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", f32, [3]),
+            helper.make_tensor_value_info("scan", f32, None),
+        ],
+    )
+    half = numpy_helper.from_array(np.array([0.5], "float32"))
+    nodes = [
+        helper.make_node("Constant", [], ["eps"], value_float=1e-8),
+        helper.make_node("Add", ["x", "eps"], ["a"]),
+        helper.make_node("Sub", ["a", "one"], ["b"]),  # 1e-8 in float64, 0 in float32
+        helper.make_node("ConstantOfShape", ["shape"], ["half"], value=half),
+        helper.make_node("Mul", ["b", "half"], ["c"]),
+        helper.make_node("Cast", ["c"], ["d"], to=f32),
+        helper.make_node("Loop", ["trips", "true", "d"], ["v_final", "v_all"], body=body),
+    ]  # fmt: skip
+    inits = [
+        numpy_helper.from_array(np.ones(3, "float32"), "one"),
+        numpy_helper.from_array(np.array([3], "int64"), "shape"),
+        numpy_helper.from_array(np.array(2, "int64"), "trips"),
+        numpy_helper.from_array(np.array(True), "true"),
+    ]
+    outs = [helper.make_tensor_value_info(n, f32, s) for n, s in (("d", [3]), ("v_final", [3]), ("v_all", [2, 3]))]
+    model = _model(nodes, [helper.make_tensor_value_info("x", f32, [3])], outs, inits)
+    onnx.checker.check_model(model, full_check=True)
+    x = np.array([1.0, 2.0, -1.0], "float32")
+
+    wide = fuzz_onnx.to_float64(model)
+    assert all(t.data_type != f32 for t in wide.graph.initializer)
+    loop_body = wide.graph.node[-1].attribute[0].g
+    assert loop_body.input[2].type.tensor_type.elem_type == TensorProto.DOUBLE
+    assert loop_body.node[1].attribute[0].t.data_type == TensorProto.DOUBLE
+    d, v_final, v_all = ReferenceEvaluator(wide).run(None, {"x": x.astype("float64")})
+    assert d.dtype == v_final.dtype == v_all.dtype == np.float64
+
+    x64 = x.astype("float64")
+    d_ref = (x64 + 1e-8 - 1.0) * 0.5
+    b_ref = x64 + 1e-8 - 1.0
+    steps = [d_ref * 2 + b_ref]
+    steps.append(steps[0] * 2 + b_ref)
+    np.testing.assert_allclose(d, d_ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(v_final, steps[-1], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(v_all, np.stack(steps), rtol=1e-12, atol=0)
+    # In float32 the 1e-8 is lost: what the definition adds over the second opinion.
+    assert ReferenceEvaluator(model).run(None, {"x": x})[0][0] == 0 and d[0] > 0
+
+    case = fuzz_onnx.Case(model, {"x": x}, {"d": 1, "v_final": 1, "v_all": 1})
+    definition = fuzz_onnx._definition(case)
+    assert [v.dtype for v in definition] == [np.float32] * 3
+    np.testing.assert_array_equal(definition[0], d_ref.astype("float32"))
+
+
+def _numpy_max_pool(x, kernel, pads, strides):
+    """NaN-propagating max pool (numpy's max over each window; pads are outside every window)."""
+    import numpy as np
+
+    n, c, h, w = x.shape
+    padded = np.full((n, c, h + pads[0] + pads[2], w + pads[1] + pads[3]), -np.inf, x.dtype)
+    padded[:, :, pads[0] : pads[0] + h, pads[1] : pads[1] + w] = x
+    oh = (padded.shape[2] - kernel[0]) // strides[0] + 1
+    ow = (padded.shape[3] - kernel[1]) // strides[1] + 1
+    y = np.empty((n, c, oh, ow), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            window = padded[
+                :, :, i * strides[0] : i * strides[0] + kernel[0], j * strides[1] : j * strides[1] + kernel[1]
+            ]
+            y[:, :, i, j] = np.max(window, axis=(2, 3))
+    return y
+
+
+MAX_POOL = {"kernel_shape": [2, 3], "pads": [1, 0, 1, 1], "strides": [2, 1]}
+
+
+def _max_pool_case():
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    x = np.random.default_rng(0).uniform(-3, 3, (1, 2, 5, 6)).astype("float32")
+    x[0, 0, 1, 2] = np.nan  # not first in its windows
+    x[0, 1, 3, 4] = np.nan
+    node = helper.make_node("MaxPool", ["x"], ["y"], **MAX_POOL)
+    model = _model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    return fuzz_onnx.Case(model, {"x": x}, {"y": 1})
+
+
+def test_nan_propagating_max_family_matches_numpy() -> None:
+    """The definition's MaxPool, GlobalMaxPool, ReduceMax and ReduceMin give numpy's NaN wherever a window
+    or row holds a NaN (onnx's own evaluator skips a NaN that is not first in a MaxPool window)."""
+    import numpy as np
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    case = _max_pool_case()
+    x = case.feeds["x"]
+    new_ops = fuzz_onnx.nan_propagating_ops(17)
+    want = _numpy_max_pool(x, MAX_POOL["kernel_shape"], MAX_POOL["pads"], MAX_POOL["strides"])
+    assert np.isnan(want).any()
+    np.testing.assert_array_equal(ReferenceEvaluator(case.model, new_ops=new_ops).run(None, case.feeds)[0], want)
+    assert not np.isnan(ReferenceEvaluator(case.model).run(None, case.feeds)[0]).all(where=np.isnan(want))
+
+    rows = np.array([[1.0, np.nan, 3.0], [2.0, -1.0, 0.5], [np.nan, np.inf, -np.inf]], "float32")
+    for op, ref in (("ReduceMax", np.max), ("ReduceMin", np.min)):
+        node = helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=0)
+        model = _model(
+            [node],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        )
+        np.testing.assert_array_equal(
+            ReferenceEvaluator(model, new_ops=new_ops).run(None, {"x": rows})[0], ref(rows, 1)
+        )
+    node = helper.make_node("GlobalMaxPool", ["x"], ["y"])
+    model = _model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    got = ReferenceEvaluator(model, new_ops=new_ops).run(None, case.feeds)[0]
+    np.testing.assert_array_equal(got, np.max(x, axis=(2, 3), keepdims=True))
+
+
+def test_max_pool_nan_anywhere_in_window_is_ambiguous() -> None:
+    """Ours NaN, onnxruntime and onnx's float32 evaluator a number (NaN not first in the window): the
+    definition sides with us at every differing element, so the outcome is ambiguous and says so."""
+    outcome = fuzz_onnx.run_case(_max_pool_case())["y"]
+    assert outcome.status == "ambiguous", outcome
+    assert "the definition" in outcome.detail and "agrees with us" in outcome.detail
+
+
+def _wrong_at(monkeypatch, index: int, delta: float) -> None:
+    """Our Predictor, with element ``index`` of the first output moved by ``delta``."""
+    import nnadapter_tvm as nna
+
+    real = nna.Predictor
+
+    class Wrong:
+        def __init__(self, *args, **kwargs):
+            self._predictor = real(*args, **kwargs)
+
+        def run(self, feeds):
+            out = [o.copy() for o in self._predictor.run(feeds)]
+            out[0].flat[index] += delta
+            return out
+
+    monkeypatch.setattr(nna, "Predictor", Wrong)
+
+
+def test_a_genuine_difference_still_differs(monkeypatch) -> None:
+    """Where neither opinion sides with us (our output moved off at a NaN-free element of the max pool;
+    an Add off by a half) the outcome stays a difference."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    case = _max_pool_case()
+    _wrong_at(monkeypatch, 0, 0.5)  # y[0, 0, 0, 0]: a window without NaN
+    assert fuzz_onnx.run_case(case)["y"].status == "differs"
+
+    x = np.array([[1.0, 2.0], [3.0, 4.0]], "float32")
+    model = _model(
+        [helper.make_node("Add", ["x", "x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    outcome = fuzz_onnx.run_case(fuzz_onnx.Case(model, {"x": x}, {"y": 1}))["y"]
+    assert outcome.status == "differs" and "got np.float32(2.5)" in outcome.detail, outcome
