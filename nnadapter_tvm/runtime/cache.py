@@ -212,10 +212,9 @@ def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
     return data + SIGNATURE_MAGIC + _signature(key, data) if key else data
 
 
-def unpack(data: bytes, source: str, key: bytes | None = None) -> Container:
-    """Parse a container; every defect is a ``CacheError`` naming ``source``.
-
-    With ``key``, an unsigned or mis-signed container is refused before anything else is read."""
+def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[memoryview, int, bytes]:
+    """The container's bytes as a view, where its payload ends and the payload's recorded digest; the
+    header, the length and the trailer's shape checked (not yet the digest nor the signature)."""
     data = memoryview(data).cast("B")  # slices below are views: a module of 100s of MB is not copied
     if len(data) < _HEADER.size:
         raise CacheError(f"{source}: {len(data)} bytes is too short for an .nnc header (truncated or not a cache)")
@@ -228,16 +227,37 @@ def unpack(data: bytes, source: str, key: bytes | None = None) -> Container:
     trailer = data[end:]
     if trailer and (len(trailer) != _TRAILER_SIZE or bytes(trailer[: len(SIGNATURE_MAGIC)]) != SIGNATURE_MAGIC):
         raise CacheError(f"{source}: {len(data)} bytes where the header announces {end} (truncated or appended to)")
-    if key is not None:
-        if not trailer:
-            raise CacheError(f"{source}: unsigned, and this context requires caches signed with its key")
-        if not hmac.compare_digest(bytes(trailer[len(SIGNATURE_MAGIC) :]), _signature(key, data[:end])):
-            raise CacheError(f"{source}: signature mismatch (signed with another key, or tampered with)")
-    payload = data[_HEADER.size : end]
-    if len(payload) != length:
-        raise CacheError(f"{source}: payload is {len(payload)} bytes, header says {length} (truncated?)")
-    if hashlib.sha256(payload).digest() != digest:
+    if key is not None and not trailer:
+        raise CacheError(f"{source}: unsigned, and this context requires caches signed with its key")
+    if len(data) < end:
+        raise CacheError(f"{source}: payload is {len(data) - _HEADER.size} bytes, header says {length} (truncated?)")
+    return data, end, digest
+
+
+def verify(data: bytes | mmap.mmap, source: str, key: bytes | None = None) -> None:
+    """The integrity checks: with ``key``, the signature (an unsigned or mis-signed container is refused);
+    then the payload's SHA-256. Every defect is a ``CacheError`` naming ``source``. These are the passes
+    over every byte: ``unpack(..., integrity=False)`` leaves them to a caller that runs them beside other
+    work (a load writes the module out meanwhile) and acts on nothing before they pass."""
+    data, end, digest = _frame(data, source, key)
+    if key is not None and not hmac.compare_digest(
+        bytes(data[end + len(SIGNATURE_MAGIC) :]), _signature(key, data[:end])
+    ):
+        raise CacheError(f"{source}: signature mismatch (signed with another key, or tampered with)")
+    if hashlib.sha256(data[_HEADER.size : end]).digest() != digest:
         raise CacheError(f"{source}: checksum mismatch (the file is corrupted)")
+
+
+def unpack(data: bytes | mmap.mmap, source: str, key: bytes | None = None, integrity: bool = True) -> Container:
+    """Parse a container; every defect is a ``CacheError`` naming ``source``.
+
+    With ``key``, an unsigned or mis-signed container is refused before anything else is read. With
+    ``integrity=False`` the signature and the checksum are not checked: the caller runs ``verify``
+    itself, before it uses anything of the container."""
+    if integrity:
+        verify(data, source, key)
+    data, end, _ = _frame(data, source, key)
+    payload = data[_HEADER.size : end]
     try:
         (meta_len,) = struct.unpack_from("<I", payload)
         meta = json.loads(bytes(payload[4 : 4 + meta_len]).decode())
