@@ -16,6 +16,7 @@ import hashlib
 import json
 import mmap
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,11 +104,17 @@ class Entry:
 def key(source: bytes | mmap.mmap | None, context: Context, options: dict) -> str | None:
     """The entry's name for this model source, context and import ``options``; None when it cannot be
     keyed (no bytes at hand, or weights in external files)."""
-    # find(), not `in`: the Predictor maps a model file, and `in` on an mmap tests it byte by byte.
-    if source is None or source.find(_EXTERNAL_DATA) >= 0:
+    if source is None:
         return None
     h = hashlib.sha256()
-    h.update(source)
+    # Two passes over the model (575 MB for vgg19): the hash releases the GIL, so it runs in a thread
+    # while this one looks for external data. find(), not `in`: `in` on an mmap tests it byte by byte.
+    hashing = threading.Thread(target=h.update, args=(source,), daemon=True)
+    hashing.start()
+    external = source.find(_EXTERNAL_DATA) >= 0
+    hashing.join()
+    if external:
+        return None
     setup = {"version": _VERSION, "codegen": codegen_setup(context), "options": options}
     h.update(json.dumps(setup, sort_keys=True, default=str).encode())
     return h.hexdigest()[:32]
