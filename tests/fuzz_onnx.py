@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -1172,6 +1173,46 @@ def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
     return wide
 
 
+def max_pool(
+    x: np.ndarray,
+    kernel_shape=None,
+    pads=None,
+    strides=None,
+    dilations=None,
+    ceil_mode=0,
+    storage_order=0,
+) -> np.ndarray:
+    """ONNX MaxPool (explicit pads) from its definition: each output element the maximum of its window,
+    padding left out, NaN anywhere in the window giving NaN (numpy's maximum); with ``ceil_mode`` a last
+    window that would start in the end padding is dropped, as onnxruntime does."""
+    rank = len(kernel_shape)
+    spatial = x.shape[2:]
+    pads = list(pads or [0] * (2 * rank))
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    out_shape, pad_end = [], []
+    for i in range(rank):
+        span = dilations[i] * (kernel_shape[i] - 1) + 1
+        total = spatial[i] + pads[i] + pads[rank + i] - span
+        n = (-(-total // strides[i]) if ceil_mode else total // strides[i]) + 1
+        if ceil_mode and (n - 1) * strides[i] >= spatial[i] + pads[i]:
+            n -= 1
+        out_shape.append(n)
+        pad_end.append(max((n - 1) * strides[i] + span - spatial[i] - pads[i], 0))
+    padded = np.pad(
+        x,
+        [(0, 0), (0, 0)] + [(pads[i], pad_end[i]) for i in range(rank)],
+        constant_values=-np.inf,
+    )
+    result = np.full(x.shape[:2] + tuple(out_shape), -np.inf, x.dtype)
+    for offsets in itertools.product(*(range(k) for k in kernel_shape)):
+        window = tuple(
+            slice(o * d, o * d + (n - 1) * s + 1, s) for o, d, n, s in zip(offsets, dilations, out_shape, strides)
+        )
+        result = np.maximum(result, padded[(slice(None), slice(None), *window)])
+    return result
+
+
 def nan_propagating_ops(opset: int) -> list[type]:
     """``new_ops`` for onnx's ReferenceEvaluator: its own implementation of each ``NAN_PROPAGATING``
     operator at ``opset``, whose first output is NaN wherever a window or row it reduces holds a NaN
@@ -1183,10 +1224,16 @@ def nan_propagating_ops(opset: int) -> list[type]:
         smallest = op_type == "ReduceMin"
 
         def _run(self, x, *args, **kwargs):
-            out = base._run(self, x, *args, **kwargs)
             x = np.asarray(x)
+            if op_type == "MaxPool" and len(self.output) == 1 and kwargs.get("auto_pad") in (None, "NOTSET", ""):
+                # The evaluator's pool fails on some windows (it pads with NaN, then drops NaN: numpy's
+                # max of nothing); this one is the definition, with numpy's maximum propagating NaN.
+                return (max_pool(x, **{k: v for k, v in kwargs.items() if k != "auto_pad"}),)
             if x.dtype.kind != "f" or not np.isnan(x).any():
-                return out
+                return base._run(self, x, *args, **kwargs)
+            # The evaluator's pools drop NaN and fail on a window of NaN alone (numpy's max of nothing):
+            # the numbers' result comes from NaN as the reduction's identity, the NaN from the mask.
+            out = base._run(self, np.where(np.isnan(x), np.inf if smallest else -np.inf, x), *args, **kwargs)
             nan = np.isnan(x).astype(x.dtype)
             # The max of the mask (the min of its negation for ReduceMin) is positive where a NaN is.
             hit = base._run(self, -nan if smallest else nan, *args, **kwargs)[0]

@@ -363,3 +363,34 @@ def test_a_genuine_difference_still_differs(monkeypatch) -> None:
     )
     outcome = fuzz_onnx.run_case(fuzz_onnx.Case(model, {"x": x}, {"y": 1}))["y"]
     assert outcome.status == "differs" and "got np.float32(2.5)" in outcome.detail, outcome
+
+
+POOLS = [
+    {"kernel_shape": [3, 2], "pads": [1, 0, 2, 1], "strides": [1, 1]},
+    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [2, 3], "pads": [0, 1, 1, 0], "strides": [1, 2], "dilations": [2, 1]},
+    {"kernel_shape": [3], "pads": [2, 2], "strides": [3], "ceil_mode": 1},
+]
+
+
+@pytest.mark.parametrize("attrs", POOLS, ids=str)
+def test_definition_max_pool_matches_onnxruntime_without_nan(attrs: dict) -> None:
+    """The definition's own MaxPool (the evaluator's fails on some windows) agrees with onnxruntime where
+    no NaN is involved: window sizes, padding, dilations and ceil_mode's dropped last window."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    rank = len(attrs["kernel_shape"])
+    x = np.random.default_rng(0).uniform(-3, 3, (2, 3, *(7, 8)[:rank])).astype("float32")
+    node = helper.make_node("MaxPool", ["x"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_array_equal(fuzz_onnx.max_pool(x, **attrs), want)
