@@ -261,9 +261,9 @@ def _wide_sum_legalize(default: Callable, mean: bool) -> Callable:
         lowered = bb.call_te(_wide_sum, call.args[0], call.attrs.axis, bool(call.attrs.keepdims), mean,
                              primfunc_name_hint=name)  # fmt: skip
         # A reduction and its cast: AnnotateTIROpPattern would call it kOutEWiseFusable (a reduction
-        # followed by an element-wise stage), which FuseOps fuses no producer into (the marker's copy,
-        # a transpose) and which the schedules would not see as a reduction.  It is a reduction (kCommReduce,
-        # 3) as TVM's own sum is; the pass keeps a pattern already set.
+        # followed by an element-wise stage), into which FuseOps fuses no producer (the marker's copy, a
+        # transpose, a ReduceL1's abs would each become a kernel and a tensor of their own).  Marked a
+        # reduction (kCommReduce, 3) as TVM's own sum is, it fuses as before; the pass keeps a set pattern.
         func = lowered.args[0]
         bb.update_func(func, bb.get()[func].with_attr("op_pattern", 3))
         return lowered
