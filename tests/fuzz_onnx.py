@@ -1244,7 +1244,27 @@ def nan_propagating_ops(opset: int) -> list[type]:
         schema = onnx.defs.get_schema(op_type, opset)
         return type(op_type, (base,), {"op_domain": "", "_run": _run, "op_schema": schema})
 
-    return [make(op) for op in NAN_PROPAGATING]
+    return [make(op) for op in NAN_PROPAGATING] + [_lrn_op(opset)]
+
+
+def _lrn_op(opset: int) -> type:
+    """LRN from its definition: onnx's evaluator loops over the batch instead of the channels (channels
+    past the batch size keep a square sum of 0), and onnxruntime's running sum gives NaN once a channel
+    outside the window squares to inf."""
+    from onnx.reference.ops import load_op
+
+    base = load_op("", "LRN", opset)
+
+    def _run(self, x, alpha=None, beta=None, bias=None, size=None):
+        x = np.asarray(x)
+        square_sum = np.zeros_like(x)
+        channels = x.shape[1]
+        for c in range(channels):
+            begin, end = max(0, c - (size - 1) // 2), min(channels, c + -(-(size - 1) // 2) + 1)
+            square_sum[:, c] = np.sum(x[:, begin:end] ** 2, axis=1)
+        return ((x / (bias + (alpha / size) * square_sum) ** beta).astype(x.dtype),)
+
+    return type("LRN", (base,), {"op_domain": "", "_run": _run, "op_schema": onnx.defs.get_schema("LRN", opset)})
 
 
 def _definition(case: Case, second: list | None = None) -> list:

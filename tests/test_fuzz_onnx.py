@@ -394,3 +394,26 @@ def test_definition_max_pool_matches_onnxruntime_without_nan(attrs: dict) -> Non
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
     np.testing.assert_array_equal(fuzz_onnx.max_pool(x, **attrs), want)
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_definition_lrn_matches_onnxruntime_on_finite_values(size: int) -> None:
+    """The definition's LRN (onnx's evaluator loops over the batch instead of the channels) agrees with
+    onnxruntime on finite values, with more channels than the batch."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.random.default_rng(1).uniform(-3, 3, (1, 5, 3, 4)).astype("float32")
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.01, beta=0.75, bias=1.0)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    (got,) = ReferenceEvaluator(model, new_ops=fuzz_onnx.nan_propagating_ops(17)).run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
