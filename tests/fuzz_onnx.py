@@ -1114,7 +1114,7 @@ def _second_opinion(case: Case) -> list:
 # =================================================================================================
 # The third opinion: the operators' definition, as onnx's evaluator computes it in float64
 # =================================================================================================
-DEFINITION = "the definition (onnx's reference evaluator in float64, NaN-propagating max family)"
+DEFINITION = "the definition (onnx's reference evaluator in float64, with our documented NaN rules)"
 # The operators whose NaN rule, documented in docs/reliability.md, is numpy's (a NaN anywhere in a window
 # or row gives NaN, IEEE 754-2019 maximum/minimum) where onnxruntime skips NaN and onnx's evaluator skips
 # it unless it comes first in a window.  ArgMax/ArgMin/Hardmax (the first NaN's index), TopK (NaN ranks
@@ -1244,7 +1244,25 @@ def nan_propagating_ops(opset: int) -> list[type]:
         schema = onnx.defs.get_schema(op_type, opset)
         return type(op_type, (base,), {"op_domain": "", "_run": _run, "op_schema": schema})
 
-    return [make(op) for op in NAN_PROPAGATING] + [_lrn_op(opset)]
+    return [make(op) for op in NAN_PROPAGATING] + [_lrn_op(opset), _dynamic_quantize_op(opset)]
+
+
+def _dynamic_quantize_op(opset: int) -> type:
+    """DynamicQuantizeLinear with our documented NaN rule (docs/reliability.md): NaN left out of the range
+    (numpy's nanmin/nanmax), a NaN element quantized to 0, as onnxruntime does in most SIMD lanes (its
+    range depends on the lane a NaN falls in; onnx's evaluator gives a NaN scale)."""
+    from onnx.reference.ops import load_op
+
+    base = load_op("", "DynamicQuantizeLinear", opset)
+
+    def _run(self, x):
+        x = np.asarray(x)
+        nan = np.isnan(x)
+        y, scale, zero_point = base._run(self, np.where(nan, 0, x).astype(x.dtype))
+        return np.where(nan, np.zeros_like(y), y), scale, zero_point
+
+    schema = onnx.defs.get_schema("DynamicQuantizeLinear", opset)
+    return type("DynamicQuantizeLinear", (base,), {"op_domain": "", "_run": _run, "op_schema": schema})
 
 
 def _lrn_op(opset: int) -> type:
