@@ -60,3 +60,6 @@ def test_cli_profiles_a_model(tmp_path, capsys):
     assert cli.main(["profile", str(path), "--repeat", "2", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "whole model:" in out and "GFLOP/s" in out
+    # The compile's phases come first, the kernels after them.
+    assert out.index("compile phase") < out.index("whole model:")
+    assert "TIR scheduling" in out and "LLVM codegen" in out

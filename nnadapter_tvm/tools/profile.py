@@ -3,6 +3,8 @@ GFLOP/s against the machine's measured peak, so that the gap to a peer shows whe
 
     nnadapter-tvm profile MODEL.onnx [--threads 2] [--repeat 10] [--top 30] [--as-shipped]
 
+It first prints the compile's time per phase (``runtime.phases``: wall and CPU seconds), then the kernels.
+
 The model is rewritten as the benchmark does (``tools/benchmark.optimizable``: constants folded) unless
 ``--as-shipped``.  Kernel times come from the Relax VM's instrument hook (called before and after every
 call the VM makes; the hook's own cost, a few microseconds a call, is included in each kernel's time and
@@ -159,13 +161,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))  # before TVM's pool starts
     import nnadapter_tvm as nna
+    from nnadapter_tvm.runtime import phases
     from nnadapter_tvm.tools.benchmark import model_inputs, optimizable
 
     model = onnx.load(args.model)
     if not args.as_shipped:
         model, _ = optimizable(model)
-    predictor = nna.Predictor(model, context_properties=f"TVM_NUM_THREADS={args.threads}", host_fallback=True)
+    with phases.recording(lead=phases.IMPORT) as compile_times:
+        predictor = nna.Predictor(model, context_properties=f"TVM_NUM_THREADS={args.threads}", host_fallback=True)
     timer, whole_s, flops = profile(predictor, model_inputs(model), args.repeat)
+    print(compile_times.format())
     print(report(timer, whole_s, flops, args.repeat, peak_gflops(args.threads), args.top))
     return 0
 
