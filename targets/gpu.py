@@ -281,8 +281,9 @@ def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.I
 def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule, ScheduleReport]:
     """Relax -> legalized, fused, GPU-scheduled module (call under ``with target`` and a PassContext).
     Legalization takes this project's rules (``relax_passes.legalize_ops``); ``split_fused_shape_params``
-    keeps ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds."""
-    from nnadapter_tvm.targets.relax_passes import legalize_ops, split_fused_shape_params
+    keeps ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds, and
+    ``order_symbolic_definitions`` puts back after its definition a binding FuseOps moved before it."""
+    from nnadapter_tvm.targets.relax_passes import legalize_ops, order_symbolic_definitions, split_fused_shape_params
 
     mod = tvm.transform.Sequential(
         [
@@ -294,6 +295,7 @@ def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule,
             relax.transform.FuseOps(),
             split_fused_shape_params,
             relax.transform.FuseTIR(),
+            order_symbolic_definitions,
         ]
     )(mod)
     return schedule_module(mod, target)

@@ -241,3 +241,92 @@ def split_fused_shape_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext)
         if isinstance(func, relax.Function) and not _is_primitive(func):
             out[gvar] = sites.visit_expr(func)
     return out
+
+
+# -- dataflow bindings after a symbolic variable's definition -----------------------------------
+
+
+def _collect_vars(expr: relax.Expr) -> list:
+    found: list = []
+    relax.analysis.post_order_visit(expr, lambda e: found.append(e) if isinstance(e, tvm.ir.expr.Var) else None)
+    return found
+
+
+def _sorted_block(block: relax.DataflowBlock, defined_outside: set) -> relax.DataflowBlock:
+    """``block``'s bindings in their order, except that each comes after the bindings whose variables it
+    reads and after the ``match_cast`` that defines a symbolic variable it uses; ``block`` itself where
+    nothing moves (or the dependencies form a cycle: then nothing valid is known to us)."""
+    bindings = list(block.bindings)
+    index = {b.var: i for i, b in enumerate(bindings)}
+    definer: dict = {}
+    for i, b in enumerate(bindings):
+        if isinstance(b, relax.MatchCast):
+            for v in relax.analysis.definable_tir_vars_in_type(b.ty):
+                if v not in defined_outside:
+                    definer.setdefault(v, i)
+    deps: list[set[int]] = []
+    for i, b in enumerate(bindings):
+        used: set[int] = set()
+        symbols = set(relax.analysis.tir_vars_in_type(b.var.ty))
+        if isinstance(b, relax.MatchCast):
+            symbols |= set(relax.analysis.tir_vars_in_type(b.ty))
+        for e in _collect_vars(b.value):
+            if e in index:
+                used.add(index[e])
+            elif isinstance(e.ty, tvm.ir.PrimType):  # a symbolic variable passed as a scalar
+                symbols.add(e)
+            symbols |= set(relax.analysis.tir_vars_in_type(e.ty))
+        used |= {definer[v] for v in symbols if v in definer}
+        used.discard(i)
+        deps.append(used)
+    if all(max(d, default=-1) < i for i, d in enumerate(deps)):
+        return block  # already valid (the common case: nothing to sort)
+    order: list[int] = []
+    placed: set[int] = set()
+    while len(order) < len(bindings):
+        ready = next((i for i in range(len(bindings)) if i not in placed and deps[i] <= placed), None)
+        if ready is None:
+            return block
+        order.append(ready)
+        placed.add(ready)
+    if order == list(range(len(bindings))):
+        return block
+    return relax.DataflowBlock([bindings[i] for i in order], block.span)
+
+
+@tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.OrderSymbolicDefinitions")
+def order_symbolic_definitions(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Run after ``FuseOps``/``FuseTIR``: in every dataflow block, a binding that uses a symbolic variable
+    moves after the ``match_cast`` that defines it.
+
+    ``FuseOps`` re-emits a block's bindings in the order of their tensor dependencies and ignores the
+    symbolic ones: a run-time guard ``match_cast(x, Tensor((select(tile_r0 > 0, n, n + 1),)))`` (TILE's
+    check of repeats fed at execution) or a kernel taking ``tile_r0`` can land before
+    ``match_cast(shape, Shape([tile_r0]))``, whose operand was fused elsewhere, and the build then fails in
+    ``VMShapeLower`` ("PrimExpr ... is not computed").  A stable sort over both kinds of dependencies puts
+    them back in a valid order (the first valid binding each time, so nothing else moves)."""
+    changed = False
+    out = {}
+    for gvar, func in mod.functions_items():
+        if not isinstance(func, relax.Function) or _is_primitive(func) or not isinstance(func.body, relax.SeqExpr):
+            continue
+        outside: set = set()
+        for param in func.params:
+            outside |= set(relax.analysis.definable_tir_vars_in_type(param.ty))
+        blocks = []
+        for block in func.body.blocks:
+            new = _sorted_block(block, outside) if isinstance(block, relax.DataflowBlock) else block
+            changed |= not new.same_as(block)
+            blocks.append(new)
+            for b in block.bindings:  # what this block defines is defined for the blocks after it
+                if isinstance(b, relax.MatchCast):
+                    outside |= set(relax.analysis.definable_tir_vars_in_type(b.ty))
+        if any(not n.same_as(o) for n, o in zip(blocks, func.body.blocks)):
+            body = relax.SeqExpr(blocks, func.body.body, func.body.span)
+            out[gvar] = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs, func.span)
+    if not changed:
+        return mod
+    mod = mod.clone()
+    for gvar, func in out.items():
+        mod[gvar] = func
+    return mod

@@ -213,3 +213,85 @@ def test_split_fused_shape_params_leaves_other_modules_alone():
     with tvm.target.Target("llvm"):
         fused = tvm.transform.Sequential(passes)(bb.get())
         assert relax_passes.split_fused_shape_params(fused).same_as(fused)
+
+
+# -- FuseOps' order: a binding moved before the match_cast defining a symbolic variable it uses ----------
+
+
+def _guard_module(swapped: bool) -> tvm.IRModule:
+    """main(x [n], r [1] int64): m from r's value (match_cast of a shape), a guard match_cast of x to
+    [select(m > 0, n, n + 1)] (TILE's check), then y = x * 2.  ``swapped``: the guard before the
+    definition of m, as FuseOps left TILE's guard."""
+    n, m = tirx.Var("n", "int64"), tirx.Var("m", "int64")
+    x = relax.Var("x", relax.TensorType([n], "float32"))
+    r = relax.Var("r", relax.TensorType([1], "int64"))
+    shape = relax.DataflowVar("shape", relax.ShapeType(ndim=1))
+    defined = relax.DataflowVar("defined", relax.ShapeType([m]))
+    guarded_ty = relax.TensorType([tirx.Select(m > 0, n, n + 1)], "float32")
+    guarded = relax.DataflowVar("guarded", guarded_ty)
+    out = relax.Var("out", relax.TensorType([n], "float32"))
+    bindings = [
+        relax.VarBinding(shape, relax.op.tensor_to_shape(r)),
+        relax.MatchCast(defined, shape, relax.ShapeType([m])),
+        relax.MatchCast(guarded, x, guarded_ty),
+        relax.VarBinding(out, relax.op.multiply(relax.op.memory.view(guarded, relax.ShapeExpr([n])), relax.const(2.0))),
+    ]
+    if swapped:
+        bindings[1], bindings[2] = bindings[2], bindings[1]
+    body = relax.SeqExpr([relax.DataflowBlock(bindings)], out)
+    func = relax.Function([x, r], body, relax.TensorType([n], "float32")).with_attr("global_symbol", "main")
+    return tvm.IRModule({"main": func})
+
+
+def test_order_symbolic_definitions_puts_a_use_after_its_definition():
+    """The guard moves back after the match_cast defining m (nothing else moves), the module builds (TVM's
+    VMShapeLower refuses the swapped one: "is not computed"), and the guard holds at execution: x * 2 for
+    r > 0, an error for r = 0."""
+    fixed = relax_passes.order_symbolic_definitions(_guard_module(swapped=True))
+    assert [b.var.name for b in fixed["main"].body.blocks[0].bindings] == ["shape", "defined", "guarded", "out"]
+    with pytest.raises(Exception, match="not computed"):
+        tvm.compile(_guard_module(swapped=True), "llvm")
+    vm = relax.VirtualMachine(tvm.compile(fixed, "llvm"), tvm.cpu())
+    x = np.array([1.5, -2.0, 0.25], "float32")
+    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(np.array([3], "int64"))).numpy()
+    np.testing.assert_array_equal(got, x * 2)
+    with pytest.raises(RuntimeError, match="match_cast"):  # the guard's shape: 3 vs. n + 1 = 4
+        vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(np.array([0], "int64")))
+
+
+def test_order_symbolic_definitions_leaves_valid_modules_alone():
+    """A module already in a valid order comes back as it was (the same object)."""
+    valid = _guard_module(swapped=False)
+    assert relax_passes.order_symbolic_definitions(valid).same_as(valid)
+
+
+def test_tile_guard_after_fusion_builds():
+    """ONNX ReduceSum(x) + ReduceMax(Tile(x, r fed)) over x [N] (the fuzzer's graph, minimized): FuseOps put
+    TILE's guard on r's value (a match_cast using tile_r0) before the match_cast defining tile_r0, and the
+    CPU build failed ("PrimExpr ... is not computed"). Built once, it runs two sizes right (numpy)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
+        helper.make_node("Tile", ["x", "r"], ["t"]),
+        helper.make_node("ReduceMax", ["t"], ["m"], axes=[0], keepdims=0),
+        helper.make_node("Add", ["s", "m"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tile_guard",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"]),
+            helper.make_tensor_value_info("r", TensorProto.INT64, [1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+        [onnx.numpy_helper.from_array(np.array([0], "int64"), "axes")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    for schedules in ("1", "0"):
+        predictor = nna.Predictor(model, context_properties=f"CPU_SCHEDULES={schedules};")
+        for x, r in ((np.array([-1.25, -0.5, -2.0], "float32"), [2]), (np.array([0.5, 4.0], "float32"), [3])):
+            (got,) = predictor.run({"x": x, "r": np.array(r, "int64")})
+            # a sum of up to 3 float32 terms (float64 accumulation rounded once) plus a max: exact or 1 ulp
+            np.testing.assert_allclose(got, x.sum() + np.tile(x, r).max(), rtol=1e-6)

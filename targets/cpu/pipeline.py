@@ -13,7 +13,7 @@ from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
-from nnadapter_tvm.targets.relax_passes import legalize_ops, split_fused_shape_params
+from nnadapter_tvm.targets.relax_passes import legalize_ops, order_symbolic_definitions, split_fused_shape_params
 
 
 def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
@@ -23,7 +23,8 @@ def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     ``FuseTIR`` put bias, batch-norm, activation and residual epilogues into the kernel of the
     convolution or product they follow.  Legalization takes this project's rules (``relax_passes``:
     float zero constants stay tensors) beside the packed lowering; ``split_fused_shape_params`` keeps
-    ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds."""
+    ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds, and
+    ``order_symbolic_definitions`` puts back after its definition a binding FuseOps moved before it."""
     with phases.phase(phases.RELAX):  # the passes below are booked by their names (runtime.phases)
         return _lower(mod, target)
 
@@ -43,6 +44,7 @@ def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             relax.transform.FuseOps(),
             split_fused_shape_params,
             relax.transform.FuseTIR(),
+            order_symbolic_definitions,
         ]
     )(mod)
 
