@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -12,6 +11,7 @@ from tvm import relax, te, tirx
 from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d, is_nan, nan_max, where_empty
 from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.targets.relax_passes import register_legalize
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
 
@@ -190,10 +190,12 @@ def reduce(args: OpArgs) -> relax.Expr:
 # exact sum is finite sums to it (rounded once), wherever its large terms are.
 #
 # Where: converters do not know the target (conversion runs before a driver is chosen to build), so the
-# accumulator is chosen at legalization, which every pipeline (the CPU schedules, CPU_SCHEDULES=0's
-# tvm.compile, the GPU pipeline, tuning's lowering) runs under ``with target``.  OpenCL keeps float32
-# accumulation: float64 is an optional OpenCL extension (cl_khr_fp64) that Mali and Adreno GPUs, the
-# boards this target is for, do not have, so a double in a kernel would fail to build there.
+# accumulator is chosen at legalization: a rule of our pipelines' legalization (``register_legalize``,
+# targets/relax_passes.py; TVM's own FLegalize is left alone), which every pipeline (the CPU schedules,
+# CPU_SCHEDULES=0's default pipeline, the GPU pipeline, tuning's lowering) runs under ``with target``.
+# OpenCL keeps float32 accumulation: float64 is an optional OpenCL extension (cl_khr_fp64) that Mali and
+# Adreno GPUs, the boards this target is for, do not have, so a double in a kernel would fail to build
+# there.
 # The REDUCE's sum or mean stays Relax's own op (ConvertLayout moves it to NHWC with the convolution
 # before it; a TE kernel would have pinned it to NCHW behind a transpose) and is marked by what it reads:
 # a float32 -> float32 astype of its input bound to a variable of its own name (``_WIDE_SUM_INPUT``; the
@@ -271,13 +273,17 @@ def _wide_sum_legalize(default: Callable, mean: bool) -> Callable:
     return legalize
 
 
-# Level 11 overrides TVM's own rules (level 10) in every LegalizeOps of the process; a reloaded module finds
-# its first registration in place (TVM refuses a second at one level), which is this rule already.
-for _name, _mean in (("relax.sum", False), ("relax.mean", True)):
-    with contextlib.suppress(tvm.error.InternalError):
-        tvm.ir.register_op_attr(
-            _name, "FLegalize", _wide_sum_legalize(tvm.ir.Op.get(_name).get_attr("FLegalize"), _mean), level=11
-        )
+def _wide_sum_rule(default: Callable) -> Callable:
+    return _wide_sum_legalize(default, False)
+
+
+def _wide_mean_rule(default: Callable) -> Callable:
+    return _wide_sum_legalize(default, True)
+
+
+# Our pipelines' legalization only (targets/relax_passes.py): TVM's own FLegalize stays as TVM ships it.
+register_legalize("relax.sum", _wide_sum_rule)
+register_legalize("relax.mean", _wide_mean_rule)
 
 
 @converter(O.CUM_SUM)

@@ -613,9 +613,9 @@ def test_reduce_sum_keeps_float32_accumulation_on_opencl():
     operations (SOFTMAX's) are not the REDUCE's and keep float32."""
     import tvm
     from oputil import build_model
-    from tvm import relax
 
     from nnadapter_tvm.runtime.convert import convert_model
+    from nnadapter_tvm.targets.relax_passes import legalize_ops
 
     model = build_model(OP.REDUCE_SUM, [In(rand(4, 8)), i32([1]), b8([False])], [Out()], [(4,)])
     softmax = build_model(OP.SOFTMAX, [In(rand(4, 8)), i32([1])], [Out()], [(4, 8)])
@@ -623,7 +623,7 @@ def test_reduce_sum_keeps_float32_accumulation_on_opencl():
     def float64_in_kernels(target, model=model) -> bool:
         mod, _ = convert_model(model)
         with tvm.target.Target(target):
-            mod = relax.transform.LegalizeOps()(mod)
+            mod = legalize_ops()(mod)  # every pipeline's legalization
         return any(
             "float64" in func.script() for _, func in mod.functions_items() if isinstance(func, tvm.tirx.PrimFunc)
         )
@@ -651,3 +651,13 @@ def test_global_average_pool_after_a_convolution_accumulates_in_float64():
     want = x.astype("float64").mean((2, 3), keepdims=True).astype("float32")
     got = nna.Predictor(model).run({"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=0)
+
+
+def test_reduce_sum_accumulates_in_float64_without_the_cpu_schedules():
+    """CPU_SCHEDULES=0 (tvm.compile's default pipeline after our legalization) takes the same rule."""
+    from oputil import build_model, run_model
+
+    x = _large_terms(2, 7, seed=44)
+    model = build_model(OP.REDUCE_SUM, [In(x), i32([1]), b8([False])], [Out()], [(2,)])
+    (got,) = run_model(model, [x], properties="CPU_SCHEDULES=0")
+    np.testing.assert_allclose(got, x.astype("float64").sum(1).astype("float32"), rtol=1e-7, atol=0)
