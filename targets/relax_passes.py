@@ -8,7 +8,9 @@ default Relax pipeline with that legalization run first (``CPU_SCHEDULES=0``, dr
 pipeline of their own).
 
 ``split_fused_shape_params`` works around a ``FuseTIR`` failure of TVM 0.27 (see its docstring); the
-CPU and GPU pipelines run it between ``FuseOps`` and ``FuseTIR``.
+CPU and GPU pipelines run it between ``FuseOps`` and ``FuseTIR``.  ``order_symbolic_definitions``, run
+after ``FuseTIR``, puts a binding that ``FuseOps`` moved before the ``match_cast`` defining a symbolic
+variable it uses back after it.
 """
 
 from __future__ import annotations
