@@ -103,11 +103,8 @@ def test_identical_blocks_compile_one_kernel_and_match_numpy():
     assert report[kernels[0]] == CONV
 
 
-def test_batched_folding_gives_foldconstants_module():
-    """The packing kernels folded in one build: the same module (constants included) as FoldConstant alone."""
-    model = _twin_blocks()
-    sub = nna.Predictor(model).plan.all_segments()[0].build_model()
-    mod, _ = convert_subgraph(sub.inputs, sub.outputs, sub.operations)
+def _lowered_both_ways(mod: tvm.IRModule) -> tuple[tvm.IRModule, tvm.IRModule]:
+    """``pipeline.lower`` with the batched folding, and without it (Relax's FoldConstant alone)."""
     with TARGET, tvm.transform.PassContext(opt_level=3):
         ours = pipeline.lower(mod, TARGET)
         original = pipeline.FoldConstantCalls
@@ -116,6 +113,40 @@ def test_batched_folding_gives_foldconstants_module():
             theirs = pipeline.lower(mod, TARGET)
         finally:
             pipeline.FoldConstantCalls = original
+    return ours, theirs
+
+
+def test_batched_folding_gives_foldconstants_module():
+    """The packing kernels folded at once (numpy for the packings): the same module, constants included, as
+    FoldConstant alone gives; 8 output channels pad to a whole vector block, so the padding is covered."""
+    sub = nna.Predictor(_twin_blocks()).plan.all_segments()[0].build_model()
+    mod, _ = convert_subgraph(sub.inputs, sub.outputs, sub.operations)
+    ours, theirs = _lowered_both_ways(mod)
+    assert tvm_ffi.structural_equal(ours, theirs)
+
+
+def test_depthwise_grouped_and_dense_packings_fold_as_foldconstant_does(monkeypatch):
+    """numpy's depthwise, grouped-convolution and dense packings (a dense width of 10 pads to whole blocks),
+    and a BatchNormalization's parameter chain: the same constants as FoldConstant's."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, 16, 6, 6], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(RNG.standard_normal((16, 1, 3, 3)).astype("float32")),
+                                           padding=[1, 1, 1, 1], groups=16))  # fmt: skip
+            y = bb.emit(relax.op.nn.conv2d(y, relax.const(RNG.standard_normal((16, 4, 3, 3)).astype("float32")),
+                                           padding=[1, 1, 1, 1], groups=4))  # fmt: skip
+            gamma, beta, mean, var = (relax.const(RNG.uniform(0.5, 1.5, 16).astype("float32")) for _ in range(4))
+            y = bb.emit(relax.TupleGetItem(bb.emit(relax.op.nn.batch_norm(y, gamma, beta, mean, var, axis=1)), 0))
+            flat = bb.emit(relax.op.reshape(y, [1, 16 * 36]))
+            out = bb.emit_output(relax.op.matmul(flat, relax.const(RNG.standard_normal((576, 10)).astype("float32"))))
+        bb.emit_func_output(out)
+    used: list[str] = []
+    for name in ("_pack_conv", "_pack_depthwise", "_pack_dense"):
+        packer = getattr(constant_folding, name)
+        monkeypatch.setattr(constant_folding, name, lambda w, o, p=packer, n=name: (used.append(n), p(w, o))[1])
+    ours, theirs = _lowered_both_ways(bb.finalize())
+    assert sorted(set(used)) == ["_pack_conv", "_pack_dense", "_pack_depthwise"]  # numpy did every packing
     assert tvm_ffi.structural_equal(ours, theirs)
 
 
