@@ -29,6 +29,7 @@ import numpy as np
 import tvm
 from tvm import tirx
 
+from nnadapter_tvm.errors import TVM_ERRORS
 from nnadapter_tvm.types import OperationType as O
 
 if TYPE_CHECKING:  # args imports this module (OpArgs.shape_values): the name only, for the annotations
@@ -112,7 +113,7 @@ def propagate(args, known: dict[int, Values]) -> None:
         return
     try:
         results = fn(Reader(args, known))
-    except (ValueError, IndexError, TypeError, tvm.TVMError):  # a malformed operand: the converter reports it
+    except TVM_ERRORS:  # a malformed operand (TVM raises RuntimeError and kin): the converter reports it
         return
     if not results:
         return
