@@ -266,8 +266,8 @@ SLICES = [
 @pytest.mark.parametrize("start, end, step", SLICES, ids=[str(c) for c in SLICES])
 def test_slice_of_constant_bounds_like_onnxruntime(start: int, end: int, step: int) -> None:
     """Slice with constant bounds of every sign and magnitude on a static axis gives onnxruntime's answer: a
-    start below -dim with a negative step clamps to 0 (the spec's [0, dim - 1]), where numpy slicing (SLICE's
-    rule) would give an empty slice."""
+    start below -dim with a negative step clamps to 0 (the spec's [0, dim - 1], SLICE's rule too), where numpy
+    slicing would give an empty slice."""
     bounds = [("s", start), ("e", end), ("a", 0), ("t", step)]
     graph = h.make_graph(
         [h.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])],
@@ -310,3 +310,66 @@ def test_gru_output_read_by_an_activation_and_an_expand_to_a_fed_shape() -> None
     ours = nort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
     for a, b in zip(ours, expected):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+RECURRENT_THEN_TILE = {
+    # name: (recurrent node, its weights' shapes, the state it reads, the node that reads that state beside Tile)
+    "LSTM Y_h, Unsqueeze": ("LSTM", {"w": (1, 12, 2), "r": (1, 12, 3)}, "yh", ("Unsqueeze", ["s", "axes"])),
+    "GRU Y, Relu": ("GRU", {"w": (1, 9, 2), "r": (1, 9, 3)}, "y", ("Relu", ["s"])),
+}
+
+
+@pytest.mark.parametrize("case", list(RECURRENT_THEN_TILE))
+@pytest.mark.parametrize("schedules", ["", "CPU_SCHEDULES=0;"], ids=["schedules", "no-schedules"])
+def test_recurrent_output_read_by_a_fusible_op_and_a_tile_by_fed_repeats(case: str, schedules: str) -> None:
+    """A recurrent kernel's output read by Tile with repeats fed at run time and by an op FuseOps fuses
+    (Unsqueeze, Relu): Tile's check of the repeats guarded that output itself (a match_cast), and FuseOps,
+    which does not see a match_cast read its value, put the output (one item of the kernel's tuple) into the
+    other op's fused function and returned it from there as its own parameter; TVM's FuseTIR refused to
+    build ("There must be an in-place index specified for each output"; issue 17's fuzzer, minimized from
+    Abs+Celu+Expand+LSTM+LayerNormalization+...+Unsqueeze). Values against onnxruntime, schedules on and off."""
+    op, shapes, state, (reader, reader_inputs) = RECURRENT_THEN_TILE[case]
+    rng = np.random.default_rng(11)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(s).astype(F32) * 0.5, n) for n, s in shapes.items()]
+    inits.append(onnx.numpy_helper.from_array(np.array([0]), "axes"))
+    outs = ["y", "yh", "yc"] if op == "LSTM" else ["y", "yh"]
+    nodes = [
+        h.make_node(op, ["x", "w", "r"], outs, hidden_size=3),
+        h.make_node(reader, [state if i == "s" else i for i in reader_inputs], ["read"]),
+        h.make_node("Tile", [state, "repeats"], ["tiled"]),
+    ]
+    rank = 3 if state == "yh" else 4
+    inputs = [_vi("x", T.FLOAT, ["n", 2, 2]), _vi("repeats", T.INT64, [rank])]
+    # The state itself is no graph output (one would give it a reader FuseOps sees).
+    others = [o for o in outs if o != state]
+    graph = h.make_graph(nodes, "g", inputs, [_vi(n, T.FLOAT, None) for n in ("read", "tiled", *others)], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    feeds = {"x": rng.standard_normal((3, 2, 2)).astype(F32), "repeats": np.array([2, 1, 3, 2][:rank])}
+    expected = ort.InferenceSession(model).run(None, feeds)
+    provider = ("NNAdapterExecutionProvider", {"context_properties": schedules, "cache_dir": None})
+    ours = nort.InferenceSession(model, providers=[provider]).run(None, feeds)
+    for a, b in zip(ours, expected):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("schedules", ["", "CPU_SCHEDULES=0;"], ids=["schedules", "no-schedules"])
+def test_concat_of_a_symbolic_input_then_relu_then_reduce_max(schedules: str) -> None:
+    """Concat of a [4] and an [n] input, Relu, ReduceMax: REDUCE_MAX's kernel, made at conversion, read a
+    buffer of 4 + n elements (Relax's size for the concatenation), while legalization wrote Relu's output
+    n + 4 (TOPI's concatenate simplifies its size); fused into one function, TVM's FuseTIR refused the two
+    forms of one tensor ("Inconsistent buffers T_maximum and lv5 mapped to the same relax var"; issue 17's
+    fuzzer). Values against onnxruntime at n = 2 and n = 0 (only the static part), schedules on and off."""
+    nodes = [
+        h.make_node("Concat", ["a", "b"], ["c"], axis=0),
+        h.make_node("Relu", ["c"], ["r"]),
+        h.make_node("ReduceMax", ["r"], ["y"], keepdims=0),
+    ]
+    model = _graph(nodes, [("a", T.FLOAT, [4]), ("b", T.FLOAT, ["n"])], [("y", T.FLOAT, None)])
+    provider = ("NNAdapterExecutionProvider", {"context_properties": schedules, "cache_dir": None})
+    session = nort.InferenceSession(model, providers=[provider])
+    for n in (2, 0):
+        feeds = {"a": np.array([-3.0, 0.5, -1e30, 2.0], F32), "b": np.linspace(-1, 3, n).astype(F32)}
+        expected = ort.InferenceSession(model).run(None, feeds)
+        for a, b in zip(session.run(None, feeds), expected):
+            np.testing.assert_array_equal(a, b)

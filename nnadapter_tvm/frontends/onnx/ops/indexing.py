@@ -55,21 +55,7 @@ def slice_(ctx: NodeContext) -> Value | np.ndarray:
     if empty is not None:
         return empty
     axes = [norm_axis(ctx, a, rank) for a in axes]
-    return _slice(ctx, x, axes, _spec_starts(x, axes, starts, steps), ends, steps)
-
-
-def _spec_starts(x: Value, axes: list[int], starts: list[int], steps: list[int]) -> list[int]:
-    """ONNX clamps a start for a negative step (after adding dim to a negative one) into [0, dim - 1];
-    SLICE slices as numpy, which sends a start still negative to -1, an empty slice (x[-8::-2] of 5
-    elements: [x[0]] by ONNX and onnxruntime, [] by numpy).  Such starts are clamped here where the dim is
-    static; the two agree wherever start >= -dim, so a symbolic dim keeps the start as given."""
-    shape = x.shape or ()
-    out = list(starts)
-    for i, (a, st) in enumerate(zip(axes, steps)):
-        dim = shape[a] if a < len(shape) else None
-        if st < 0 and isinstance(dim, int) and dim > 0 and starts[i] < -dim:
-            out[i] = 0
-    return out
+    return _slice(ctx, x, axes, starts, ends, steps)
 
 
 def _from_shapes(ctx: NodeContext, *indices: int) -> bool:
