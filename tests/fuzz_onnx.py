@@ -1163,13 +1163,78 @@ def _float64_graph(g: onnx.GraphProto) -> None:
                 node.attribute.append(helper.make_attribute("value", numpy_helper.from_array(values.astype("float64"))))
 
 
+def _float_only(schema: Any, formal: Any) -> bool:
+    """Whether ``formal`` (an input or output of ``schema``) takes float32 but not float64."""
+    allowed = {formal.type_str}
+    for constraint in schema.type_constraints:
+        if constraint.type_param_str == formal.type_str:
+            allowed = set(constraint.allowed_type_strs)
+    return "tensor(float)" in allowed and "tensor(double)" not in allowed
+
+
+def _keep_float32_operators(g: onnx.GraphProto, opset: int, types: dict[str, int]) -> None:
+    """Operators whose definition is float32 only (DynamicQuantizeLinear's input, DequantizeLinear's
+    scale and output before opset 19, QuantizeLinear's input) compute in float32 inside the float64 graph:
+    their float32 inputs are cast back to float32 before them, their float32 outputs to float64 after
+    (a quantization's rounding depends on its scale's precision, so float64 there would be another
+    operator).  ``types``: each tensor's elem_type in the float32 model."""
+    nodes = []
+    for node in g.node:
+        for attr in node.attribute:
+            for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                _keep_float32_operators(body, opset, types)
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+        except Exception:
+            nodes.append(node)
+            continue
+        before, after = [], []
+        for i, name in enumerate(node.input):
+            formal = schema.inputs[min(i, len(schema.inputs) - 1)] if schema.inputs else None
+            if name and formal is not None and types.get(name) == F32 and _float_only(schema, formal):
+                narrow = f"{name}__f32_for_{node.output[0]}"
+                before.append(helper.make_node("Cast", [name], [narrow], to=F32))
+                node.input[i] = narrow
+        for i, name in enumerate(node.output):
+            formal = schema.outputs[min(i, len(schema.outputs) - 1)] if schema.outputs else None
+            if name and formal is not None and types.get(name, F32) == F32 and _float_only(schema, formal):
+                narrow = f"{name}__f32"
+                after.append(helper.make_node("Cast", [narrow], [name], to=F64))
+                node.output[i] = narrow
+        nodes += [*before, node, *after]
+    del g.node[:]
+    g.node.extend(nodes)
+
+
+def _elem_types(g: onnx.GraphProto, types: dict[str, int]) -> dict[str, int]:
+    """Name -> elem_type of every typed tensor of ``g`` and its bodies (inputs, outputs, value infos,
+    initializers)."""
+    for v in [*g.input, *g.output, *g.value_info]:
+        if v.type.WhichOneof("value") == "tensor_type":
+            types[v.name] = v.type.tensor_type.elem_type
+    types.update({t.name: t.data_type for t in g.initializer})
+    for node in g.node:
+        for attr in node.attribute:
+            for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                _elem_types(body, types)
+    return types
+
+
 def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` computing in float64: every float32 tensor type (inputs, outputs, value infos),
     initializer, Constant / ConstantOfShape value and Cast target, in the main graph and in every
-    If / Loop / Scan body."""
+    If / Loop / Scan body; operators defined for float32 only stay float32 between casts
+    (``_keep_float32_operators``)."""
+    try:  # the tensors' types, for the operators that stay float32
+        typed = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        typed = model
+    types = _elem_types(typed.graph, {})
     wide = onnx.ModelProto()
     wide.CopyFrom(model)
     _float64_graph(wide.graph)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), OPSET)
+    _keep_float32_operators(wide.graph, opset, types)
     return wide
 
 
@@ -1244,7 +1309,20 @@ def nan_propagating_ops(opset: int) -> list[type]:
         schema = onnx.defs.get_schema(op_type, opset)
         return type(op_type, (base,), {"op_domain": "", "_run": _run, "op_schema": schema})
 
-    return [make(op) for op in NAN_PROPAGATING] + [_lrn_op(opset), _dynamic_quantize_op(opset)]
+    return [make(op) for op in NAN_PROPAGATING] + [_lrn_op(opset), _dynamic_quantize_op(opset)] + _dequantize_op(opset)
+
+
+def _dequantize_op(opset: int) -> list[type]:
+    """DequantizeLinear below opset 19, which onnx's evaluator does not implement (it has 19 onward, the
+    same formula (x - zero_point) * scale with more types): without it no output after a
+    DynamicQuantizeLinear round trip had a second or third opinion."""
+    from onnx.reference.ops import load_op
+
+    if opset >= 19:
+        return []
+    base = load_op("", "DequantizeLinear", 19)
+    schema = onnx.defs.get_schema("DequantizeLinear", opset)
+    return [type("DequantizeLinear", (base,), {"op_domain": "", "op_schema": schema})]
 
 
 def _dynamic_quantize_op(opset: int) -> type:

@@ -443,3 +443,35 @@ def test_dynamic_quantize_of_nan_is_ambiguous_by_our_documented_rule() -> None:
     outcomes = fuzz_onnx.run_case(fuzz_onnx.Case(model, {"x": x}, {"y": 1, "s": 1, "z": 1}))
     assert {o.status for o in outcomes.values()} <= {"ok", "ambiguous"}, outcomes
     assert any(o.status == "ambiguous" for o in outcomes.values()), outcomes
+
+
+def test_float32_only_operators_stay_float32_in_the_float64_model() -> None:
+    """DynamicQuantizeLinear (float32 input only) and DequantizeLinear (float32 scale and output before
+    opset 19) run in float32 between casts, so the definition quantizes as the float32 model does (a
+    float64 scale rounds some values to the other step), while a Mul after them computes in float64."""
+    import numpy as np
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    f32 = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "scale", "zero"]),
+        helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["dq"]),
+        helper.make_node("Mul", ["dq", "x"], ["y"]),
+    ]
+    model = _model(
+        nodes, [helper.make_tensor_value_info("x", f32, [64])], [helper.make_tensor_value_info("y", f32, [64])]
+    )
+    x = np.random.default_rng(3).uniform(-3, 3, 64).astype("float32")
+    wide = fuzz_onnx.to_float64(model)
+    ops = [(n.op_type, [a.i for a in n.attribute if a.name == "to"]) for n in wide.graph.node]
+    assert ops[:2] == [("Cast", [TensorProto.FLOAT]), ("DynamicQuantizeLinear", [])], ops
+    assert ("Cast", [TensorProto.DOUBLE]) in ops and ops[-1] == ("Mul", [])
+    new_ops = fuzz_onnx.nan_propagating_ops(17)  # DequantizeLinear below opset 19 among them
+    (y,) = ReferenceEvaluator(wide, new_ops=new_ops).run(None, {"x": x.astype("float64")})
+    assert y.dtype == np.float64
+    outs = [("q", TensorProto.UINT8), ("scale", f32), ("zero", TensorProto.UINT8)]
+    alone = _model(nodes[:1], model.graph.input, [helper.make_tensor_value_info(n, t, None) for n, t in outs])
+    q, scale, zero = ReferenceEvaluator(alone).run(None, {"x": x})
+    dequantized = (q.astype("float32") - np.float32(zero)) * scale  # float32, as the operator defines it
+    np.testing.assert_array_equal(y, dequantized.astype("float64") * x.astype("float64"))
