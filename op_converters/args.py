@@ -220,10 +220,54 @@ class OpArgs:
         batches are equal); new TIR variables in ``dims`` are bound to what execution finds."""
         if isinstance(expr.ty, relax.ShapeType):
             return self._ctx.bb.match_cast(expr, relax.ShapeType(dims))
-        return self._ctx.bb.match_cast(expr, relax.TensorType(dims, expr.ty.dtype))
+        return self._ctx.bb.match_cast(self.castable(expr), relax.TensorType(dims, expr.ty.dtype))
+
+    def castable(self, expr: relax.Expr) -> relax.Expr:
+        """``expr`` fit to be a ``match_cast``'s value (every tensor guard's: ``require``, ``match_cast``):
+        one item of a multi-output kernel (LSTM's Y_h, GRU's Y) goes through a no-copy
+        view first; anything else is ``expr`` itself.
+
+        TVM 0.27's FuseOps does not count a ``match_cast`` as a reader of its value: an item read by a
+        guard and by a fusible op (Unsqueeze, Relu) joined that op's fused function, which then returned
+        the item, its own parameter, as an output, and FuseTIR refused to build ("There must be an
+        in-place index specified for each output").  The view is an opaque reader FuseOps does see, so
+        the item stays outside every fused function."""
+        bb = self._ctx.bb
+        value = bb.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
+        if not isinstance(value, relax.TupleGetItem) or not isinstance(expr.ty, relax.TensorType):
+            return expr
+        return bb.emit(relax.op.memory.view(expr, relax.ShapeExpr(_shape(expr))))
 
     def emit_te(self, fn: Callable, *args: Any, **kwargs: Any) -> relax.Var:
-        return self._ctx.bb.emit_te(fn, *args, **kwargs)
+        """``fn``'s TE kernel over ``args`` (Relax tensors, lists of them, TIR values), emitted as a
+        ``call_tir`` now, its buffers shaped after the tensors' shapes as they are now (``anchored``)."""
+        return self._ctx.bb.emit_te(fn, *(self.anchored(a) for a in args), **kwargs)
+
+    def anchored(self, arg: Any) -> Any:
+        """``arg`` (or each tensor of a list) as a kernel emitted now may read it: a tensor with a size
+        written as an expression (``4 + n`` after a CONCAT) that a Relax op still to be legalized
+        computes goes through a ``broadcast_to`` its own shape, an element-wise copy that FuseOps fuses.
+
+        The kernel's buffer takes that shape as written now.  Legalization may write the producer's
+        size otherwise (TOPI's concatenate simplifies ``4 + n`` to ``n + 4``, and the ops after it
+        follow), and FuseTIR refuses a fused function where one tensor meets two buffers whose shapes
+        differ in form ("Inconsistent buffers T_maximum and lv5 mapped to the same relax var": CONCAT,
+        RELU, then REDUCE_MAX's kernel).  ``broadcast_to`` is legalized with the producer, and its
+        output keeps the shape given here, the one the kernel reads."""
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(self.anchored(a) for a in arg)
+        if not isinstance(arg, relax.Expr) or not isinstance(arg.ty, relax.TensorType) or arg.ty.shape is None:
+            return arg
+        dims = _shape(arg)
+        if all(isinstance(d, (int, tirx.IntImm, tirx.Var)) for d in dims):
+            return arg
+        value = self._ctx.bb.lookup_binding(arg) if isinstance(arg, relax.Var) else arg
+        legalized = (
+            isinstance(value, relax.Call)
+            and isinstance(value.op, tvm.ir.Op)
+            and value.op.name not in ("relax.call_tir", "relax.memory.view")
+        )
+        return self.emit(relax.op.broadcast_to(arg, dims)) if legalized else arg
 
     def require(
         self,
@@ -251,7 +295,7 @@ class OpArgs:
         if known:
             return expr
         where = f" {self.name(i)}" if i is not None else ""
-        return self._ctx.require(expr, condition, f"{self.operation.describe()}{where}: {message}")
+        return self._ctx.require(self.castable(expr), condition, f"{self.operation.describe()}{where}: {message}")
 
     def check_value(self, value: relax.Expr, condition: Callable[[tirx.Var], Any], message: str, i: Key) -> None:
         """Assert at execution a condition on a value computed from *data*: ``value`` is an int64

@@ -327,7 +327,8 @@ def test_recurrent_output_read_by_a_fusible_op_and_a_tile_by_fed_repeats(case: s
     which does not see a match_cast read its value, put the output (one item of the kernel's tuple) into the
     other op's fused function and returned it from there as its own parameter; TVM's FuseTIR refused to
     build ("There must be an in-place index specified for each output"; issue 17's fuzzer, minimized from
-    Abs+Celu+Expand+LSTM+LayerNormalization+...+Unsqueeze). Values against onnxruntime, schedules on and off."""
+    Abs+Celu+Expand+LSTM+LayerNormalization+...+Unsqueeze). Values against onnxruntime with the CPU schedules
+    (where it failed) and without them (TVM's default pipeline, which built it)."""
     op, shapes, state, (reader, reader_inputs) = RECURRENT_THEN_TILE[case]
     rng = np.random.default_rng(11)
     inits = [onnx.numpy_helper.from_array(rng.standard_normal(s).astype(F32) * 0.5, n) for n, s in shapes.items()]
@@ -359,7 +360,8 @@ def test_concat_of_a_symbolic_input_then_relu_then_reduce_max(schedules: str) ->
     buffer of 4 + n elements (Relax's size for the concatenation), while legalization wrote Relu's output
     n + 4 (TOPI's concatenate simplifies its size); fused into one function, TVM's FuseTIR refused the two
     forms of one tensor ("Inconsistent buffers T_maximum and lv5 mapped to the same relax var"; issue 17's
-    fuzzer). Values against onnxruntime at n = 2 and n = 0 (only the static part), schedules on and off."""
+    fuzzer). Values against onnxruntime at n = 2 and n = 0 (only the static part), with the CPU schedules (where
+    it failed) and without them."""
     nodes = [
         h.make_node("Concat", ["a", "b"], ["c"], axis=0),
         h.make_node("Relu", ["c"], ["r"]),
