@@ -15,6 +15,7 @@ from nnadapter_tvm.errors import TVM_ERRORS, fail, tvm_error_text
 from nnadapter_tvm.model import Model, Operand, Operation
 from nnadapter_tvm.op_converters import shape_values
 from nnadapter_tvm.op_converters.args import OpArgs, dequantize_array
+from nnadapter_tvm.runtime.builder import ConvertBlockBuilder
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, UNKNOWN, OperandType, ResultCode, is_quantized
 
@@ -246,7 +247,8 @@ def convert_subgraph(
         )
     for i, operand in enumerate(inputs):
         check_fits_in_memory(f"input {i}: {operand.describe()}", operand.type.dimensions, operand.type.dtype)
-    bb = relax.BlockBuilder()
+    # Its match_cast stages a cast that would bind a symbolic variable to an expression (TVM 0.27 crashes).
+    bb = ConvertBlockBuilder()
     named: dict[str, tirx.Var] = {}
     params = [input_var(o, i, named) for i, o in enumerate(inputs)]
     ctx = ConvertContext(bb)
