@@ -33,7 +33,6 @@ window larger than the padded input at execution gives an empty output (not chec
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Callable
 
@@ -51,6 +50,7 @@ from nnadapter_tvm.op_converters.helpers import (
     spatial_pads,
 )
 from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.targets.relax_passes import register_legalize
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
 
@@ -101,10 +101,33 @@ def _pool(
     )
 
 
-# The reductions start from -inf, so that a window whose real elements are all -inf gives -inf (numpy);
-# taps in the padding count as the lowest finite value, -FLT_MAX, as Paddle's kernels (MaxPool::initial)
-# and onnxruntime's start from it: a window wholly in the padding gives -FLT_MAX.
+# The reductions start from -inf and taps in the padding count as -inf (the padding is left out, as ONNX
+# says): a window whose real elements are all -inf gives -inf (numpy), also beside padding (counting the
+# padding as -FLT_MAX gave -FLT_MAX there, a fuzz finding).  A window with no real element at all gives the
+# lowest finite value, -FLT_MAX, as Paddle's kernels (MaxPool::initial) start from it (``_empty_windows``).
 _MAX = nan_max(lambda dtype: tirx.const(float("-inf"), dtype), name="max_pool")
+
+
+def _has_real_tap(start, k: int, d: int, size) -> tirx.PrimExpr:
+    """Whether a window's taps start, start + d, ..., start + (k - 1) d along one axis reach [0, size)."""
+    first = tirx.Select(start >= 0, tirx.const(0, str(start.ty)), tirx.floordiv(d - 1 - start, d))
+    return tirx.all(first < k, start + first * d < size)
+
+
+def _empty_windows(pooled: te.Tensor, starts: Callable, kernel: list, dilation: list, hw: list) -> te.Tensor:
+    """``pooled`` with -FLT_MAX for each window that holds no real element (``starts(index)`` gives a
+    window's first row and column): an element-wise stage, added only where the padding allows such
+    windows (a pad at least the window's span, a ``ceil_mode`` window past the input)."""
+    lowest = te.min_value(pooled.dtype)
+
+    def pick(*index):
+        (sh_, sw_) = starts(index)
+        real = tirx.all(
+            _has_real_tap(sh_, kernel[0], dilation[0], hw[0]), _has_real_tap(sw_, kernel[1], dilation[1], hw[1])
+        )
+        return tirx.if_then_else(real, pooled(*index), lowest)
+
+    return te.compute(pooled.shape, pick, name="max_pool_empty_windows")
 
 
 def _neg_inf(dtype: str) -> tirx.PrimExpr:
@@ -138,7 +161,7 @@ def nan_max_pool2d_te(
     top, left = padding[0], padding[1]
     shape = list(x.shape)
     shape[h_axis], shape[w_axis] = out_hw
-    lowest = te.min_value(x.dtype)
+    outside = _neg_inf(x.dtype)
 
     def maximum(*index):
         rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
@@ -146,9 +169,13 @@ def nan_max_pool2d_te(
         real = tirx.all(hh >= 0, hh < h, ww >= 0, ww < w)
         at = list(index)
         at[h_axis], at[w_axis] = tirx.max(tirx.min(hh, h - 1), 0), tirx.max(tirx.min(ww, w - 1), 0)
-        return _MAX(tirx.if_then_else(real, x[tuple(at)], lowest), axis=[rh, rw])
+        return _MAX(tirx.if_then_else(real, x[tuple(at)], outside), axis=[rh, rw])
 
-    return te.compute(shape, maximum, name="max_pool2d")
+    pooled = te.compute(shape, maximum, name="max_pool2d")
+    span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    if max(top, padding[2]) < span_h and max(left, padding[3]) < span_w:
+        return pooled  # every window holds a real element (ONNX requires pads below the kernel)
+    return _empty_windows(pooled, lambda i: (i[h_axis] * sh - top, i[w_axis] * sw - left), [kh, kw], [dh, dw], [h, w])
 
 
 _TOPI_MAX_POOL2D = tvm.ir.Op.get("relax.nn.max_pool2d").get_attr("FLegalize")
@@ -177,11 +204,13 @@ def legalize_max_pool2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     )
 
 
-# Every LegalizeOps of the process (the CPU and GPU pipelines, tuning) lowers Relax's max pool NaN-aware.
-# Level 11 overrides TVM's own rule (level 10).  A reloaded module finds its first registration in place
-# (TVM refuses a second one at the same level), and that one already is this rule.
-with contextlib.suppress(tvm.error.InternalError):
-    tvm.ir.register_op_attr("relax.nn.max_pool2d", "FLegalize", legalize_max_pool2d, level=11)
+def _max_pool2d_rule(default: Callable) -> Callable:
+    return legalize_max_pool2d
+
+
+# Every pipeline of ours (the CPU and GPU pipelines, tuning) lowers Relax's max pool NaN-aware; TVM's own
+# rule stays as TVM ships it (targets/relax_passes.py).
+register_legalize("relax.nn.max_pool2d", _max_pool2d_rule)
 
 
 def _spec_size(size, before: int, after: int, k: int, s: int, ceil_mode: bool):
@@ -220,11 +249,12 @@ def _pool_te(
 
         def maximum(b, ch, i, j):
             rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
-            # From the lowest finite value, -FLT_MAX (an empty window keeps it); a NaN in the window gives NaN.
-            _, value = real_and_value(b, ch, i, j, rh, rw, te.min_value(dtype))
+            # Padding left out (-inf); a NaN in the window gives NaN; an empty window -FLT_MAX (below).
+            _, value = real_and_value(b, ch, i, j, rh, rw, _neg_inf(dtype))
             return _MAX(value, axis=[rh, rw])
 
-        return te.compute(shape, maximum, name="max_pool")
+        pooled = te.compute(shape, maximum, name="max_pool")
+        return _empty_windows(pooled, lambda i: (i[2] * sh - top, i[3] * sw - left), [kh, kw], [1, 1], [h, w])
 
     def total(b, ch, i, j):
         rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")

@@ -259,7 +259,9 @@ P = nna.Precision
 
 def max_with_index(x, windows_h, windows_w):
     """Paddle's max_pool2d_with_index loop: scan each window's real elements in row-major order and keep
-    the first strictly greater one, starting from -FLT_MAX with index -1; the index is h * W_in + w."""
+    the first strictly greater one; the index is h * W_in + w.  The padding is left out (ONNX): the first
+    real element starts the scan, so a window of -inf gives -inf at its first element; a window with no
+    real element gives -FLT_MAX and index -1 (Paddle's initial values)."""
     n, c, h, w = x.shape
     values = np.empty((n, c, len(windows_h), len(windows_w)), "float32")
     indices = np.empty(values.shape, "int64")
@@ -270,7 +272,7 @@ def max_with_index(x, windows_h, windows_w):
                     best, where = LOWEST, -1
                     for hh in range(max(h0, 0), min(h1, h)):
                         for ww in range(max(w0, 0), min(w1, w)):
-                            if x[b, ch, hh, ww] > best:
+                            if where == -1 or x[b, ch, hh, ww] > best:
                                 best, where = x[b, ch, hh, ww], hh * w + ww
                     values[b, ch, i, j], indices[b, ch, i, j] = best, where
     return values, indices
@@ -672,3 +674,18 @@ def test_pool2d_window_larger_than_an_input_known_at_execution(op):
         "exceeds the padded input",
         code=nna.ResultCode.INVALID_DIMENSIONS,
     )
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
+def test_max_pool2d_padding_is_left_out_beside_minus_infinity(ceil_mode):
+    """A window holding padding and real elements that are all -inf gives -inf: the padding is left out of
+    the maximum (ONNX), it is not the lowest finite value (which gave -FLT_MAX, a fuzz finding). A window
+    with no real element still gives -FLT_MAX (test_max_pool2d_indices_window_in_padding)."""
+    x = rand(1, 2, 4, 4, seed=21)
+    x[:, :, 0, :] = -np.inf  # the first row: every window of the first output row is padding + -inf
+    config = (4, 4, [2, 1], [2, 1], PAD.NONE, [1, 0, 0, 0])
+    inputs, expected = max_pool_index_case(config, ceil_mode, P.INT64, x=x)
+    assert (expected[0][:, :, 0] == -np.inf).all()
+    check_op(OP.MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
+    inputs[6] = b8([False])  # the TVM-sized path without indices
+    check_op(OP.MAX_POOL_2D, inputs, expected[0], rtol=0, atol=0)
