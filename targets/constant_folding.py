@@ -1,4 +1,4 @@
-"""Folding the kernels that read only constants (weight packing above all) with one LLVM build.
+"""Folding the kernels that read only constants (weight packing above all) at once, mostly by numpy.
 
 Relax's ``FoldConstant`` evaluates a ``call_tir`` whose arguments are all constants by building its
 PrimFunc on its own: one ``tirx.build`` and one LLVM module per distinct function, about a quarter of a
@@ -8,13 +8,20 @@ of compile time (53 packing kernels) and most of densenet121's.
 
 ``fold_constant_calls`` does the same evaluation at once: it collects every ``call_tir`` whose arguments
 are constants or results of such calls (BatchNormalization's parameters go through chains of five:
-reshape, add, rsqrt, multiply, transpose), builds the distinct PrimFuncs among them (``structural_equal``
-ones once) into one LLVM module at opt-level 0, and runs the calls in binding order, each result put in
-its call's place.  The weight packings of the CPU lowering (``cpu.compute.pack_*``), recognised by
-rebuilding that compute for the call's shapes and comparing structurally, are done by numpy instead:
-they only move numbers.  The module is structurally equal, constants included, to the one
-``FoldConstant`` alone gives (checked on squeezenet, resnet50, densenet121; ``tests/test_compile_time``);
-``FoldConstant`` still runs after it for anything else (tuples, shape values).
+reshape, add, rsqrt, multiply, transpose) and runs them in binding order, each result put in its call's
+place.  Most never reach LLVM:
+
+- the weight packings of the CPU lowering (``cpu.compute.pack_*``), recognised by rebuilding that
+  compute for the call's shapes and comparing structurally, are done by numpy's reshape and transpose;
+- a kernel that is one spatial block storing ``out[v0, ..., vn] = expr``, where ``expr`` holds only loads
+  at integer indices, IEEE arithmetic (+, -, *, /, sqrt, rsqrt as 1 / sqrt), comparisons, selects and
+  casts, is evaluated by numpy over the index grid: those operations round the same in numpy and in
+  LLVM without fast-math (``exp`` and the like are left out: libm and numpy may differ in the last bit);
+- the rest are built, the distinct ones (``structural_equal``) once, into one LLVM module at opt-level 0.
+
+The module is structurally equal, constants included (a one-ulp difference breaks that), to the one
+``FoldConstant`` alone gives: checked on squeezenet, resnet50 and densenet121, and in
+``tests/test_compile_time``.  ``FoldConstant`` still runs after it for anything left (tuples, shape values).
 """
 
 from __future__ import annotations
@@ -94,6 +101,177 @@ def _numpy_packing(func: tirx.PrimFunc, source: tuple[tuple[int, ...], str], out
     return pack if tvm_ffi.structural_equal(reference, func) else None
 
 
+# -- numpy for one-block element-wise kernels (BatchNormalization's parameters, reshapes, transposes) --------
+
+_FLOATS = ("float32", "float64")
+# IEEE operations: numpy and LLVM (no fast-math) round each the same way. exp, log, ... are not here:
+# numpy's and libm's implementations may differ in the last bit.
+_FLOAT_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
+_INT_BINARY = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "FloorDiv": np.floor_divide,
+    "FloorMod": np.mod,
+    "Min": np.minimum,
+    "Max": np.maximum,
+}
+_COMPARE = {
+    "LT": np.less,
+    "LE": np.less_equal,
+    "GT": np.greater,
+    "GE": np.greater_equal,
+    "EQ": np.equal,
+    "NE": np.not_equal,
+}
+
+
+class _Unsupported(Exception):
+    """A kernel the numpy evaluator does not take (LLVM folds it instead)."""
+
+
+def _elementwise_parts(func: tirx.PrimFunc) -> tuple[list, list[int], object] | None:
+    """A kernel that is one spatial block over a plain loop nest, storing ``out[v0, ..., vn] = expr``: its
+    iteration variables, their extents and the store; else None."""
+    root = func.body
+    if not hasattr(root, "block") or root.block.name_hint != "root" or list(root.block.alloc_buffers):
+        return None
+    loops, node = [], root.block.body
+    while isinstance(node, tirx.For):
+        if not (isinstance(node.min, tirx.IntImm) and node.min.value == 0 and isinstance(node.extent, tirx.IntImm)):
+            return None
+        loops.append(node)
+        node = node.body
+    if not hasattr(node, "block") or not hasattr(node, "iter_values"):
+        return None
+    block = node.block
+    predicate = node.predicate
+    if block.init is not None or list(block.alloc_buffers) or list(block.match_buffers):
+        return None
+    if not (isinstance(predicate, tirx.IntImm) and predicate.value == 1) or len(node.iter_values) != len(loops):
+        return None
+    if any(not value.same_as(loop.loop_var) for value, loop in zip(node.iter_values, loops)):
+        return None
+    store = block.body
+    if not isinstance(store, tirx.BufferStore):
+        return None
+    variables = [iv.var for iv in block.iter_vars]
+    if any(str(iv.iter_type) not in ("0", "DataPar") for iv in block.iter_vars):
+        return None
+    if len(store.indices) != len(variables) or any(not i.same_as(v) for i, v in zip(store.indices, variables)):
+        return None
+    return variables, [int(loop.extent.value) for loop in loops], store
+
+
+def _evaluate(expr: object, env: dict, buffers: dict) -> object:
+    kind = type(expr).__name__
+    ty = getattr(expr, "ty", None)
+    dtype = str(getattr(ty, "dtype", ty))
+    if kind == "Var":
+        if expr in env:
+            return env[expr]
+        raise _Unsupported(f"free variable {expr}")
+    if kind in ("IntImm", "FloatImm"):
+        return np.array(expr.value, dtype)
+    if kind == "TensorLoad":
+        array = buffers.get(expr.source)
+        if array is None:
+            raise _Unsupported("a load from a buffer that is not a parameter")
+        index = tuple(np.asarray(_evaluate(i, env, buffers)) for i in expr.indices)
+        if any(i.dtype.kind not in "iu" for i in index):
+            raise _Unsupported("a non-integer index")
+        return array[index]
+    if kind == "Cast":
+        value = np.asarray(_evaluate(expr.value, env, buffers))
+        if value.dtype.kind == "f" and dtype not in _FLOATS:
+            raise _Unsupported("a float to integer cast")
+        return value.astype(dtype)
+    if kind == "Select":
+        condition = _evaluate(expr.condition, env, buffers)
+        return np.where(condition, _evaluate(expr.true_value, env, buffers), _evaluate(expr.false_value, env, buffers))
+    if kind in _COMPARE:
+        return _COMPARE[kind](_evaluate(expr.a, env, buffers), _evaluate(expr.b, env, buffers))
+    if kind in _FLOAT_BINARY or kind in _INT_BINARY:
+        table = _FLOAT_BINARY if dtype in _FLOATS else _INT_BINARY if dtype.startswith(("int", "uint")) else {}
+        if kind not in table:
+            raise _Unsupported(f"{kind} on {dtype}")
+        a, b = _evaluate(expr.a, env, buffers), _evaluate(expr.b, env, buffers)
+        return np.asarray(table[kind](a, b)).astype(dtype, copy=False)
+    if kind == "Call" and dtype in _FLOATS:
+        name = str(expr.op.name) if hasattr(expr.op, "name") else ""
+        if name == "tirx.sqrt":
+            return np.sqrt(_evaluate(expr.args[0], env, buffers))
+        if name == "tirx.rsqrt":
+            x = np.asarray(_evaluate(expr.args[0], env, buffers))
+            return (np.array(1, x.dtype) / np.sqrt(x)).astype(dtype, copy=False)
+    raise _Unsupported(kind)
+
+
+def _check(expr: object, variables: set, inputs: set) -> None:
+    """Raises ``_Unsupported`` unless ``_evaluate`` takes every node of ``expr`` (checked before building, so
+    that a kernel numpy cannot run goes to LLVM with the rest)."""
+    kind = type(expr).__name__
+    ty = getattr(expr, "ty", None)
+    dtype = str(getattr(ty, "dtype", ty))
+    children: list = []
+    if kind == "Var":
+        if expr not in variables:
+            raise _Unsupported(f"free variable {expr}")
+    elif kind in ("IntImm", "FloatImm"):
+        pass
+    elif kind == "TensorLoad":
+        if expr.source not in inputs:
+            raise _Unsupported("a load from a buffer that is not a parameter")
+        children = list(expr.indices)
+    elif kind == "Cast":
+        source = getattr(expr.value.ty, "dtype", expr.value.ty)
+        if str(source) in _FLOATS and dtype not in _FLOATS:
+            raise _Unsupported("a float to integer cast")
+        children = [expr.value]
+    elif kind == "Select":
+        children = [expr.condition, expr.true_value, expr.false_value]
+    elif kind in _COMPARE:
+        children = [expr.a, expr.b]
+    elif kind in _FLOAT_BINARY or kind in _INT_BINARY:
+        table = _FLOAT_BINARY if dtype in _FLOATS else _INT_BINARY if dtype.startswith(("int", "uint")) else {}
+        if kind not in table:
+            raise _Unsupported(f"{kind} on {dtype}")
+        children = [expr.a, expr.b]
+    elif kind == "Call" and dtype in _FLOATS and str(getattr(expr.op, "name", "")) in ("tirx.sqrt", "tirx.rsqrt"):
+        children = list(expr.args)
+    else:
+        raise _Unsupported(kind)
+    for child in children:
+        _check(child, variables, inputs)
+
+
+def _numpy_elementwise(func: tirx.PrimFunc) -> Callable | None:
+    """numpy's evaluation of a one-block element-wise kernel (``_elementwise_parts``) built only of IEEE
+    arithmetic, comparisons, selects, casts and loads at integer indices; None for any other kernel."""
+    parts = _elementwise_parts(func)
+    if parts is None or not func.params:
+        return None
+    variables, extents, store = parts
+    *inputs, output = list(func.params)
+    if not store.buffer.same_as(output) or str(output.dtype) not in (*_FLOATS, "bool"):
+        return None
+    try:
+        _check(store.value, set(variables), set(inputs))
+    except _Unsupported:
+        return None
+
+    def run(*arrays: np.ndarray) -> np.ndarray:
+        grids = np.indices(extents, dtype="int64", sparse=True) if extents else ()
+        env = dict(zip(variables, grids))
+        buffers = dict(zip(inputs, arrays))
+        value = np.asarray(_evaluate(store.value, env, buffers))
+        if value.dtype != np.dtype(str(output.dtype)):
+            raise _Unsupported(f"a {value.dtype} value stored as {output.dtype}")
+        return np.ascontiguousarray(np.broadcast_to(value, extents))
+
+    return run
+
+
 def _foldable(call: object, is_constant: Callable[[relax.Expr], bool]) -> tuple[relax.GlobalVar, tuple] | None:
     """``call``'s function and output (shape, dtype) when it is a ``call_tir`` with a static tensor output
     whose every argument ``is_constant``; else None."""
@@ -108,6 +286,18 @@ def _foldable(call: object, is_constant: Callable[[relax.Expr], bool]) -> tuple[
         return None
     out = _static_tensor_type(call.ty_args[0])
     return None if out is None else (gvar, out)
+
+
+def _numpy_kernel(func: tirx.PrimFunc, args: list, out: tuple[int, ...]) -> Callable | None:
+    """``evaluate(arrays, out_shape)`` by numpy for a weight packing or a one-block element-wise kernel;
+    None where LLVM must build it."""
+    if len(args) == 1:
+        source = _static_tensor_type(args[0].ty)
+        pack = _numpy_packing(func, source, out) if source else None
+        if pack is not None:
+            return lambda arrays, shape, pack=pack: pack(arrays[0], shape)
+    run = _numpy_elementwise(func)
+    return None if run is None else (lambda arrays, shape, run=run: run(*arrays))
 
 
 def _collect(mod: tvm.IRModule) -> tuple[dict[str, tirx.PrimFunc], dict[str, Callable]]:
@@ -137,11 +327,9 @@ def _collect(mod: tvm.IRModule) -> tuple[dict[str, tirx.PrimFunc], dict[str, Cal
                 if isinstance(callee, tirx.PrimFunc):
                     name = found[0].name_hint
                     if name not in wanted and name not in packers:
-                        args = value.args[1].fields
-                        shape = _static_tensor_type(args[0].ty) if len(args) == 1 else None
-                        packer = _numpy_packing(callee, shape, found[1][0]) if shape else None
-                        if packer is not None:
-                            packers[name] = packer
+                        evaluate = _numpy_kernel(callee, value.args[1].fields, found[1][0])
+                        if evaluate is not None:
+                            packers[name] = evaluate
                         else:
                             wanted[name] = callee
                     pending.add(binding.var)
@@ -169,12 +357,19 @@ class _Folder(relax.PyExprMutator):
         call = super().visit_call_(call)
         found = _foldable(call, lambda a: self._constant(a) is not None)
         name = None if found is None else found[0].name_hint
-        packer = self.packers.get(name)
-        if packer is not None:
-            self.folded += 1
+        evaluate = self.packers.get(name)
+        if evaluate is not None:
             shape, dtype = found[1]
-            packed = np.ascontiguousarray(packer(self._constant(call.args[1].fields[0]).value.numpy(), shape))
-            return relax.const(packed, dtype)
+            arrays = [self._constant(a).value.numpy() for a in call.args[1].fields]
+            try:
+                result = np.ascontiguousarray(evaluate(arrays, shape))
+            except (_Unsupported, IndexError, ValueError, TypeError) as err:  # FoldConstant folds it after us
+                log.debug("constant folding: numpy left %s to FoldConstant (%s)", name, err)
+                return call
+            if result.shape != tuple(shape) or result.dtype != np.dtype(dtype):
+                return call
+            self.folded += 1
+            return relax.const(result, dtype)
         symbol = self.symbols.get(name)
         if symbol is None or self.lib is None:
             return call

@@ -237,3 +237,31 @@ def test_run_verbose_prints_the_phases(tmp_path, capsys, cached):
         for name in (phases.IMPORT, phases.FOLD, phases.SCHEDULE, phases.TIR, phases.CODEGEN, phases.EXPORT):
             assert name in out
         assert "total" in out
+
+
+def test_elementwise_constant_kernels_fold_by_numpy_to_foldconstants_bits(monkeypatch):
+    """Reshape, transpose, broadcast add of a scalar, rsqrt, multiply, where and a cast on constants: numpy
+    evaluates them (no LLVM build), to the same bits as FoldConstant's LLVM-built kernels."""
+    v = RNG.uniform(0.1, 2.0, (1, 24, 1, 1)).astype("float32")
+    g = RNG.standard_normal(24).astype("float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, 1, 1, 24], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            s = bb.emit(relax.op.rsqrt(relax.op.add(relax.const(v), relax.const(np.float32(1e-5)))))
+            s = bb.emit(relax.op.multiply(s, relax.op.reshape(relax.const(g), [1, 24, 1, 1])))
+            s = bb.emit(relax.op.where(relax.op.greater(s, relax.const(np.float32(0))), s, relax.op.negative(s)))
+            t = bb.emit(relax.op.astype(relax.op.permute_dims(s, [0, 2, 3, 1]), "float64"))
+            out = bb.emit_output(relax.op.multiply(relax.op.astype(x, "float64"), t))
+        bb.emit_func_output(out)
+    legalized = relax.transform.LegalizeOps()(bb.finalize())
+
+    def no_build(wanted):
+        raise AssertionError(f"LLVM asked to build {sorted(wanted)}")
+
+    monkeypatch.setattr(constant_folding, "_build", no_build)
+    ours = relax.transform.FoldConstant()(constant_folding.fold_constant_calls(legalized))
+    theirs = relax.transform.FoldConstant()(legalized)
+    assert tvm_ffi.structural_equal(ours, theirs)
+    bindings = [b.value for block in ours["main"].body.blocks for b in block.bindings]
+    assert sum(isinstance(b, relax.Call) for b in bindings) == 2  # x's cast and the product: all else folded
