@@ -295,6 +295,8 @@ class OpArgs:
         if known:
             return expr
         where = f" {self.name(i)}" if i is not None else ""
+        if not isinstance(expr, relax.Var):  # a call not yet emitted has no type to guard (MAT_MUL's transpose)
+            expr = self._ctx.bb.emit(expr)
         return self._ctx.require(self.castable(expr), condition, f"{self.operation.describe()}{where}: {message}")
 
     def check_value(self, value: relax.Expr, condition: Callable[[tirx.Var], Any], message: str, i: Key) -> None:

@@ -218,3 +218,23 @@ def test_mat_mul_reduction_lengths_checked_at_execution():
         "reduction lengths of x [2, ?] and y [?, 3]",
         code=nna.ResultCode.INVALID_DIMENSIONS,
     )
+
+
+@pytest.mark.parametrize("transpose_y", [False, True])
+def test_mat_mul_reduction_length_unknown_on_one_side(transpose_y):
+    """K known only at execution in x and static in y (transposed or not): the lengths are checked at
+    execution before the product runs. With transpose_y, the guard is on the transposed y, which was an
+    expression not yet emitted (an AttributeError instead of a compile, found in a Scan body by the fuzzer)."""
+    from dynutil import check_sizes, compile_op, execute
+
+    y = rand(5, 4, seed=21) if transpose_y else rand(4, 5, seed=21)
+    ins = [In(rand(3, 4, seed=20), dims=[3, nna.UNKNOWN]), f32(y), b8([False]), b8([transpose_y])]
+    compilation = compile_op(OP.MAT_MUL, ins, [Out(dims=[3, 5])])
+    x = rand(3, 4, seed=22)
+    check_sizes(compilation, [([x], [_matmul_ref(x, y, False, transpose_y)])], **TOL)
+    expect_error(
+        lambda: execute(compilation, [rand(3, 6)]),
+        "MAT_MUL",
+        "differ at execution",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
