@@ -89,6 +89,21 @@ CASES = {
         {"x": np.arange(6, dtype=F32).reshape(2, 3), "i": np.array([[1, 0], [-1, -2], [0, 1]])},
         None,
     ),
+    "Pad by fed negative pads (onnxruntime crops)": (
+        _one_node("Pad", [X23, ("p", T.INT64, [4])], ["y"]),
+        {"x": np.arange(6, dtype=F32).reshape(2, 3), "p": np.array([0, 1, 0, -1])},
+        None,
+    ),
+    "Pad by fed pads, negative and positive on one axis, reflect": (
+        _one_node("Pad", [("x", T.FLOAT, [3, 5]), ("p", T.INT64, [4])], ["y"], mode="reflect"),
+        {"x": np.arange(15, dtype=F32).reshape(3, 5), "p": np.array([1, -2, 0, 1])},
+        None,
+    ),
+    "Pad by fed pads removing more than the axis holds": (
+        _one_node("Pad", [X23, ("p", T.INT64, [4])], ["y"]),
+        {"x": np.ones((2, 3), F32), "p": np.array([0, -2, 0, -2])},
+        "'pads'",
+    ),
     "GatherND index past the last axis": (
         _one_node("GatherND", [X23, ("i", T.INT64, [2, 2])], ["y"]),
         {"x": np.ones((2, 3), F32), "i": np.array([[0, 5], [1, 2]])},

@@ -43,8 +43,9 @@ class HostNode:
         if rewrite:
             inputs = rewrite(self.node, inputs)
         own = _OWN.get(self.node.op_type)
-        if own:
-            return own(self.node, inputs)
+        result = own(self.node, inputs) if own else None
+        if result is not None:
+            return result
         feeds = dict(zip(self._names, [x for x in inputs if x is not None]))
         try:
             results = self._evaluator.run(None, feeds)
@@ -128,8 +129,42 @@ def _gather_elements(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) 
     return [data[tuple(where)]]
 
 
-# Ops computed here instead of by onnx's evaluator, where its implementation is narrower than the spec.
-_OWN = {"GatherElements": _gather_elements}
+def _pad(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray] | None:
+    """ONNX Pad (opset 11 on: pads, constant_value and axes as inputs) with negative pads, which remove
+    elements (onnxruntime crops; onnx's evaluator refuses "index can't contain negative values"): the
+    negative parts crop first, then the rest pads in the node's mode.  None (the evaluator's) before
+    opset 11, where the pads are an attribute."""
+    if len(node.input) < 2 or not node.input[1]:
+        return None
+    if len(inputs) != len(node.input):  # at execution the omitted inputs are not passed: put them back
+        given = iter(inputs)
+        inputs = [next(given) if name else None for name in node.input]
+    data = np.asarray(inputs[0])
+    pads = np.reshape(np.asarray(inputs[1]), -1).astype(np.int64)
+    value = inputs[2] if len(inputs) > 2 and inputs[2] is not None and np.size(inputs[2]) else None
+    axes = np.reshape(inputs[3], -1) if len(inputs) > 3 and inputs[3] is not None else np.arange(data.ndim)
+    mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "constant")
+    label = f"Pad '{node.name or node.output[0]}'"
+    if pads.size != 2 * axes.size:
+        fail(f"{label}: input 1 'pads' holds {pads.size} values, expected {2 * axes.size} (two per axis)")
+    before, after = [0] * data.ndim, [0] * data.ndim
+    for i, axis in enumerate(axes):
+        axis = int(axis) + data.ndim if axis < 0 else int(axis)
+        before[axis], after[axis] = int(pads[i]), int(pads[axes.size + i])
+    crop = tuple(slice(max(-b, 0), d - max(-a, 0)) for b, a, d in zip(before, after, data.shape))
+    if any(max(-b, 0) + max(-a, 0) > d for b, a, d in zip(before, after, data.shape)):
+        fail(f"{label}: input 1 'pads' {pads.tolist()} remove more elements than the input {list(data.shape)} has")
+    cropped = data[crop]
+    widths = [(max(b, 0), max(a, 0)) for b, a in zip(before, after)]
+    if mode == "constant":
+        fill = np.asarray(value).reshape(()).astype(data.dtype) if value is not None else data.dtype.type(0)
+        return [np.pad(cropped, widths, mode="constant", constant_values=fill)]
+    return [np.pad(cropped, widths, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])]
+
+
+# Ops computed here instead of by onnx's evaluator, where its implementation is narrower than the spec
+# (a function returning None leaves the node to the evaluator).
+_OWN = {"GatherElements": _gather_elements, "Pad": _pad}
 
 
 def _domain_version(node: onnx.NodeProto) -> int:
