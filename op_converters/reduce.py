@@ -115,6 +115,11 @@ def _float_max(x: te.Tensor, axes: list[int], keepdim: bool) -> te.Tensor:
     """The max over ``axes`` starting from -inf (TVM's max starts from the lowest finite value, which would
     turn a row of -inf, a fully masked attention row, into -3.4e38), NaN where a NaN is reduced."""
     reducer = nan_max(lambda t: tirx.const(float("-inf"), t), name="max_inf")
+    return _reduce_over(x, axes, keepdim, lambda value, raxes: reducer(value, axis=raxes), "reduce_max")
+
+
+def _reduce_over(x: te.Tensor, axes, keepdim: bool, reduce: Callable, name: str) -> te.Tensor:
+    """``reduce(x[index], reduce_axes)`` over ``axes`` of ``x`` (kept as 1s with ``keepdim``)."""
     rank = len(x.shape)
     raxes = {a: te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes}
     out_shape = [1 if a in raxes else x.shape[a] for a in range(rank) if keepdim or a not in raxes]
@@ -129,9 +134,9 @@ def _float_max(x: te.Tensor, axes: list[int], keepdim: bool) -> te.Tensor:
                 full.append(raxes[a])
             else:
                 full.append(next(outer))
-        return reducer(x[tuple(full)], axis=list(raxes.values()))
+        return reduce(x[tuple(full)], list(raxes.values()))
 
-    return te.compute(out_shape, body, name="reduce_max")
+    return te.compute(out_shape, body, name=name)
 
 
 @converter(O.REDUCE_MAX, O.REDUCE_MEAN, O.REDUCE_SUM)
@@ -223,22 +228,8 @@ def _wide_sum(x: te.Tensor, axis, keepdims: bool, mean: bool) -> te.Tensor:
     rounded to float32 once, in one kernel (a reduction stage and its cast)."""
     rank = len(x.shape)
     axes = sorted({int(a) % rank for a in axis}) if axis is not None else list(range(rank))
-    raxes = {a: te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes}
-    out_shape = [1 if a in raxes else x.shape[a] for a in range(rank) if keepdims or a not in raxes]
-
-    def body(*index):
-        outer = iter(index)
-        full = []
-        for a in range(rank):
-            if a in raxes:
-                if keepdims:
-                    next(outer)
-                full.append(raxes[a])
-            else:
-                full.append(next(outer))
-        return te.sum(x[tuple(full)].astype(_WIDE), axis=list(raxes.values()))
-
-    total = te.compute(out_shape, body, name="sum_wide")
+    total = _reduce_over(x, axes, keepdims, lambda value, raxes: te.sum(value.astype(_WIDE), axis=raxes), "sum_wide")
+    out_shape = list(total.shape)
     count = 1
     for a in axes:
         count = count * x.shape[a]

@@ -365,6 +365,19 @@ def test_a_genuine_difference_still_differs(monkeypatch) -> None:
     assert outcome.status == "differs" and "got np.float32(2.5)" in outcome.detail, outcome
 
 
+def _one_float_node(op: str, shape: tuple, **attrs):
+    """A model of one ``op`` node from float input x of ``shape`` to y."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], **attrs)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 POOLS = [
     {"kernel_shape": [3, 2], "pads": [1, 0, 2, 1], "strides": [1, 1]},
     {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2], "ceil_mode": 1},
@@ -380,18 +393,10 @@ def test_definition_max_pool_matches_onnxruntime_without_nan(attrs: dict) -> Non
     no NaN is involved: window sizes, padding, dilations and ceil_mode's dropped last window."""
     import numpy as np
     import onnxruntime as ort
-    from onnx import TensorProto, helper
 
     rank = len(attrs["kernel_shape"])
     x = np.random.default_rng(0).uniform(-3, 3, (2, 3, *(7, 8)[:rank])).astype("float32")
-    node = helper.make_node("MaxPool", ["x"], ["y"], **attrs)
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = _one_float_node("MaxPool", x.shape, **attrs)
     (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
     np.testing.assert_array_equal(fuzz_onnx.max_pool(x, **attrs), want)
 
@@ -402,18 +407,10 @@ def test_definition_lrn_matches_onnxruntime_on_finite_values(size: int) -> None:
     onnxruntime on finite values, with more channels than the batch."""
     import numpy as np
     import onnxruntime as ort
-    from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
 
     x = np.random.default_rng(1).uniform(-3, 3, (1, 5, 3, 4)).astype("float32")
-    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.01, beta=0.75, bias=1.0)
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = _one_float_node("LRN", x.shape, size=size, alpha=0.01, beta=0.75, bias=1.0)
     (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
     (got,) = ReferenceEvaluator(model, new_ops=fuzz_onnx.nan_propagating_ops(17)).run(None, {"x": x})
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
