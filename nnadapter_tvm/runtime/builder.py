@@ -8,8 +8,9 @@ import tvm
 from tvm import relax, tirx
 from tvm.tirx.analysis import undefined_vars
 
-# Added to the value's dimension in a guard's ``select`` where equality fails: far beyond any check number,
-# so that RuntimeCheck.numbered does not take TVM's "(d vs. d + GUARD_OFFSET)" for one of the recorded checks.
+# Added to the value's dimension in a guard's ``select`` where equality fails when the operation emitting it
+# recorded no run-time check: far beyond any check number, so that RuntimeCheck.numbered does not take TVM's
+# "(d vs. d + GUARD_OFFSET)" for another operation's check.
 GUARD_OFFSET = 1 << 40
 
 
@@ -30,8 +31,8 @@ class ConvertBlockBuilder(relax.BlockBuilder):
 
     So each binding a cast would make is followed through the bindings this builder made before; where it
     leads back to its own variable (always an already defined one: it occurs in a value), that position
-    becomes a guard, ``select(N == d, d, d + GUARD_OFFSET)`` (equal to the value's ``d`` exactly when ``N ==
-    d``, as ``ConvertContext.require``'s guards are), and a no-copy view gives the result the pattern's
+    becomes a guard, ``select(N == d, d, d + k)`` (equal to the value's ``d`` exactly when ``N == d``, as
+    ``ConvertContext.require``'s guards are; k: see ``checks``), and a no-copy view gives the result the pattern's
     shape.  The execution fails at the guard where the sizes differ; every other cast is emitted as it is.
     The test is conservative: some such cycles compile (``n := m + 1``, ``m := n - 1``, which the
     simplifier folds to ``n``), but all are guarded rather than bisected against TVM's simplifier.
@@ -41,6 +42,12 @@ class ConvertBlockBuilder(relax.BlockBuilder):
         super().__init__(mod)
         # TIR variable -> the dimension a match_cast of this builder bound it to (other than itself).
         self._bound: dict[tirx.Var, tirx.PrimExpr] = {}
+        # The conversion's recorded run-time checks, and how many there were when the operation being
+        # converted began (convert.py sets both): a guard emitted for an operation that recorded a check
+        # (ADD's "must equal", recorded just before its cast) adds that check's number k, so that a failed
+        # execution names it (RuntimeCheck.numbered reads k from TVM's "(d vs. d + k)").
+        self.checks: list | None = None
+        self.operation_checks_from = 0
 
     def match_cast(self, value: relax.Expr, ty: relax.Type, name_hint: str = "") -> relax.Var:
         value = self.normalize(value)
@@ -48,11 +55,13 @@ class ConvertBlockBuilder(relax.BlockBuilder):
         if pattern is None or found is None or len(pattern) != len(found):
             return super().match_cast(value, ty, name_hint)
         guarded, cyclic = list(pattern), False
+        recorded = len(self.checks) if self.checks is not None else 0
+        offset = recorded if recorded > self.operation_checks_from else GUARD_OFFSET
         for i, (p, f) in enumerate(zip(pattern, found)):
             if not isinstance(p, tirx.Var) or (isinstance(f, tirx.Var) and f.same_as(p)):
                 continue
             if self._leads_to(f, p):
-                guarded[i] = tirx.Select(p == f, f, f + GUARD_OFFSET)
+                guarded[i] = tirx.Select(p == f, f, f + offset)
                 cyclic = True
             else:
                 # CanonicalizeBindings keeps a variable's first binding (later ones are checked against it).

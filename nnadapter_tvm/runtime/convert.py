@@ -252,12 +252,14 @@ def convert_subgraph(
     named: dict[str, tirx.Var] = {}
     params = [input_var(o, i, named) for i, o in enumerate(inputs)]
     ctx = ConvertContext(bb)
+    bb.checks = ctx.checks
     with bb.function("main", params):
         with bb.dataflow():
             for operand, var in zip(inputs, params):
                 ctx.bind(operand, var)
             for op in operations:
                 convert_fn = op_converters.get_converter(op.type)
+                bb.operation_checks_from = len(ctx.checks)
                 try:
                     args = OpArgs(op, ctx)
                     _bind_outputs(ctx, op, convert_fn(args))
