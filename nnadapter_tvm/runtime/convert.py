@@ -37,7 +37,8 @@ class ConvertContext:
 
         The guard is a match_cast (on the host, on every target) asserting that dimension 0 equals
         ``select(condition, d0, d0 + k)``, followed by a no-copy view back to the original type (a second
-        match_cast there crashes TVM 0.27's compiler).  ``k`` is the check's number (1, 2, ...): where the
+        match_cast there would bind d0 to the select, which holds d0: TVM 0.27's CanonicalizeBindings recurses
+        without end on that, see runtime/builder.py).  ``k`` is the check's number (1, 2, ...): where the
         condition cannot be evaluated from the inputs' dimensions afterwards (a dimension read from data,
         like FILL's), TVM's "(d0 vs. d0 + k)" still says which check failed (``RuntimeCheck.numbered``).
         The caller decides what a condition already false at compile time means.
