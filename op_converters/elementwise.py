@@ -8,7 +8,7 @@ import tvm
 from tvm import relax, te, tirx
 
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import broadcast_unknown, check_broadcast, fuse
+from nnadapter_tvm.op_converters.helpers import broadcast_unknown, check_broadcast, fuse, same_float_operand
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 
@@ -42,12 +42,27 @@ def binary(args: OpArgs) -> relax.Expr:
     y = _unify_unknown_dims(args, x, y)
     if args.type == O.POW and str(x.ty.dtype).startswith(("int", "uint")):
         return fuse(args, _int_power(args, x, y))
+    if args.type in (O.SUB, O.DIV) and same_float_operand(args):
+        return fuse(args, _self_difference(x) if args.type == O.SUB else _self_ratio(x))
     if args.type in (O.MAX, O.MIN) and str(x.ty.dtype).startswith(("float", "bfloat")):
         # NaN in either input gives NaN, as numpy's maximum/minimum: TVM's max(a, b) passes a NaN b
         # through (see helpers.clamp), so y's NaN is the one that needs the explicit test.
         out = relax.op.where(relax.op.isnan(y), y, _BINARY[args.type](y, x))
         return fuse(args, out)
     return fuse(args, _BINARY[args.type](x, y))
+
+
+def _self_difference(x: relax.Expr) -> relax.Expr:
+    """x - x by IEEE (``same_float_operand``): +0 where x is finite, NaN where it is +-inf or NaN."""
+    dtype = str(x.ty.dtype)
+    return relax.op.where(relax.op.isfinite(x), relax.const(0.0, dtype), relax.const(float("nan"), dtype))
+
+
+def _self_ratio(x: relax.Expr) -> relax.Expr:
+    """x / x by IEEE (``same_float_operand``): 1 where x is finite and not 0, else NaN (0 / 0, inf / inf)."""
+    dtype = str(x.ty.dtype)
+    usable = relax.op.logical_and(relax.op.isfinite(x), relax.op.not_equal(x, relax.const(0.0, dtype)))
+    return relax.op.where(usable, relax.const(1.0, dtype), relax.const(float("nan"), dtype))
 
 
 def _unify_unknown_dims(args: OpArgs, x: relax.Expr, y: relax.Expr) -> relax.Expr:

@@ -236,6 +236,17 @@ def _broadcast_to_static(args: OpArgs, x: relax.Expr, xs: list, static: list, i:
     return args.emit_te(compute, x)
 
 
+def same_float_operand(args: OpArgs) -> bool:
+    """Whether ``input0`` and ``input1`` are one float operand (Sub(d, d), Equal(d, d)).
+
+    TVM's arithmetic simplifier folds ``e - e`` to 0, ``e / e`` to 1 and ``e == e`` to true for floats too
+    (not IEEE: NaN and infinities give NaN, and NaN == NaN is false), and once a producer is fused into
+    its consumer both operands are the same expression.  Converters of such operations compute the IEEE
+    result from the operand instead (a fuzz finding: Sub(Div(x, Relu(x)), itself) gave 0 where x <= 0)."""
+    a, b = args.operand("input0"), args.operand("input1")
+    return a is b and args.input_type("input0").dtype.startswith(("float", "bfloat"))
+
+
 def at_least_1d(expr: relax.Expr, rank: int) -> relax.Expr:
     """``expr`` (of rank ``rank``) reshaped to [1] where it has rank 0.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tvm import relax
 
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import broadcast_unknown, check_broadcast
+from nnadapter_tvm.op_converters.helpers import broadcast_unknown, check_broadcast, same_float_operand
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 
@@ -16,6 +16,13 @@ _COMPARE = {
     O.GREATER_EQUAL: relax.op.greater_equal,
     O.LESS: relax.op.less,
     O.LESS_EQUAL: relax.op.less_equal,
+}
+
+_SELF_COMPARE = {
+    O.EQUAL: relax.op.logical_not,
+    O.GREATER_EQUAL: relax.op.logical_not,
+    O.LESS_EQUAL: relax.op.logical_not,
+    O.NOT_EQUAL: lambda nan: nan,
 }
 
 _LOGICAL = {
@@ -38,6 +45,10 @@ def compare(args: OpArgs) -> relax.Expr:
     """
     check_broadcast(args, ["input0", "input1"])
     x, y = broadcast_unknown(args, ["input0", "input1"])
+    if args.type in _SELF_COMPARE and same_float_operand(args):
+        # x <op> x by IEEE: ==, >=, <= are true where x is not NaN, != where it is (> and < are false either way).
+        nan = relax.op.isnan(x)
+        return _SELF_COMPARE[args.type](nan)
     if str(x.ty.dtype) == "bool":
         # Compare booleans as 0/1 integers: TVM's llvm codegen fails on bool tensor compares.
         x, y = relax.op.astype(x, "int8"), relax.op.astype(y, "int8")

@@ -409,3 +409,38 @@ def test_unknown_dimension_broadcasts_against_a_static_one(op):
     expect_error(
         lambda: execute(compilation, [bad]), op.name, "must each be 1 or match", code=nna.ResultCode.INVALID_DIMENSIONS
     )
+
+
+SELF_OPS = {
+    OP.SUB: lambda d: d - d,
+    OP.DIV: lambda d: d / d,
+    OP.EQUAL: lambda d: d == d,
+    OP.NOT_EQUAL: lambda d: d != d,
+    OP.GREATER_EQUAL: lambda d: d >= d,
+    OP.LESS_EQUAL: lambda d: d <= d,
+}
+
+
+@pytest.mark.parametrize("op", list(SELF_OPS), ids=lambda o: o.name)
+def test_an_operand_with_itself_follows_ieee(op):
+    """SUB/DIV/comparisons of one operand with itself, that operand computed in the same kernel (EXP of
+    x): TVM's simplifier folds e - e to 0, e / e to 1, e == e to true once the producer is inlined, which
+    is wrong where e is inf or NaN (a fuzz finding: Sub(Div(x, Relu(x)), itself)). Against numpy."""
+    P = nna.Precision
+    x = np.array([0.5, -1.0, 100.0, np.inf, -np.inf, np.nan, 0.0, -800.0], "float32")
+    model = nna.Model()
+    xi = model.add_operand(nna.OperandType(P.FLOAT32, [8]))
+    d = model.add_operand(nna.OperandType(P.FLOAT32, [8]))
+    model.add_operation(OP.EXP, [xi], [d])
+    boolean = op not in (OP.SUB, OP.DIV)
+    y = model.add_operand(nna.OperandType(P.BOOL8 if boolean else P.FLOAT32, [8]))
+    extra = [] if boolean else [model.add_operand(nna.OperandType(P.INT32, []))]
+    for operand in extra:
+        model.set_operand_value(operand, np.array(0, "int32"))
+    model.add_operation(op, [d, d, *extra], [y])
+    model.identify_inputs_and_outputs([xi], [y])
+    model.finish()
+    (got,) = run_model(model, [x])
+    with np.errstate(all="ignore"):
+        want = SELF_OPS[op](np.exp(x))
+    np.testing.assert_array_equal(got, want)
