@@ -444,3 +444,25 @@ def test_an_operand_with_itself_follows_ieee(op):
     with np.errstate(all="ignore"):
         want = SELF_OPS[op](np.exp(x))
     np.testing.assert_array_equal(got, want)
+
+
+def test_two_nodes_computing_one_value_subtracted_follow_ieee():
+    """SUB of two operands computed by separate but identical operations (EXP of x, twice): should TVM's
+    simplifier ever see e - e there (both inlined into the subtraction), the result must still be NaN
+    where e is inf or NaN. (Today each EXP writes its own buffer and nothing folds.)"""
+    P = nna.Precision
+    x = np.array([0.5, -1.0, 100.0, np.inf, np.nan, 0.0], "float32")
+    model = nna.Model()
+    xi = model.add_operand(nna.OperandType(P.FLOAT32, [6]))
+    d1, d2 = (model.add_operand(nna.OperandType(P.FLOAT32, [6])) for _ in range(2))
+    model.add_operation(OP.EXP, [xi], [d1])
+    model.add_operation(OP.EXP, [xi], [d2])
+    code = model.add_operand(nna.OperandType(P.INT32, []))
+    model.set_operand_value(code, np.array(0, "int32"))
+    y = model.add_operand(nna.OperandType(P.FLOAT32, [6]))
+    model.add_operation(OP.SUB, [d1, d2, code], [y])
+    model.identify_inputs_and_outputs([xi], [y])
+    model.finish()
+    (got,) = run_model(model, [x])
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got, np.exp(x) - np.exp(x))
