@@ -189,8 +189,12 @@ class Compilation:
     # -- load ---------------------------------------------------------------------------
     def _load(self, data: bytes, source: str) -> None:
         start = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as staging:
-            self._load_staged(data, source, staging)
+        try:
+            with tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as staging:
+                self._load_staged(data, source, staging)
+        finally:
+            if isinstance(data, cache.MappedFile):
+                data.release()  # its descriptor served the staging; the mapping stays
         self.load_seconds = time.perf_counter() - start
 
     def _load_staged(self, data: bytes, source: str, staging: str) -> None:
@@ -389,8 +393,9 @@ def _verify_and_stage(
 ) -> tuple[cache.Container, dict[int, str]]:
     """The container, and the blob of each subgraph that can run here written to a file in ``staging``
     (what dlopen needs), written while another thread computes the checksum (and the signature with a
-    key): each is a pass over every byte (575 MB for vgg19), and both release the GIL. Nothing is loaded
-    before the checks pass; where they fail, their error is the one raised."""
+    key): each is a pass over every byte (575 MB for vgg19), and both release the GIL. A mapped cache
+    file's blob is copied by the kernel from the file the mapping reads (``cache.copy_out``). Nothing
+    is loaded before the checks pass; where they fail, their error is the one raised."""
     failed: list[BaseException] = []
 
     def check() -> None:
@@ -406,8 +411,7 @@ def _verify_and_stage(
         container = cache.unpack(data, source, key=key, integrity=False)
         for blob in _runnable_blobs(container):
             paths[blob] = os.path.join(staging, f"module{blob}.so")
-            with open(paths[blob], "wb") as f:
-                f.write(container.blobs[blob])
+            cache.copy_out(data, container.offsets[blob], len(container.blobs[blob]), paths[blob])
     except (cache.CacheError, OSError) as err:
         thread.join()
         if failed:

