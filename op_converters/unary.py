@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from tvm import relax
 
 from nnadapter_tvm.op_converters.args import OpArgs
@@ -60,8 +61,9 @@ def cast(args: OpArgs) -> relax.Expr:
 
     Follows numpy's ``astype``: float -> integer truncates toward zero; any -> BOOL8 is
     ``x != 0`` (NaN gives true); BOOL8 -> number gives 0 or 1; narrowing integer casts wrap around (two's
-    complement). As in numpy (and C), a float outside the target integer's range, or NaN,
-    gives an unspecified value.
+    complement). A float outside an INT32 or INT64 target's range, +-inf or NaN gives the type's minimum
+    (x86's "integer indefinite", what numpy and onnxruntime give there; ONNX leaves it undefined); for the
+    narrower integer types such a value is unspecified, as in numpy and C.
 
     Reference: the spec; numpy's ``ndarray.astype`` for the conversion rules.
     """
@@ -77,4 +79,14 @@ def cast(args: OpArgs) -> relax.Expr:
         # numpy's rule, x != 0, spelled !(x == 0): TVM lowers float != to an ordered compare,
         # which would turn NaN into false.
         return relax.op.logical_not(relax.op.equal(x, relax.const(0, str(x.ty.dtype))))
+    if dtype in ("int32", "int64") and str(x.ty.dtype).startswith(("float", "bfloat")):
+        # Without the test the conversion of such values is LLVM's poison, and TVM folds a cast back to
+        # float into trunc(x) (Cast(Cast(3e9, INT32), FLOAT) gave 3e9, inf, NaN: a fuzz finding).
+        bound = float(2 ** (np.iinfo(dtype).bits - 1))
+        wide = "float64" if dtype == "int64" or str(x.ty.dtype) == "float64" else str(x.ty.dtype)
+        xw = relax.op.astype(x, wide) if wide != str(x.ty.dtype) else x
+        inside = relax.op.logical_and(
+            relax.op.greater_equal(xw, relax.const(-bound, wide)), relax.op.less(xw, relax.const(bound, wide))
+        )
+        return relax.op.where(inside, relax.op.astype(x, dtype), relax.const(np.iinfo(dtype).min, dtype))
     return relax.op.astype(x, dtype)
