@@ -124,6 +124,13 @@ class LlvmDriver(Driver):
         log.debug("%s schedules: %s", self.name, report)
         return executable
 
+    def export(self, executable: relax.VMExecutable, path: str) -> None:
+        """The shared library, each of the build's LLVM modules emitted as object code in its own thread
+        (``targets/cpu/codegen.py``)."""
+        from nnadapter_tvm.targets.cpu import codegen
+
+        codegen.export(executable, path)
+
     def lower_for_tuning(self, mod: tvm.IRModule, props: dict) -> tvm.IRModule:
         """The fused kernels the default schedules would see: what MetaSchedule tunes."""
         target = self.tvm_target(props)

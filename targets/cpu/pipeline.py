@@ -3,17 +3,22 @@ scheduled (``schedule``) and compiled.  The ``llvm`` and ``arm`` drivers build t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import tvm
-from tvm import relax
+from tvm import relax, tirx
 
+from nnadapter_tvm.errors import TVM_ERRORS, tvm_error_text
 from nnadapter_tvm.runtime import phases
 from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
+from nnadapter_tvm.targets.cpu import codegen
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
 from nnadapter_tvm.targets.relax_passes import legalize_ops, order_symbolic_definitions, split_fused_shape_params
+
+log = logging.getLogger("nnadapter_tvm")
 
 
 def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
@@ -50,15 +55,19 @@ def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
 
 
 def prepare(
-    mod: tvm.IRModule, target: tvm.target.Target, tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None
+    mod: tvm.IRModule,
+    target: tvm.target.Target,
+    tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
+    check_lowering: bool = True,
 ) -> tuple[tvm.IRModule, dict[str, str]]:
     """Relax -> NHWC, legalized with packed weights, fused and scheduled (call under ``with target``).
-    ``tuned`` (tuning records) schedules the kernels it knows first; the default rules take the rest."""
+    ``tuned`` (tuning records) schedules the kernels it knows first; the default rules take the rest.
+    ``check_lowering``: each schedule checked to lower, or left to the build (``schedule.py``)."""
     mod = lower(mod, target)
     with phases.phase(phases.SCHEDULE):
         if tuned is not None:
             mod = tuned(mod)
-        return schedule_module(mod, target)
+        return schedule_module(mod, target, check_lowering)
 
 
 def build(
@@ -66,9 +75,31 @@ def build(
     target: tvm.target.Target,
     opt_level: int = 3,
     tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
+    jobs: int | None = None,
 ) -> tuple[relax.VMExecutable, dict]:
-    """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``."""
+    """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``, its LLVM code generated in up to
+    ``jobs`` threads (``codegen.build``; default: one per CPU).
+
+    The schedules are not checked one by one to lower (that ran each kernel's TIR pipeline twice): the
+    build is tried first, and only where it fails is every kernel scheduled again with the check, which
+    drops a rule whose result does not lower for the next, and built again."""
     with target, tvm.transform.PassContext(opt_level=opt_level, instruments=phases.instruments()):
-        mod, report = prepare(mod, target, tuned)
+        mod = lower(mod, target)
+        with phases.phase(phases.SCHEDULE):
+            if tuned is not None:
+                mod = tuned(mod)
+            unscheduled = {gvar: func for gvar, func in mod.functions_items() if isinstance(func, tirx.PrimFunc)}
+            mod, report = schedule_module(mod, target, check_lowering=False)
         with phases.phase(phases.CODEGEN):  # its TIR passes are booked to TIR lowering
-            return tvm.compile(mod, target), report
+            try:
+                return codegen.build(mod, target, jobs), report
+            except TVM_ERRORS as err:
+                if all(rule in ("none", "tuned") for rule in report.values()):
+                    raise  # no default schedule to blame
+                log.debug("cpu schedules: the build failed (%s); checking each schedule", tvm_error_text(err))
+        with phases.phase(phases.SCHEDULE):
+            for gvar, func in unscheduled.items():
+                mod[gvar] = func
+            mod, report = schedule_module(mod, target, check_lowering=True)
+        with phases.phase(phases.CODEGEN):
+            return codegen.build(mod, target, jobs), report

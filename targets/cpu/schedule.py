@@ -2,7 +2,11 @@
 rule (``generic``), else none.
 
 A rule that raises, or whose result does not lower through TVM's TIR pipeline, is dropped for the next
-one; the last resort is the unscheduled function, so a schedule never fails a compile.
+one; the last resort is the unscheduled function, so a schedule never fails a compile. Checking that a
+result lowers runs it through the whole TIR pipeline, which the build then runs again (half of the
+scheduling time of densenet121): the build (``pipeline.build``) therefore schedules without the check
+(``check_lowering=False``, the first rule that applies) and schedules again with it only where the build
+fails, which gives the module and report the checked scheduling would have given.
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ from nnadapter_tvm.targets.cpu.tiled import NotThisRule, schedule_conv, schedule
 log = logging.getLogger("nnadapter_tvm")
 
 
-def schedule_prim_func(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[tirx.PrimFunc, str]:
-    """``func`` with the first CPU schedule that applies and lowers, and that rule's name."""
+def schedule_prim_func(
+    func: tirx.PrimFunc, target: tvm.target.Target, check_lowering: bool = True
+) -> tuple[tirx.PrimFunc, str]:
+    """``func`` with the first CPU schedule that applies and lowers, and that rule's name; without
+    ``check_lowering``, the first that applies (whether it lowers is left to the build)."""
     if is_scheduled(func):
         return func, "none"
     extension = func.attrs.get(extensions.SCHEDULE_ATTR) if func.attrs is not None else None
@@ -39,7 +46,7 @@ def schedule_prim_func(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[
                 schedule(sch, target)
             except Exception as err:
                 fail(f"the CPU schedule of custom operation {extension} failed: {type(err).__name__}: {err}")
-            if not _lowers(sch.mod["main"], target):
+            if check_lowering and not _lowers(sch.mod["main"], target):
                 fail(f"the CPU schedule of custom operation {extension} gives a function that does not lower")
             return sch.mod["main"], f"extension {extension}"
     if not _single_root(func):
@@ -62,14 +69,17 @@ def schedule_prim_func(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[
             log.debug("cpu schedules: rule %s failed: %s", name, str(err).strip().splitlines()[-1:])
             continue
         candidate = sch.mod["main"]
-        if _lowers(candidate, target):
+        if not check_lowering or _lowers(candidate, target):
             return candidate, name
         log.debug("cpu schedules: rule %s produced a function that does not lower", name)
     return func, "none"
 
 
-def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule, dict[str, str]]:
-    """Every PrimFunc of a fused module scheduled; returns ``{function name: rule}``."""
+def schedule_module(
+    mod: tvm.IRModule, target: tvm.target.Target, check_lowering: bool = True
+) -> tuple[tvm.IRModule, dict[str, str]]:
+    """Every PrimFunc of a fused module scheduled (``mod`` is updated); returns ``{function name: rule}``.
+    ``check_lowering``: see ``schedule_prim_func``."""
     report: dict[str, str] = {}
     updates = {}
     for gvar, func in mod.functions_items():
@@ -78,7 +88,7 @@ def schedule_module(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.I
         if is_scheduled(func):
             report[gvar.name_hint] = "tuned"  # MetaSchedule's record applied
             continue
-        scheduled, rule = schedule_prim_func(func, target)
+        scheduled, rule = schedule_prim_func(func, target, check_lowering)
         report[gvar.name_hint] = rule
         if rule != "none":
             updates[gvar] = scheduled
