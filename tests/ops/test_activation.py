@@ -58,6 +58,16 @@ def test_unary(op, shape):
     check_op(op, [In(x)], REFS[op](x), rtol=1e-5, atol=1e-6)
 
 
+def test_tanh_near_zero_is_accurate():
+    """TANH of small inputs to a few float32 ulps (relative): TVM's tanh, (exp(2x) - 1) / (exp(2x) + 1),
+    cancels there (1.3% off at 1e-6, 0 below 3e-8, so that log(tanh(1e-40)) gave -inf: a fuzz finding).
+    Against numpy's float64 tanh, on both sides of the series' switch at 2^-4; NaN and infinities kept."""
+    magnitudes = np.array([1e-40, 1e-30, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.0624, 0.0626, 0.2, 5.0], "float32")
+    x = np.concatenate([magnitudes, -magnitudes, np.array([0.0, np.nan, np.inf, -np.inf], "float32")])
+    want = np.tanh(x.astype("float64")).astype("float32")
+    check_op(OP.TANH, [In(x)], want, rtol=4 * float(np.finfo("float32").eps), atol=0)
+
+
 def test_relu6_boundaries():
     x = np.array([-1.0, -0.0, 0.0, 3.0, 6.0, 6.5, 100.0], "float32")
     check_op(OP.RELU6, [In(x)], REFS[OP.RELU6](x), rtol=0, atol=0)
