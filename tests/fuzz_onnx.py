@@ -1025,7 +1025,7 @@ def differs(ref: np.ndarray, got: np.ndarray, depth: int, also: np.ndarray | Non
 class Outcome:
     """``ok``; ``differs`` (a silent wrong answer: the failure this fuzzer hunts); ``ambiguous`` (we
     differ from onnxruntime but agree, at every differing element, with onnx's reference evaluator or
-    with the operators' definition, ``_definition``: the oracles disagree, or rounding and NaN rules the
+    with the operators' definition, ``definition``: the oracles disagree, or rounding and NaN rules the
     spec leaves open decide); ``refused`` (we
     raised NNAdapterError where the reference ran: unsupported or invalid, not silent); ``invalid``
     (the reference refused the model: a generator slip, not counted); ``error`` (any other exception
@@ -1061,7 +1061,7 @@ def run_case(case: Case) -> dict[str, Outcome]:
         return {n: Outcome("error", f"{type(err).__name__}: {_line(err)}{at}") for n in names}
     result = {}
     second: list | None = None
-    definition: list | None = None
+    third: list | None = None
     for i, (name, r, x) in enumerate(zip(names, want, got)):
         depth = case.depths.get(name, 1)
         why = differs(r, x, depth)
@@ -1077,9 +1077,9 @@ def run_case(case: Case) -> dict[str, Outcome]:
             sided = "onnx's reference evaluator"
         else:
             # The third opinion, only where the first two disagree with us (it costs a float64 run).
-            if definition is None:
-                definition = _definition(case, second)
-            if definition and definition[i] is not None and differs(r, x, depth, also=definition[i]) is None:
+            if third is None:
+                third = definition(case, second)
+            if third and third[i] is not None and differs(r, x, depth, also=third[i]) is None:
                 sided = DEFINITION
         if sided:
             result[name] = Outcome("ambiguous", f"onnxruntime: {why}; {sided} agrees with us there", name)
@@ -1363,7 +1363,7 @@ def _lrn_op(opset: int) -> type:
     return type("LRN", (base,), {"op_domain": "", "_run": _run, "op_schema": onnx.defs.get_schema("LRN", opset)})
 
 
-def _definition(case: Case, second: list | None = None) -> list:
+def definition(case: Case, second: list | None = None) -> list:
     """Each output as the operators' definition gives it: onnx's ReferenceEvaluator on ``case`` converted
     to float64 (``to_float64``), with the max family propagating NaN (``nan_propagating_ops``), rounded
     back to each output's type; where the evaluator cannot run an output's part in float64, the float32
@@ -1485,27 +1485,38 @@ def minimize(case: Case, output: str, status: str = "differs") -> Case:
     return Case(model, feeds, {output: case.depths.get(output, 1)})
 
 
-def _single(model: onnx.ModelProto, node: onnx.NodeProto, values: dict, inits: dict, status: str) -> Case | None:
-    """``node`` alone on ``values`` (static inputs, then leading dims as dim_params), if it gives an
-    output of ``status`` so."""
-    import nnadapter_tvm as nna
-
+def node_case(
+    model: onnx.ModelProto, node: onnx.NodeProto, values: dict, inits: dict, symbolic: bool = False
+) -> Case | None:
+    """``node`` of ``model`` alone, fed ``values`` of its inputs (``inits``: the model's initializers it
+    reads), its outputs typed as ``values`` holds them (leading dims as dim_params with ``symbolic``);
+    None where an input's value is missing."""
     if not all(i in values or i in inits or not i for i in node.input):
         return None
     ins = [i for i in node.input if i and i not in inits]
     single_inits = [numpy_helper.from_array(inits[i], i) for i in node.input if i in inits]
     outs = [o for o in node.output if o and o in values]
+    graph = helper.make_graph(
+        [node],
+        "minimized",
+        [_value_info(i, np.asarray(values[i]), symbolic) for i in ins],
+        [_value_info(o, np.asarray(values[o])) for o in outs],
+        initializer=single_inits,
+    )
+    m = helper.make_model(graph, opset_imports=model.opset_import)
+    m.ir_version = model.ir_version
+    return Case(m, {i: np.asarray(values[i]) for i in ins}, dict.fromkeys(outs, 1))
+
+
+def _single(model: onnx.ModelProto, node: onnx.NodeProto, values: dict, inits: dict, status: str) -> Case | None:
+    """``node`` alone on ``values`` (static inputs, then leading dims as dim_params), if it gives an
+    output of ``status`` so."""
+    import nnadapter_tvm as nna
+
     for symbolic in (False, True):
-        graph = helper.make_graph(
-            [node],
-            "minimized",
-            [_value_info(i, np.asarray(values[i]), symbolic) for i in ins],
-            [_value_info(o, np.asarray(values[o])) for o in outs],
-            initializer=single_inits,
-        )
-        m = helper.make_model(graph, opset_imports=model.opset_import)
-        m.ir_version = model.ir_version
-        single = Case(m, {i: np.asarray(values[i]) for i in ins}, dict.fromkeys(outs, 1))
+        single = node_case(model, node, values, inits, symbolic)
+        if single is None:
+            return None
         try:
             outcome = run_case(single)
         except nna.NNAdapterError:

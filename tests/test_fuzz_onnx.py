@@ -240,7 +240,7 @@ def test_float64_conversion_computes_in_float64() -> None:
     assert ReferenceEvaluator(model).run(None, {"x": x})[0][0] == 0 and d[0] > 0
 
     case = fuzz_onnx.Case(model, {"x": x}, {"d": 1, "v_final": 1, "v_all": 1})
-    definition = fuzz_onnx._definition(case)
+    definition = fuzz_onnx.definition(case)
     assert [v.dtype for v in definition] == [np.float32] * 3
     np.testing.assert_array_equal(definition[0], d_ref.astype("float32"))
 
