@@ -16,7 +16,9 @@ inputs come from an ``.npz``. Printed per model, medians over the runs: the proc
 ``exec`` to exit (interpreter start included), the time from the first line of the script to the end
 of the first run (what ``nnadapter-tvm bench`` reports), the process's CPU time (user + system: this
 machine is shared, wall times drift), and with ``--steps`` the split into imports, Predictor and first
-run. Any module among ``tvm``, ``onnx`` and the converters found imported is printed.
+run. Any module among ``tvm``, ``onnx`` and the converters found imported is printed. ``--by-hash``
+deletes the cache's ``.nnf`` identity entries before each run: the load of a model file changed in the
+last minute (or loaded for the first time), which finds its entry by hashing the file's bytes.
 """
 
 from __future__ import annotations
@@ -82,12 +84,17 @@ def prepare(workdir: str, models: list[str]) -> None:
         print(f"{name}: compiled and cached in {time.perf_counter() - start:.1f} s", flush=True)
 
 
-def measure(workdir: str, models: list[str], runs: int, steps: bool) -> list[dict]:
+def measure(workdir: str, models: list[str], runs: int, steps: bool, by_hash: bool = False) -> list[dict]:
     rows = []
+    cache_dir = os.path.join(workdir, "cache")
     for model in models:
         name, path, inputs, outputs = _files(workdir, model)
         samples = []
         for _ in range(runs):
+            if by_hash:
+                for entry in os.listdir(cache_dir):
+                    if entry.endswith(".nnf"):
+                        os.remove(os.path.join(cache_dir, entry))
             start = time.perf_counter()
             out = subprocess.run(
                 [sys.executable, "-c", CHILD, path, os.path.join(workdir, "cache"), inputs, outputs],
@@ -129,11 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", action="store_true", help="split the time into imports, Predictor, first run")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--by-hash", action="store_true", help="delete the .nnf identity entries before each run")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.workdir, args.models)
         return 0
-    rows = measure(args.workdir, args.models, args.runs, args.steps)
+    rows = measure(args.workdir, args.models, args.runs, args.steps, args.by_hash)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -355,8 +355,10 @@ def map_file(path: str) -> mmap.mmap | bytes:
             os.close(fd)
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, fsync, then rename over it."""
+def write_atomic(path: str, data: bytes, sync: bool = True) -> None:
+    """Write to a temporary file beside ``path``, fsync (unless ``sync`` is False: an index entry,
+    whose loss or truncation in a crash only fails its checksum and costs the shortcut), then rename
+    over it."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=directory)
@@ -364,7 +366,8 @@ def write_atomic(path: str, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -221,7 +221,8 @@ def write_identity(
     record = dict(entry.to_json(), identity=ident)
     try:
         data = cache.pack(record, [], key=context.cache_key)
-        cache.write_atomic(identity_path(cache_dir, identity_key(ident, context, options)), data)
+        # No fsync: a load pays for it (10-100 ms on a busy disk), and an entry lost in a crash is a miss.
+        cache.write_atomic(identity_path(cache_dir, identity_key(ident, context, options)), data, sync=False)
     except OSError:
         return False
     return True
