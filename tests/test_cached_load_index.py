@@ -172,3 +172,24 @@ def test_a_loaded_compilation_keeps_no_descriptor(tmp_path) -> None:
     (compilation,) = again.compilations
     assert compilation.loaded_from_cache and compilation._buffer.fd is None, "released once staged"
     np.testing.assert_allclose(again.run({"x": X})[0], reference([1.0, -2.0, 0.5]), rtol=1e-6)
+
+
+def test_copy_out_finishes_with_a_write_where_the_kernel_copy_stops(tmp_path, monkeypatch) -> None:
+    blob = os.urandom(1 << 20)
+    path = tmp_path / "c.nnc"
+    path.write_bytes(cache.pack({}, [blob]))
+    mapped = cache.map_file(str(path))
+    container = cache.unpack(mapped, str(path))
+    real = os.copy_file_range
+    calls = []
+
+    def partial(src, dst, count, offset_src=None, offset_dst=None):
+        calls.append(count)
+        if len(calls) > 1:  # another file system (EXDEV) half way through
+            raise OSError(18, "Invalid cross-device link")
+        return real(src, dst, min(count, 12345), offset_src, offset_dst)
+
+    monkeypatch.setattr(os, "copy_file_range", partial)
+    cache.copy_out(mapped, container.offsets[0], len(blob), str(tmp_path / "m.so"))
+    assert len(calls) == 2
+    assert (tmp_path / "m.so").read_bytes() == blob

@@ -319,6 +319,9 @@ def copy_out(source: bytes | mmap.mmap, offset: int, length: int, target: str) -
                     if n <= 0:  # the source ended early (it cannot: it is mapped whole); write the rest
                         break
                     done += n
+        # The rest (all of it without a descriptor) written after what the kernel copied: copy_file_range
+        # with an explicit target offset leaves the descriptor's own position at 0.
+        os.lseek(fd, done, os.SEEK_SET)
         view = memoryview(source)[offset + done : offset + length]
         while len(view):
             view = view[os.write(fd, view) :]
