@@ -198,3 +198,15 @@ def test_a_schedule_that_does_not_lower_falls_back_after_the_failed_build(monkey
     assert report == checked and set(report.values()) == {"none"}
     x = RNG.standard_normal((5, 6)).astype("float32")
     np.testing.assert_allclose(_run(executable, x), np.exp(x) + 1, rtol=1e-6)
+
+
+def test_build_threads_from_the_environment(monkeypatch):
+    monkeypatch.setenv(codegen.THREADS_ENV, "1")
+    assert codegen.default_jobs() == 1
+    monkeypatch.setenv(codegen.THREADS_ENV, "3")
+    assert codegen.default_jobs() == 3
+    monkeypatch.setenv(codegen.THREADS_ENV, "many")
+    with pytest.raises(nna.NNAdapterError, match=codegen.THREADS_ENV):
+        codegen.default_jobs()
+    monkeypatch.delenv(codegen.THREADS_ENV)
+    assert codegen.default_jobs() == len(os.sched_getaffinity(0))

@@ -28,12 +28,24 @@ from tvm.relax import vm_build
 from tvm.runtime import _ffi_api as runtime_api
 from tvm.tirx.build import codegen_build, split_host_device_mods, tir_to_runtime
 
+from nnadapter_tvm.errors import fail
+from nnadapter_tvm.types import ResultCode
+
+#: Overrides the number of LLVM modules (and threads) of a CPU build; 1 builds as ``tvm.compile`` does.
+THREADS_ENV = "NNADAPTER_TVM_BUILD_THREADS"
 #: Kernels per LLVM module below which another module (and thread) is not worth its fixed cost.
 MIN_KERNELS_PER_MODULE = 8
 
 
 def default_jobs() -> int:
-    """How many LLVM modules a build uses: the CPUs this process may run on."""
+    """How many LLVM modules a build uses: ``$NNADAPTER_TVM_BUILD_THREADS`` where set (1: TVM's single
+    module), else the CPUs this process may run on."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            fail(f"{THREADS_ENV} must be a whole number of threads, got {value!r}", ResultCode.INVALID_PARAMETER)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not Linux
