@@ -1,5 +1,6 @@
 """The CPU build: Relax -> NHWC (``layout``), legalized with packed weights (``lowering``), fused,
-scheduled (``schedule``) and compiled.  The ``llvm`` and ``arm`` drivers build through ``build``."""
+scheduled (``schedule``) and compiled, LLVM's share in threads (``codegen``).  The ``llvm`` and ``arm``
+drivers build through ``build``."""
 
 from __future__ import annotations
 
