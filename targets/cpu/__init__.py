@@ -28,8 +28,9 @@ turns a Relax module into a legalized, fused module whose every PrimFunc carries
      producers inlined where TVM allows, then outer loops fused and parallel, the innermost loop
      vectorized.
 
-   A rule that raises, or whose result does not lower through TVM's TIR pipeline, is dropped for the
-   next one; the last resort is the unscheduled function, so a schedule never fails a compile.
+   The build schedules without lowering each kernel first; only if it fails is every chosen schedule
+   checked through TVM's TIR pipeline, and a rule that raises or does not lower dropped for the next
+   one; the last resort is the unscheduled function, so a schedule never fails a compile.
 
 5. **Symbolic extents** (batch, height, width, sequence length unknown until execution; channels
    static) get the same rules: a register tile along a symbolic axis runs whole tiles past the end
@@ -47,5 +48,6 @@ driver gives the target this machine's CPU so that LLVM can use it.
 Modules, in the order a build uses them: ``simd`` (lanes, registers, block and tile sizes), ``layout``,
 ``compute`` (the TE computes and weight packing), ``lowering`` (the ``LegalizeOps`` overrides), ``loops``
 (loop-level steps the rules share), ``generic`` and ``tiled`` (the rules), ``schedule`` (a rule per
-function), ``pipeline`` (``lower``, ``prepare``, ``build``).
+function), ``pipeline`` (``lower``, ``prepare``, ``build``), ``codegen`` (LLVM code generation and
+object emission split over one module per CPU, in threads; ``NNADAPTER_TVM_BUILD_THREADS``).
 """
