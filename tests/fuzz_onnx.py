@@ -1531,7 +1531,22 @@ def _single(model: onnx.ModelProto, node: onnx.NodeProto, values: dict, inits: d
 # =================================================================================================
 # Operators whose products of inputs near the float32 maximum overflow in one evaluation order and not in
 # another (onnxruntime's MLAS fuses each product into its sum; ours rounds some first).
-PRODUCT_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "ReduceProd", "ConvInteger", "MatMulInteger"}
+PRODUCT_OPS = {
+    "Conv",
+    "ConvTranspose",
+    "MatMul",
+    "Gemm",
+    "ReduceProd",
+    "ConvInteger",
+    "MatMulInteger",
+    # Squares: values above 1.8e19 square past float32's range (the variance, the L2 norm).
+    "InstanceNormalization",
+    "LayerNormalization",
+    "GroupNormalization",
+    "LpNormalization",
+    "ReduceL2",
+    "ReduceSumSquare",
+}
 
 
 # Operators that are sums of products (of one term for the plain sums): their float32 result may differ
