@@ -390,3 +390,22 @@ def test_concat_of_a_symbolic_input_then_relu_then_reduce_max(schedules: str) ->
         expected = ort.InferenceSession(model).run(None, feeds)
         for a, b in zip(session.run(None, feeds), expected):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape", [(1, 5, 3, 3), (4, 2, 2, 3)], ids=str)
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_lrn_on_the_host_like_onnxruntime(shape: tuple, size: int) -> None:
+    """LRN run on the host (host fallback, folding) by the spec: onnx's evaluator loops over the batch
+    instead of the channels, leaving channels past the batch size unnormalized, or failing where the batch
+    is larger than the channel count."""
+    from nnadapter_tvm.frontends.onnx import host
+
+    x = np.random.default_rng(size).uniform(-3, 3, shape).astype(F32)
+    node = h.make_node("LRN", ["x"], ["y"], size=size, alpha=0.02, beta=0.75, bias=1.5)
+    model = h.make_model(
+        h.make_graph([node], "g", [_vi("x", T.FLOAT, list(shape))], [_vi("y", T.FLOAT, None)]),
+        opset_imports=[h.make_opsetid("", 17)],
+    )
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    (got,) = host.evaluate(node, [x], 17)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -162,9 +162,28 @@ def _pad(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[np.n
     return [np.pad(cropped, widths, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])]
 
 
+def _lrn(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """ONNX LRN: x / (bias + alpha / size * sum of x^2 over the channel window)^beta, the window
+    [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] cut at the edges.  onnx's evaluator loops over
+    the batch instead of the channels: channels past the batch size were left unnormalized, and a batch
+    larger than the channel count failed ("index out of bounds")."""
+    x = np.asarray(inputs[0])
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    size = int(attrs["size"])
+    alpha, beta, bias = attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
+    if x.ndim < 3:
+        fail(f"LRN '{node.name or node.output[0]}': input 0 must have rank >= 3 [N, C, ...], got {list(x.shape)}")
+    square_sum = np.zeros_like(x)
+    channels = x.shape[1]
+    for c in range(channels):
+        begin, end = max(0, c - (size - 1) // 2), min(channels, c + -(-(size - 1) // 2) + 1)
+        square_sum[:, c] = np.sum(x[:, begin:end] ** 2, axis=1)
+    return [(x / (bias + (alpha / size) * square_sum) ** beta).astype(x.dtype)]
+
+
 # Ops computed here instead of by onnx's evaluator, where its implementation is narrower than the spec
 # (a function returning None leaves the node to the evaluator).
-_OWN = {"GatherElements": _gather_elements, "Pad": _pad}
+_OWN = {"GatherElements": _gather_elements, "Pad": _pad, "LRN": _lrn}
 
 
 def _domain_version(node: onnx.NodeProto) -> int:
