@@ -525,8 +525,16 @@ def _recurrent(args: OpArgs, op: O) -> list[relax.Expr]:
     gh = gates * hidden
     size = x_shape[2]
     if not isinstance(size, int):
-        message = f"needs a static input size (last dimension), got {x_shape}"
-        args.fail(message, "input", ResultCode.FEATURE_NOT_SUPPORTED)
+        # The weight fixes the input size: an input whose last dimension is known only at execution (a
+        # host output, a Reshape to a fed shape) is cast to it, checked at execution.
+        size = w_shape[2]
+        args.record_check(
+            tirx.EQ(x_shape[2], tirx.const(size, "int64")),
+            f"last dimension {x_shape[2]} must equal the weight's input size {size} at execution",
+            "input",
+        )
+        x = args.match_cast(x, [*x_shape[:2], size])
+        x_shape = [*x_shape[:2], size]
     # R first: it sets the hidden size that W is then checked against.
     _check_dims(args, "recurrence_weight", r_shape, [num_dirs, gh, hidden], "[directions, gates * hidden, hidden]")
     _check_dims(args, "weight", w_shape, [num_dirs, gh, size], "[directions, gates * hidden, input]")

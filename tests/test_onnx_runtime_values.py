@@ -409,3 +409,32 @@ def test_lrn_on_the_host_like_onnxruntime(shape: tuple, size: int) -> None:
     (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
     (got,) = host.evaluate(node, [x], 17)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op,gates", [("LSTM", 4), ("GRU", 3), ("RNN", 1)])
+def test_recurrent_input_size_known_only_at_execution(op: str, gates: int) -> None:
+    """LSTM/GRU/RNN of an input whose last dimension is known only at execution (a Reshape to a fed shape):
+    the weight fixes the input size, so the input is cast to it and checked at execution (it was refused,
+    'needs a static input size'); a fed shape that breaks it is refused naming the input."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(gates)
+    hidden, size = 3, 4
+    weights = [
+        numpy_helper.from_array(rng.uniform(-1, 1, (1, gates * hidden, size)).astype(F32), "W"),
+        numpy_helper.from_array(rng.uniform(-1, 1, (1, gates * hidden, hidden)).astype(F32), "R"),
+    ]
+    nodes = [h.make_node("Reshape", ["x", "s"], ["xr"]), h.make_node(op, ["xr", "W", "R"], ["y"], hidden_size=hidden)]
+    graph = h.make_graph(
+        nodes, "g", [_vi("x", T.FLOAT, [2, 2, size]), _vi("s", T.INT64, [3])], [_vi("y", T.FLOAT, None)], weights
+    )
+    data = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    session = nort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = rng.uniform(-1, 1, (2, 2, size)).astype(F32)
+    for shape in ([2, 2, 4], [4, 1, 4]):
+        feeds = {"x": x, "s": np.array(shape)}
+        np.testing.assert_allclose(
+            session.run(None, feeds)[0], ort.InferenceSession(data).run(None, feeds)[0], rtol=1e-5, atol=1e-6
+        )
+    with pytest.raises(NNAdapterError, match="weight's input size"):
+        session.run(None, {"x": x, "s": np.array([2, 4, 2])})
