@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import tvm_ffi
-from tvm import relax, sym, te, tirx
+from tvm import relax, sym, te, tirx, topi
 
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.registry import converter
@@ -93,6 +93,21 @@ def gather(args: OpArgs) -> relax.Expr:
         )
     # Built here rather than through args.tensor: that turns a rank-0 constant into shape [1].
     return relax.op.take(x, relax.const(np.where(values < 0, values + dim, values).astype(values.dtype)), axis)
+
+
+def _backward_slice(args: OpArgs, x: relax.Expr, axes: list, begin: list, end: list, stride: list) -> relax.Expr:
+    """A slice with a negative step as a kernel of its own, which FuseOps fuses no producer into.
+
+    Fused behind a RESHAPE, the reversed index c - v is composed with the reshape's floordiv/floormod
+    indexing, and TVM 0.27's lowering miscompiles that composition: y[v] = x[(74 - v) // 15,
+    (74 - v) % 15 // 3, (74 - v) % 3, 0] reads x[60 - v] (Reshape(-1) then Slice(::-1) of a [5, 5, 3, 1]
+    input gave 60, 59, ... where 74, 73, ... is right; ArgMax with select_last_index, built on it, gave
+    wrong indices: a fuzz finding).  Marked opaque (op pattern 8), the slice reads its input's own buffer."""
+    bb = relax.BlockBuilder.current()
+    lowered = bb.emit_te(topi.strided_slice, x, begin, end, stride, axes, primfunc_name_hint="backward_slice")
+    func = lowered.args[0] if isinstance(lowered, relax.Call) else bb.lookup_binding(lowered).args[0]
+    bb.update_func(func, bb.get()[func].with_attr("op_pattern", 8))
+    return lowered
 
 
 def _worst_index(indices: te.Tensor, dim) -> te.Tensor:
@@ -194,6 +209,8 @@ def slice_(args: OpArgs) -> relax.Expr:
     end = [shape[a] if not _static(shape[a]) and _static(e) and e >= _INT32_MAX and st > 0 else e
            for a, e, st in zip(axes, end, stride)]  # fmt: skip
     if all(_static(shape[a]) and _static(b) and _static(e) for a, b, e in zip(axes, begin, end)):
+        if any(st < 0 for st in stride):
+            return _backward_slice(args, x, axes, begin, end, stride)
         return relax.op.strided_slice(x, axes, begin, end, stride)
     # An axis known only at execution (or bounds computed from such axes): Relax's strided_slice
     # clamps the bounds but not the length, which comes out negative for an empty slice (x[-1:3] of 5

@@ -438,3 +438,34 @@ def test_recurrent_input_size_known_only_at_execution(op: str, gates: int) -> No
         )
     with pytest.raises(NNAdapterError, match="weight's input size"):
         session.run(None, {"x": x, "s": np.array([2, 4, 2])})
+
+
+@pytest.mark.parametrize("pre", ["Reshape", "Relu+Reshape", "Flatten+Reshape"])
+@pytest.mark.parametrize("tail", ["Slice", "ArgMax"])
+def test_backward_slice_behind_a_reshape_like_onnxruntime(pre: str, tail: str) -> None:
+    """Reshape(-1) of a 4-D input, then a Slice with step -1 (or ArgMax with select_last_index, built on it):
+    fused, TVM 0.27 miscompiled the reversed index composed with the reshape's (read x[60 - v] for
+    x[74 - v]: a fuzz finding through If/ArgMax/Cast/Ceil). The backward slice is now a kernel of its own."""
+    from onnx import numpy_helper
+
+    x = np.maximum(np.random.default_rng(0).uniform(-1, 3, (5, 5, 3, 1)), 0).astype(F32)
+    nodes = {
+        "Relu+Reshape": [h.make_node("Relu", ["x"], ["q"])],
+        "Flatten+Reshape": [h.make_node("Flatten", ["x"], ["q"], axis=0)],
+    }
+    nodes = [*nodes.get(pre, [h.make_node("Identity", ["x"], ["q"])]), h.make_node("Reshape", ["q", "m1"], ["r"])]
+    inits = [numpy_helper.from_array(np.array([-1]), "m1")]
+    if tail == "Slice":
+        inits += [
+            numpy_helper.from_array(np.array([v]), n) for n, v in (("s", -1), ("e", -(2**31)), ("a", 0), ("t", -1))
+        ]
+        nodes.append(h.make_node("Slice", ["r", "s", "e", "a", "t"], ["y"]))
+        out = _vi("y", T.FLOAT, None)
+    else:
+        nodes.append(h.make_node("ArgMax", ["r"], ["y"], axis=0, keepdims=0, select_last_index=1))
+        out = _vi("y", T.INT64, None)
+    graph = h.make_graph(nodes, "g", [_vi("x", T.FLOAT, [5, 5, 3, 1])], [out], inits)
+    data = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    want = ort.InferenceSession(data).run(None, {"x": x})[0]
+    got = nort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
