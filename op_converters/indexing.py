@@ -217,7 +217,12 @@ def slice_(args: OpArgs) -> relax.Expr:
     # elements: a tensor of -1 elements, std::bad_alloc at execution).  SLICE's own compute instead.
     # A list, not a closure: emit_te maps the symbolic dimensions in its arguments to the kernel's own.
     spans = [[a, *_slice_span(b, e, st, shape[a])] for a, b, e, st in zip(axes, begin, end, stride)]
-    return args.emit_te(_slice_te, x, spans, primfunc_name_hint="slice")
+    sliced = args.emit_te(_slice_te, x, spans, primfunc_name_hint="slice")
+    if any(st < 0 for st in stride):  # a reversed index: no producer fused in (``_backward_slice``)
+        bb = relax.BlockBuilder.current()
+        func = bb.lookup_binding(sliced).args[0]
+        bb.update_func(func, bb.get()[func].with_attr("op_pattern", 8))
+    return sliced
 
 
 def _slice_span(start, end, step: int, dim) -> tuple:
