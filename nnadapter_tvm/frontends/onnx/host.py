@@ -73,15 +73,21 @@ def _split_sizes(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> s
 _CHECKS = {"Split": _split_sizes}
 
 
+def _by_position(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray | None]:
+    """``inputs`` one per input slot of ``node``, None for an omitted one (at execution the omitted inputs
+    are not passed: they are put back)."""
+    if len(inputs) == len(node.input):
+        return list(inputs)
+    given = iter(inputs)
+    return [next(given) if name else None for name in node.input]
+
+
 def _slice_starts(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray | None]:
     """Slice's starts as the spec clamps them for a negative step: start + dim if negative, then into
     [0, dim - 1] (onnxruntime too).  onnx's evaluator slices as numpy, which sends a start still negative
     to -1, an empty slice: x[-8::-2] of 5 elements is [x[0]] by the spec, [] by numpy.  Clamped starts are
     non-negative, which numpy reads the same; ends need nothing (numpy's clamping of them is the spec's)."""
-    if len(inputs) != len(node.input):  # at execution the omitted inputs are not passed: put them back
-        given = iter(inputs)
-        inputs = [next(given) if name else None for name in node.input]
-    inputs = list(inputs)
+    inputs = _by_position(node, inputs)
     if len(inputs) < 5 or any(inputs[i] is None for i in (0, 1, 4)):
         return inputs  # opset 1's attributes, or no steps: positive steps only
     x, starts, steps = np.asarray(inputs[0]), np.reshape(inputs[1], -1), np.reshape(inputs[4], -1)
@@ -136,9 +142,7 @@ def _pad(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[np.n
     opset 11, where the pads are an attribute."""
     if len(node.input) < 2 or not node.input[1]:
         return None
-    if len(inputs) != len(node.input):  # at execution the omitted inputs are not passed: put them back
-        given = iter(inputs)
-        inputs = [next(given) if name else None for name in node.input]
+    inputs = _by_position(node, inputs)
     data = np.asarray(inputs[0])
     pads = np.reshape(np.asarray(inputs[1]), -1).astype(np.int64)
     value = inputs[2] if len(inputs) > 2 and inputs[2] is not None and np.size(inputs[2]) else None
