@@ -103,11 +103,15 @@ def _backward_slice(args: OpArgs, x: relax.Expr, axes: list, begin: list, end: l
     (74 - v) % 15 // 3, (74 - v) % 3, 0] reads x[60 - v] (Reshape(-1) then Slice(::-1) of a [5, 5, 3, 1]
     input gave 60, 59, ... where 74, 73, ... is right; ArgMax with select_last_index, built on it, gave
     wrong indices: a fuzz finding).  Marked opaque (op pattern 8), the slice reads its input's own buffer."""
+    return _unfused(args.emit_te(topi.strided_slice, x, begin, end, stride, axes, primfunc_name_hint="backward_slice"))
+
+
+def _unfused(kernel: relax.Var) -> relax.Var:
+    """``kernel`` (an emitted call_tir) marked opaque (op pattern 8): FuseOps fuses nothing into it."""
     bb = relax.BlockBuilder.current()
-    lowered = bb.emit_te(topi.strided_slice, x, begin, end, stride, axes, primfunc_name_hint="backward_slice")
-    func = lowered.args[0] if isinstance(lowered, relax.Call) else bb.lookup_binding(lowered).args[0]
+    func = bb.lookup_binding(kernel).args[0]
     bb.update_func(func, bb.get()[func].with_attr("op_pattern", 8))
-    return lowered
+    return kernel
 
 
 def _worst_index(indices: te.Tensor, dim) -> te.Tensor:
@@ -218,11 +222,8 @@ def slice_(args: OpArgs) -> relax.Expr:
     # A list, not a closure: emit_te maps the symbolic dimensions in its arguments to the kernel's own.
     spans = [[a, *_slice_span(b, e, st, shape[a])] for a, b, e, st in zip(axes, begin, end, stride)]
     sliced = args.emit_te(_slice_te, x, spans, primfunc_name_hint="slice")
-    if any(st < 0 for st in stride):  # a reversed index: no producer fused in (``_backward_slice``)
-        bb = relax.BlockBuilder.current()
-        func = bb.lookup_binding(sliced).args[0]
-        bb.update_func(func, bb.get()[func].with_attr("op_pattern", 8))
-    return sliced
+    # A reversed index: no producer fused in (``_backward_slice``).
+    return _unfused(sliced) if any(st < 0 for st in stride) else sliced
 
 
 def _slice_span(start, end, step: int, dim) -> tuple:
