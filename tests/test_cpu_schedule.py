@@ -110,6 +110,33 @@ def test_conv_chain_with_pool_and_concat_stays_nhwc():
     assert all("permute_dims(x0," in line or line.strip().startswith("gv") for line in transposes), transposes
 
 
+def test_lower_rank_operands_stay_nhwc():
+    """A per-channel scale as ONNX files unsqueeze it (``[C, 1, 1]``), a bias of rank 1 along the width and
+    a lower-rank model input: the ops stay NHWC (no transpose of the feature map around them) and the
+    numbers match TVM's unscheduled loops."""
+    shape, side = (1, 8, 6, 6), (8, 1, 1)
+
+    def body(bb, x, s, lower_rank_first=False):
+        y = _conv(bb, x, 8, 3)
+        y = bb.emit(relax.op.multiply(y, _const(8, 1, 1)))
+        y = bb.emit(relax.op.add(y, _const(6)))
+        y = bb.emit(relax.op.divide(s, y) if lower_rank_first else relax.op.subtract(y, s))
+        y = bb.emit(relax.op.nn.max_pool2d(y, [2, 2], [2, 2]))
+        return _conv(bb, y, 4, 3)
+
+    mod = _module([shape, side], body)
+    _check(mod, [shape, side], CONV)
+    converted = to_nhwc(mod).script(show_meta=False).splitlines()
+    transposes = [line for line in converted if "permute_dims(" in line and "metadata" not in line]
+    feature_maps = [line for line in transposes if "permute_dims(x0," not in line and "(1, 1, 1, 8)" not in line]
+    assert len(feature_maps) == 1 and feature_maps[0].strip().startswith("gv"), transposes
+    # A lower-rank model input as the first operand keeps the op in NCHW (ConvertLayout follows the first
+    # operand's layout), still with the right numbers.
+    _check(_module([shape, side], lambda bb, x, s: body(bb, x, s, True)), [shape, side], CONV)
+
+
+# Each case gives a concatenation's inputs; ``c(n)`` is the channel count of a convolution, n when the
+# concatenation is over the channels, the model input's 16 when it is over the height.
 def test_nchw_fallback_converts_each_convolution():
     """When ConvertLayout is not run (or fails), a convolution converts its own input and output."""
     shape = (1, 5, 6, 7)

@@ -40,6 +40,45 @@ LAYOUT_SAFE_OPS = frozenset(
 )
 
 
+#: Broadcasting element-wise ops whose operands ``align_ranks`` gives one rank.
+_BROADCAST_OPS = frozenset(
+    "relax." + name for name in ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power"]
+)
+
+
+@relax.expr_functor.mutator
+class _AlignRanks(relax.PyExprMutator):
+    """A broadcasting op's lower-rank operand with leading axes of 1 (constants reshaped here)."""
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        call = super().visit_call_(call)
+        if not isinstance(call.op, tvm.ir.Op) or call.op.name not in _BROADCAST_OPS:
+            return call
+        ranks = [getattr(arg.ty, "ndim", -1) for arg in call.args]
+        if len(ranks) != 2 or min(ranks) < 1 or ranks[0] == ranks[1]:
+            return call  # rank 0 (a scalar) or unknown ranks: no layout to align
+        rank = max(ranks)
+        args = [self._with_rank(arg, rank) for arg in call.args]
+        return relax.Call(call.op, args, call.attrs, call.ty_args, call.span)
+
+    def _with_rank(self, arg: relax.Expr, rank: int) -> relax.Expr:
+        missing = rank - arg.ty.ndim
+        if missing == 0:
+            return arg
+        if isinstance(arg, tvm.ir.GenericConst) and isinstance(arg.value, tvm.runtime.Tensor):
+            value = arg.value.numpy()
+            return relax.const(value.reshape((1,) * missing + value.shape), value.dtype)
+        return self.builder_.emit(relax.op.expand_dims(arg, list(range(missing))))
+
+
+@relax.transform.function_pass(opt_level=0, name="nnadapter_tvm.AlignRanks")
+def align_ranks(func: relax.Function, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> relax.Function:
+    """Broadcast operands of one rank: ``ConvertLayout`` keeps a binary op with a lower-rank operand (a
+    per-channel ``[C, 1, 1]`` scale, as ONNX files unsqueeze it) in its original layout, transposing the
+    whole tensor to NCHW and back around it; with ``[1, C, 1, 1]`` the op moves to NHWC like the rest."""
+    return _AlignRanks(mod).visit_expr(func)
+
+
 def _has_conv2d(mod: tvm.IRModule) -> bool:
     found = []
 
@@ -58,6 +97,7 @@ def to_nhwc(mod: tvm.IRModule) -> tvm.IRModule:
     convolutions then convert their own input and output, see ``lowering.Lowering``)."""
     if not _has_conv2d(mod):
         return mod
+    mod = align_ranks(mod)
     convert = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OIHW"]})
     try:
         return convert(mod)
