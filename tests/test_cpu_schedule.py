@@ -137,6 +137,72 @@ def test_lower_rank_operands_stay_nhwc():
 
 # Each case gives a concatenation's inputs; ``c(n)`` is the channel count of a convolution, n when the
 # concatenation is over the channels, the model input's 16 when it is over the height.
+CONCAT_CASES = {
+    # Both inputs convolutions used only by the concatenation: each writes its slice, no copy kernel left.
+    "two-convolutions": lambda bb, x, c: [_conv(bb, x, c(8), 3), _conv(bb, x, c(8), 1, pad=(0, 0, 0, 0))],
+    # Odd channel counts, the producers computed in another order than they are concatenated.
+    "three-reordered": lambda bb, x, c: (lambda last, mid, first: [first, mid, last])(
+        _conv(bb, x, c(7), 3), _conv(bb, x, c(3), 1, pad=(0, 0, 0, 0)), _conv(bb, x, c(5), 3)
+    ),
+    # A pool is a producer too.
+    "pool": lambda bb, x, c: [
+        _conv(bb, x, c(8), 1, pad=(0, 0, 0, 0)),
+        bb.emit(relax.op.nn.max_pool2d(_conv(bb, x, c(4), 3), [3, 3], [1, 1], padding=[1, 1, 1, 1])),
+    ],
+    # A model input (its transpose to NHWC fuses with the concatenation, which then stays a kernel).
+    "model-input": lambda bb, x, c: [x, _conv(bb, x, c(8), 3)],
+    # One producer read twice by the concatenation.
+    "same-twice": lambda bb, x, c: [(a := _conv(bb, x, c(8), 3)), a],
+    # Element-wise ops on the model input (they fuse with the concatenation).
+    "element-wise": lambda bb, x, c: [
+        bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(x, _const(1, 16, 1, 1))))),
+        _conv(bb, x, c(4), 3),
+    ],
+}
+
+
+@pytest.mark.parametrize("axis", [1, 2])
+@pytest.mark.parametrize("then", ["conv", "output"])
+@pytest.mark.parametrize("name", list(CONCAT_CASES))
+def test_concatenation_written_in_place(name, then, axis):
+    """Producers write their slices of a concatenation's buffer (``targets/cpu/concat.py``): the same numbers
+    as TVM's unscheduled loops, on the channel axis and on the height, followed by a convolution or as the
+    model's output; followed by a convolution, no concatenation kernel is left."""
+    shape = (1, 16, 6, 5)
+
+    def body(bb, x):
+        inputs = CONCAT_CASES[name](bb, x, lambda n: n if axis == 1 else shape[1])
+        y = bb.emit(relax.op.concat(inputs, axis=axis))
+        return _conv(bb, y, 8, 3) if then == "conv" else y
+
+    mod = _module([shape], body)
+    _check(mod, [shape], CONV)
+    with TARGET:
+        lowered = pipeline.lower(mod, TARGET)
+    names = [g.name_hint for g in lowered.get_global_vars()]
+    concat_kernels = [n for n in names if "concatenate" in n]
+    writes = [n for n in names if "_into_concat" in n]
+    if name == "same-twice":
+        assert concat_kernels and not writes, "a tensor read twice is not the producer of one slice"
+    elif then == "conv" and name in ("two-convolutions", "three-reordered", "pool"):
+        # (As the model's output, the concatenation fuses with the transpose back to NCHW.)
+        assert len(writes) == (3 if name == "three-reordered" else 2) and not concat_kernels, names
+
+
+def test_concatenation_of_a_tensor_used_elsewhere():
+    """A concatenation's input that another op also reads is copied (densenet's running concatenation), and
+    the in-place chain leaves that input intact for its other reader."""
+    shape = (1, 8, 5, 5)
+
+    def body(bb, x):
+        a = _conv(bb, x, 8, 3)
+        y = bb.emit(relax.op.concat([a, _conv(bb, x, 4, 1, pad=(0, 0, 0, 0))], axis=1))
+        z = bb.emit(relax.op.concat([y, _conv(bb, y, 4, 3)], axis=1))
+        return bb.emit(relax.op.add(bb.emit(relax.op.sum(z, axis=[1], keepdims=True)), a))
+
+    _check(_module([shape], body), [shape], CONV)
+
+
 def test_nchw_fallback_converts_each_convolution():
     """When ConvertLayout is not run (or fails), a convolution converts its own input and output."""
     shape = (1, 5, 6, 7)

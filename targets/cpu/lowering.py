@@ -17,6 +17,7 @@ import tvm
 from tvm import relax, tirx, topi
 
 from nnadapter_tvm.targets.cpu import compute
+from nnadapter_tvm.targets.cpu.concat import legalize_concat
 from nnadapter_tvm.targets.cpu.simd import (
     channel_block,
     symbolic_tile,
@@ -59,7 +60,7 @@ class Lowering:
         }
 
     def legalize_map(self) -> dict[str, Callable]:
-        return {"relax.nn.conv2d": self.conv2d, "relax.matmul": self.matmul}
+        return {"relax.nn.conv2d": self.conv2d, "relax.matmul": self.matmul, "relax.concat": legalize_concat}
 
     def conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         return self._or_default("relax.nn.conv2d", self._conv2d, bb, call)

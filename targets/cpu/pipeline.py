@@ -14,6 +14,7 @@ from nnadapter_tvm.errors import TVM_ERRORS, tvm_error_text
 from nnadapter_tvm.runtime import phases
 from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
 from nnadapter_tvm.targets.cpu import codegen
+from nnadapter_tvm.targets.cpu.concat import write_concat_in_place
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
@@ -49,6 +50,7 @@ def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             relax.transform.FoldConstant(),
             relax.transform.FuseOps(),
             split_fused_shape_params,
+            write_concat_in_place,
             relax.transform.FuseTIR(),
             order_symbolic_definitions,
         ]
