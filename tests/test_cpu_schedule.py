@@ -75,6 +75,9 @@ CONV_CASES = {
     "dilation2": ((1, 8, 10, 10), dict(oc=16, k=3, dilation=2, pad=(2, 2, 2, 2))),
     "groups": ((1, 12, 6, 6), dict(oc=24, k=3, groups=3)),
     "groups-odd": ((1, 6, 5, 5), dict(oc=10, k=1, groups=2, pad=(0, 0, 0, 0))),
+    # Groups of 34 and 20 output channels: each group padded to whole vectors, then compacted.
+    "groups-34": ((1, 68, 5, 6), dict(oc=68, k=1, groups=2, pad=(0, 0, 0, 0))),
+    "groups-20-3x3": ((1, 40, 6, 5), dict(oc=60, k=3, groups=2, stride=2)),
     "depthwise": ((1, 20, 9, 7), dict(oc=20, k=3, groups=20)),
     "depthwise-multiplier": ((1, 4, 6, 6), dict(oc=8, k=3, groups=4)),
     "channels-padded": ((1, 8, 5, 5), dict(oc=1000 // 8 + 3, k=1, pad=(0, 0, 0, 0))),
@@ -423,6 +426,7 @@ SYMBOLIC_CONV_CASES = {
     "1x1": (8, dict(oc=24, k=1, pad=0), CONV),
     "stride2-asymmetric-pad": (8, dict(oc=16, k=3, stride=2, pad=(0, 1, 1, 2)), CONV),
     "grouped": (12, dict(oc=24, k=3, groups=3), CONV),
+    "grouped-padded": (68, dict(oc=68, k=1, groups=2, pad=0), CONV),
     "depthwise": (16, dict(oc=16, k=3, groups=16), DEPTHWISE),
     "depthwise-stride2": (16, dict(oc=16, k=3, stride=2, groups=16), DEPTHWISE),
 }
