@@ -12,6 +12,7 @@ import nnadapter_tvm as nna
 from nnadapter_tvm.targets import llvm as llvm_target
 from nnadapter_tvm.targets.cpu import pipeline, schedule
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE
+from nnadapter_tvm.targets.cpu.groups import padded_group
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.simd import vector_lanes, vector_registers
@@ -204,6 +205,30 @@ def test_concatenation_of_a_tensor_used_elsewhere():
         return bb.emit(relax.op.add(bb.emit(relax.op.sum(z, axis=[1], keepdims=True)), a))
 
     _check(_module([shape], body), [shape], CONV)
+
+
+def test_padded_groups_keep_their_epilogue_fused():
+    """A grouped convolution padded to whole vectors a group (``targets/cpu/groups.py``): the per-channel
+    ops after it (a computed scale, a bias, ReLU) run on the padded channels inside the convolution's
+    kernel; a residual add of a whole tensor takes the compacted channels.  Same numbers as TVM's loops."""
+    shape = (1, 68, 5, 6)
+
+    def body(bb, x):
+        y = _conv(bb, x, 68, 1, pad=(0, 0, 0, 0), groups=2)
+        scale = bb.emit(relax.op.sqrt(bb.emit(relax.op.abs(_const(1, 68, 1, 1)))))  # folded at compile time
+        y = bb.emit(relax.op.multiply(y, scale))
+        y = bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(y, x))))
+        return _conv(bb, y, 8, 1, pad=(0, 0, 0, 0))
+
+    mod = _module([shape], body)
+    _check(mod, [shape], CONV)
+    with TARGET:
+        lowered = pipeline.lower(mod, TARGET)
+    width = 2 * padded_group(68, 2, vector_lanes(TARGET))
+    assert width > 68
+    convs = {g.name_hint: f for g, f in lowered.functions_items() if g.name_hint.startswith("fused_" + CONV)}
+    grouped = [name for name, f in convs.items() if int(f.params[-1].ty.shape[-1]) == width]
+    assert len(grouped) == 1 and "multiply" in grouped[0] and "reshape" not in grouped[0], list(convs)
 
 
 def test_nchw_fallback_converts_each_convolution():

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import numpy as np
 import tvm
 from tvm import relax, tirx, topi
 
@@ -119,9 +118,6 @@ class Lowering:
             # Output channels pad to whole vectors (zero weights) when that is all a block lacks; the
             # extra channels are sliced off (a channel count like 1000 would otherwise get 8-wide blocks).
             ocp = vector_padded(oc, self.lanes) if groups == 1 else oc
-            w, ocgp = self._group_padded(w, groups)
-            if ocgp != ocg:
-                ocp = ocgp * groups
             ob = channel_block(ocp // groups, self.lanes)
             name = compute.PACK + "conv_weight"
             wp = bb.emit_te(compute.pack_conv_weight, w, ocp, ob, primfunc_name_hint=name)
@@ -129,33 +125,11 @@ class Lowering:
             y = bb.call_te(
                 compute.conv_nhwc, x, wp, ocp, strides, pads, dilation, groups, tile, primfunc_name_hint=compute.CONV
             )
-            if ocgp != ocg:  # each group's own channels, out of its padded block
-                n, h, wd, _ = bb.normalize(y).ty.shape.values
-                y = bb.emit(relax.op.reshape(bb.emit(y), [n, h, wd, groups, ocgp]))
-                y = bb.emit(relax.op.strided_slice(y, axes=[4], begin=[0], end=[ocg]))
-                y = relax.op.reshape(y, [n, h, wd, oc])
-            elif ocp != oc:
+            if ocp != oc:
                 y = relax.op.strided_slice(bb.emit(y), axes=[3], begin=[0], end=[oc])
         if nchw:
             y = bb.call_te(topi.transpose, bb.emit(y), [0, 3, 1, 2], primfunc_name_hint="transpose")
         return y
-
-    def _group_padded(self, w: relax.Expr, groups: int) -> tuple[relax.Expr, int]:
-        """A grouped convolution's constant weight with each group's output channels padded to whole
-        vectors (zero weights) where the channel block would otherwise be narrow (shufflenet's 34 channels
-        a group: 2-wide blocks, 11 GFLOP/s), and the padded count per group; ``w`` itself otherwise."""
-        oc = int(w.ty.shape.values[0])
-        ocg = oc // groups
-        ocgp = -(-ocg // self.lanes) * self.lanes
-        if groups == 1 or ocgp == ocg or not isinstance(w, tvm.ir.GenericConst):
-            return w, ocg
-        # Padded, ocg of every ocgp lanes work; in blocks, channel_block's share of a vector does.
-        if ocg / ocgp <= min(channel_block(ocg, self.lanes), self.lanes) / self.lanes:
-            return w, ocg
-        value = w.value.numpy()
-        padded = np.zeros((groups, ocgp, *value.shape[1:]), value.dtype)
-        padded[:, :ocg] = value.reshape(groups, ocg, *value.shape[1:])
-        return relax.const(padded.reshape(groups * ocgp, *value.shape[1:])), ocgp
 
     # matmul ---------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from nnadapter_tvm.runtime import phases
 from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
 from nnadapter_tvm.targets.cpu import codegen
 from nnadapter_tvm.targets.cpu.concat import write_concat_in_place
+from nnadapter_tvm.targets.cpu.groups import pad_groups
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
@@ -38,7 +39,7 @@ def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
 
 def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     lowering = Lowering(target)
-    mod = to_nhwc(mod)
+    mod = pad_groups(to_nhwc(mod), lowering.lanes)
     return tvm.transform.Sequential(
         [
             relax.backend.DispatchSampling(),
