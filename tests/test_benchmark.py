@@ -124,3 +124,40 @@ def test_a_runner_with_other_answers_does_not_count():
     assert "differ from onnxruntime's by 3.0e-01: not counted" in benchmark.report(rows, threads=2)
     assert benchmark.max_error([np.ones(3)], [np.ones(3) * 1.001]) < 2e-3
     assert benchmark.max_error([np.ones(3)], [np.ones(4)]) == math.inf
+
+
+def _symbolic_conv() -> onnx.ModelProto:
+    """One convolution of an input with unknown height and width."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node],
+        "symbolic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "h", "w"])],
+        [w],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_shapes_fill_unknown_dims_and_must_fit_the_fixed_ones():
+    model = _symbolic_conv()
+    assert benchmark.model_inputs(model)["x"].shape == (1, 3, 1, 1)
+    assert benchmark.model_inputs(model, benchmark.parse_shapes(["1x3x20x36"]))["x"].shape == (1, 3, 20, 36)
+    assert benchmark.model_inputs(model, benchmark.parse_shapes(["x=1x3x8x8"]))["x"].shape == (1, 3, 8, 8)
+    with pytest.raises(SystemExit, match="input 'x'.*does not fit its dims 1x3x\\?x\\?"):
+        benchmark.model_inputs(model, benchmark.parse_shapes(["1x4x8x8"]))
+    with pytest.raises(SystemExit, match="expected \\[INPUT=\\]DIMS"):
+        benchmark.parse_shapes(["x=1x3xhx8"])
+
+
+@pytest.mark.slow
+def test_bench_feeds_a_symbolic_model_the_given_shape(tmp_path):
+    """Both runners keep the model's unknown dims and are fed --shape; the answers agree."""
+    path = tmp_path / "dyn.onnx"
+    onnx.save(_symbolic_conv(), path)
+    out = tmp_path / "b.json"
+    argv = [str(path), "--shape", "1x3x24x40", "--block", "2", "--rounds", "1", "--json", str(out)]
+    assert benchmark.main([*argv, "--png", str(tmp_path / "b.png")]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["nnadapter-tvm"]["max_error"] < 1e-4 and row["nnadapter-tvm"]["cached_load_first_run_s"] > 0

@@ -2,9 +2,12 @@
 
     nnadapter-tvm bench [MODEL.onnx ...]   (or python scripts/benchmark.py ...)
                         [--threads 2] [--block 8] [--rounds 4] [--tuning-db [MODEL=]DIR ...]
-                        [--tvm-frontend] [--as-shipped] [--json out.json] [--png out.png]
+                        [--tvm-frontend] [--as-shipped] [--shape [INPUT=]DIMS ...]
+                        [--json out.json] [--png out.png]
 
-Without models it runs the nine light models of onnx's backend test data.
+Without models it runs the nine light models of onnx's backend test data.  A model whose input dims are
+unknown (a detector's height and width) stays compiled that way by every runner; ``--shape`` gives the
+size fed (unknown dims are 1 otherwise).
 
 How it stays honest (DESIGN.md section 6):
 
@@ -76,15 +79,38 @@ def model_name(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0].removeprefix("light_")
 
 
-def model_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """Seeded random feeds for the graph inputs that are not initializers (unknown dims as 1)."""
+def parse_shapes(specs: list[str]) -> dict[str | None, list[int]]:
+    """``--shape`` values: ``[INPUT=]DIMS`` (``1x3x320x320``); without a name, for every input."""
+    shapes: dict[str | None, list[int]] = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition("=")
+        try:
+            shapes[name if sep else None] = [int(d) for d in dims.lower().split("x")]
+        except ValueError:
+            raise SystemExit(f"--shape {spec!r}: expected [INPUT=]DIMS such as data=1x3x320x320") from None
+    return shapes
+
+
+def model_inputs(model: onnx.ModelProto, shapes: dict[str | None, list[int]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded random feeds for the graph inputs that are not initializers: of the sizes in ``shapes`` (by
+    input name, or None for every input), which must agree with the model's fixed dims; unknown dims
+    otherwise 1."""
     inits = {i.name for i in model.graph.initializer}
     rng = np.random.default_rng(0)
     feeds = {}
+    shapes = shapes or {}
     for x in model.graph.input:
         if x.name in inits:
             continue
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in x.type.tensor_type.shape.dim]
+        dims = x.type.tensor_type.shape.dim
+        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in dims]
+        given = shapes.get(x.name, shapes.get(None))
+        if given is not None:
+            fixed = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+            if len(given) != len(fixed) or any(f is not None and f != g for f, g in zip(fixed, given)):
+                shown = "x".join("?" if f is None else str(f) for f in fixed)
+                raise SystemExit(f"--shape for input {x.name!r}: {given} does not fit its dims {shown}")
+            shape = given
         dtype = onnx.helper.tensor_dtype_to_np_dtype(x.type.tensor_type.elem_type)
         feeds[x.name] = rng.random(shape).astype(dtype)
     return feeds
@@ -184,10 +210,10 @@ RUNNERS: dict[str, Callable[[str, int, str], tuple[Callable[[dict], object], dic
 }
 
 
-def _worker(kind: str, path: str, threads: int, props: str) -> int:
+def _worker(kind: str, path: str, threads: int, props: str, shapes: list[str]) -> int:
     """Prepare one runner, say so on stdout, then time ``N`` calls per line ``N`` read from stdin."""
     run, info = RUNNERS[kind](path, threads, props)
-    feeds = model_inputs(onnx.load(path, load_external_data=False))
+    feeds = model_inputs(onnx.load(path, load_external_data=False), parse_shapes(shapes))
     print(json.dumps({"ready": True, **info}), flush=True)
     for line in sys.stdin:
         if line.startswith("outputs "):  # write one run's outputs for the parent to compare
@@ -215,11 +241,13 @@ def _as_list(result: object) -> list:
 class Worker:
     """A runner in its own process: thread count in its environment before anything is imported."""
 
-    def __init__(self, kind: str, path: str, threads: int, props: str = "", cache_dir: str = ""):
+    def __init__(
+        self, kind: str, path: str, threads: int, props: str = "", cache_dir: str = "", shapes: list[str] = ()
+    ):
         env = dict(os.environ, TVM_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
         env["NNADAPTER_TVM_BENCH_CACHE"] = cache_dir
         command = [sys.executable, "-m", "nnadapter_tvm.tools.benchmark", "--worker", kind, path]
-        command += ["--threads", str(threads), "--props", props]
+        command += ["--threads", str(threads), "--props", props] + [f"--shape={s}" for s in shapes]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.info = self._read()
 
@@ -274,21 +302,21 @@ def summarize(samples: dict[str, list[list[float]]]) -> dict[str, dict]:
     return result
 
 
-def cached_load_seconds(path: str, threads: int, props: str, cache_dir: str) -> float:
+def cached_load_seconds(path: str, threads: int, props: str, cache_dir: str, shapes: list[str] = ()) -> float:
     """A fresh process: import, load from the cache and run once (the number a deployed app sees)."""
     code = (
         "import sys, time\n"
         "start = time.perf_counter()\n"
         "import onnx, nnadapter_tvm as nna\n"
-        "from nnadapter_tvm.tools.benchmark import model_inputs\n"
+        "from nnadapter_tvm.tools.benchmark import model_inputs, parse_shapes\n"
         "p = nna.Predictor(sys.argv[1], context_properties=sys.argv[2], cache_dir=sys.argv[3])\n"
         "assert p.loaded_from_cache\n"
-        "p.run(model_inputs(onnx.load(sys.argv[1])))\n"
+        "p.run(model_inputs(onnx.load(sys.argv[1]), parse_shapes(sys.argv[4:])))\n"
         "print(time.perf_counter() - start)\n"
     )
     properties = f"TVM_NUM_THREADS={threads};{props}"
     out = subprocess.run(
-        [sys.executable, "-c", code, path, properties, cache_dir], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code, path, properties, cache_dir, *shapes], capture_output=True, text=True, check=True
     )
     return float(out.stdout.split()[-1])
 
@@ -323,7 +351,7 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
     try:
         for runner, (kind, props) in runners.items():
             try:
-                workers[runner] = Worker(kind, prepared, args.threads, props, cache_dir)
+                workers[runner] = Worker(kind, prepared, args.threads, props, cache_dir, args.shape)
                 row[runner] = dict(workers[runner].info)
             except Exception as err:  # a runner that cannot start is a row entry, not the end of the benchmark
                 row[runner] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
@@ -339,7 +367,7 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
     finally:
         for worker in workers.values():
             worker.close()
-    alone = Worker("onnxruntime", prepared, args.threads)
+    alone = Worker("onnxruntime", prepared, args.threads, shapes=args.shape)
     try:
         alone.block(args.block)  # warm-up, as inside the benchmark
         row[PEER]["alone_ms"] = statistics.median([t for _ in range(args.rounds) for t in alone.block(args.block)])
@@ -347,7 +375,9 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
         alone.close()
     row[PEER]["agrees"] = abs(row[PEER]["ms"] / row[PEER]["alone_ms"] - 1) <= PEER_AGREEMENT
     if "ms" in row.get("nnadapter-tvm", {}):
-        row["nnadapter-tvm"]["cached_load_first_run_s"] = cached_load_seconds(prepared, args.threads, "", cache_dir)
+        row["nnadapter-tvm"]["cached_load_first_run_s"] = cached_load_seconds(
+            prepared, args.threads, "", cache_dir, args.shape
+        )
     return row
 
 
@@ -464,13 +494,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--as-shipped", action="store_true", help="measure the files as they are (initializers as inputs included)"
     )
+    parser.add_argument(
+        "--shape",
+        metavar="[INPUT=]DIMS",
+        action="append",
+        default=[],
+        help="the size to feed a model whose input dims are unknown (1x3x320x320; INPUT= for one input of "
+        "several); the model stays compiled with its unknown dims. Unknown dims are 1 otherwise; repeatable",
+    )
     parser.add_argument("--json", default="benchmark.json", help="table as JSON (%(default)s)")
     parser.add_argument("--png", default="benchmark.png", help="ratio plot (%(default)s)")
     parser.add_argument("--worker", nargs=2, metavar=("RUNNER", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--props", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return _worker(args.worker[0], args.worker[1], args.threads, args.props)
+        return _worker(args.worker[0], args.worker[1], args.threads, args.props, args.shape)
     rows = []
     with tempfile.TemporaryDirectory(prefix="nnadapter-bench-") as workdir:
         for path in args.models or light_models():

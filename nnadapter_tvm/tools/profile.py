@@ -2,6 +2,7 @@
 GFLOP/s against the machine's measured peak, so that the gap to a peer shows where it is.
 
     nnadapter-tvm profile MODEL.onnx [--threads 2] [--repeat 10] [--top 30] [--as-shipped]
+                                     [--shape [INPUT=]DIMS ...]
 
 It first prints the compile's time per phase (``runtime.phases``: wall and CPU seconds), then the kernels.
 
@@ -158,18 +159,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=10, help="inferences timed (%(default)s)")
     parser.add_argument("--top", type=int, default=30, help="kernels listed (%(default)s); the rest in one row")
     parser.add_argument("--as-shipped", action="store_true", help="profile the file as it is (no rewrite)")
+    parser.add_argument(
+        "--shape",
+        metavar="[INPUT=]DIMS",
+        action="append",
+        default=[],
+        help="the size to feed where input dims are unknown (as in nnadapter-tvm bench); repeatable",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))  # before TVM's pool starts
     import nnadapter_tvm as nna
     from nnadapter_tvm.runtime import phases
-    from nnadapter_tvm.tools.benchmark import model_inputs, optimizable
+    from nnadapter_tvm.tools.benchmark import model_inputs, optimizable, parse_shapes
 
     model = onnx.load(args.model)
     if not args.as_shipped:
         model, _ = optimizable(model)
     with phases.recording(lead=phases.IMPORT) as compile_times:
         predictor = nna.Predictor(model, context_properties=f"TVM_NUM_THREADS={args.threads}", host_fallback=True)
-    timer, whole_s, flops = profile(predictor, model_inputs(model), args.repeat)
+    timer, whole_s, flops = profile(predictor, model_inputs(model, parse_shapes(args.shape)), args.repeat)
     print(compile_times.format())
     print(report(timer, whole_s, flops, args.repeat, peak_gflops(args.threads), args.top))
     return 0
