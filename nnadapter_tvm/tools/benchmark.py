@@ -102,11 +102,13 @@ def model_inputs(model: onnx.ModelProto, shapes: dict[str | None, list[int]] | N
     for x in model.graph.input:
         if x.name in inits:
             continue
-        dims = x.type.tensor_type.shape.dim
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in dims]
+        # (a dim_value of 0 or -1, as some exporters write, is unknown too)
+        fixed = [
+            d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in x.type.tensor_type.shape.dim
+        ]
+        shape = [1 if f is None else f for f in fixed]
         given = shapes.get(x.name, shapes.get(None))
         if given is not None:
-            fixed = [d.dim_value if d.HasField("dim_value") else None for d in dims]
             if len(given) != len(fixed) or any(f is not None and f != g for f, g in zip(fixed, given)):
                 shown = "x".join("?" if f is None else str(f) for f in fixed)
                 raise SystemExit(f"--shape for input {x.name!r}: {given} does not fit its dims {shown}")
