@@ -448,6 +448,7 @@ SYMBOLIC_CONV_CASES = {
     # name: (input channels, conv arguments, the rule); fed at widths that are and are not multiples of
     # the symbolic tile, and at width 1 (every column a clamped read past the end of its tile)
     "3x3": (16, dict(oc=32, k=3), CONV),
+    "3x3-wide": (64, dict(oc=64, k=3), CONV),  # a padding stage of several vectors a pixel
     "1x1": (8, dict(oc=24, k=1, pad=0), CONV),
     "stride2-asymmetric-pad": (8, dict(oc=16, k=3, stride=2, pad=(0, 1, 1, 2)), CONV),
     "grouped": (12, dict(oc=24, k=3, groups=3), CONV),
@@ -457,11 +458,16 @@ SYMBOLIC_CONV_CASES = {
 }
 
 
+@pytest.mark.parametrize("axes", [(0, 2, 3), (3,), (2,), (0,)], ids=["nhw", "w", "h", "n"])
 @pytest.mark.parametrize("name", list(SYMBOLIC_CONV_CASES))
-def test_symbolic_batch_height_width_conv(name):
+def test_symbolic_batch_height_width_conv(name, axes):
+    """Batch, height and width unknown, or one of them alone (a text line's width: with the width alone
+    unknown, every kernel fell back to naive loops, 90x slower, until the parallel loops stopped fusing
+    static loops inside a symbolic one)."""
     c, kwargs, rule = SYMBOLIC_CONV_CASES[name]
     sizes = [[(1, c, 9, 9)], [(2, c, 5, 16)], [(1, c, 3, 1)]]
-    _check_symbolic(_fixed_conv(**kwargs), [sizes[0][0]], [(0, 2, 3)], sizes, rule)
+    sizes = [[tuple(d if i in axes else sizes[0][0][i] for i, d in enumerate(fed[0]))] for fed in sizes]
+    _check_symbolic(_fixed_conv(**kwargs), [sizes[0][0]], [axes], sizes, rule)
 
 
 def _fixed(*shape: int) -> relax.Constant:

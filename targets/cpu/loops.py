@@ -241,6 +241,13 @@ def parallel(sch: s_tir.Schedule, loops: list, min_elements: int = PARALLEL_MIN_
         keep = second + 1 if _inner_work(sch, loops[second]) >= MIN_FUSED_WORK else second
         keep = min(keep, symbolic[MAX_SYMBOLIC_FUSED - 1] + 1 if len(symbolic) > MAX_SYMBOLIC_FUSED else keep)
         loops, extents = loops[:keep], extents[:keep]
+    middle = [i for i, e in enumerate(extents) if e is None and i + 1 < len(loops) and any(x != 1 for x in extents[:i])]
+    if middle:
+        # A symbolic loop between fused loops ends the fused loop: recovering [18, w + 2, 4] from one
+        # index of extent 72 * w + 144 failed to lower in TVM 0.27 (IterMapRewriter could not prove
+        # (4 * w + 8) * 4 divisible by 4 * w + 8), and the kernel was left to naive loops (90x slower
+        # with the width alone unknown).  Outermost ([n, 18, 4]) or innermost ([18, w]) it lowers.
+        loops, extents = loops[: middle[0] + 1], extents[: middle[0] + 1]
     total = work if work is not None else static_product(extents)
     if total is None and min_elements > 1:
         total = _guess_work(sch, loops)
