@@ -303,8 +303,11 @@ def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule,
 
 def _lower_pipeline() -> tvm.transform.Pass:
     """What TVM's generic GPU pipeline runs after scheduling (dataflow lowering, memory planning, VM)."""
+    from nnadapter_tvm.targets.relax_passes import guard_reshape_analysis
+
     return tvm.transform.Sequential(
         [
+            guard_reshape_analysis,
             relax.transform.RewriteDataflowReshape(),
             relax.transform.ToNonDataflow(),
             relax.transform.RemovePurityChecking(),

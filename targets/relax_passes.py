@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 import tvm
 from tvm import relax, topi
 
+from nnadapter_tvm.errors import TVM_ERRORS
+
 LegalizeFunc = Callable[[relax.BlockBuilder, relax.Call], relax.Expr]
 
 # -- legalization that keeps a float zero constant a tensor -------------------------------------
@@ -108,6 +110,58 @@ def legalize_ops(
     return relax.transform.LegalizeOps(customize_legalize_map=legalize_map(extra), skip_ops=skip_ops)
 
 
+# -- RewriteDataflowReshape and kernels whose reshape analysis raises ------------------------------
+
+
+def _reshape_analysis_raises(func: tvm.tirx.PrimFunc) -> bool:
+    try:
+        relax.analysis.has_reshape_pattern(func)
+    except TVM_ERRORS:  # TVM's InternalError is a RuntimeError
+        return True
+    return False
+
+
+@relax.expr_functor.mutator
+class _OutOfReshapeAnalysis(relax.PyExprMutator):
+    """Dataflow bindings of calls to ``raising`` kernels bound to non-dataflow variables."""
+
+    def __init__(self, mod: tvm.IRModule, raising: set):
+        super().__init__(mod)
+        self.raising = raising
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        value = binding.value
+        if (
+            isinstance(binding.var, relax.DataflowVar)
+            and isinstance(value, relax.Call)
+            and value.op.same_as(tvm.ir.Op.get("relax.call_tir"))
+            and value.args[0] in self.raising
+        ):
+            var = relax.Var(binding.var.name, binding.var.ty)
+            self.builder_.emit_normalized(relax.VarBinding(var, self.visit_expr(value)))
+            self.set_var_remap(binding.var, var)
+            return
+        super().visit_var_binding_(binding)
+
+
+@tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.GuardReshapeAnalysis")
+def guard_reshape_analysis(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Run before ``RewriteDataflowReshape`` (in every pipeline that builds a VM): that pass asks of every
+    kernel a dataflow variable is bound to whether it is a reshape, and TVM 0.27's analysis raises instead
+    of answering no for some of them (a transpose of [1, 8, w, 8] with only ``w`` known at execution: "The
+    padding factor (w - 2) * 8 is not divisible by w - 2"), failing the whole build.  The pass leaves
+    bindings of non-dataflow variables alone, so such a kernel's calls are bound to those here; the
+    kernel stays a kernel (it is no reshape to rewrite)."""
+    raising = {g for g, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc) and _reshape_analysis_raises(f)}
+    if not raising:
+        return mod
+    updated = {}
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            updated[gvar] = _OutOfReshapeAnalysis(mod, raising).visit_expr(func)
+    return tvm.IRModule({**dict(mod.functions_items()), **updated}, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
 def default_pipeline() -> tvm.transform.Pass:
     """``tvm.compile``'s default Relax pipeline for a CPU target (``relax.get_pipeline("default")``),
     after our legalization: the dispatch passes TVM runs first, then ``legalize_ops()``; the default
@@ -117,6 +171,7 @@ def default_pipeline() -> tvm.transform.Pass:
             relax.backend.DispatchSampling(),
             relax.backend.DispatchSortScan(),
             legalize_ops(),
+            guard_reshape_analysis,
             relax.get_pipeline("default"),
         ]
     )
