@@ -194,3 +194,28 @@ def test_reshape_to_a_shape_read_from_data(tmp_path) -> None:
         {"x": rand(1, 6), "shape": np.array([6, 1, 1], "int64")},
     ]
     run_both(model, feeds, tmp_path)
+
+
+@pytest.mark.parametrize("schedules", ["", "CPU_SCHEDULES=0;"], ids=["scheduled", "unscheduled"])
+def test_only_the_width_unknown(tmp_path, schedules) -> None:
+    """A text line's shape, [1, C, H, W] with only W unknown: Conv -> Relu -> Conv -> Sigmoid * x (SiLU).
+
+    It failed to build ("The padding factor (w - 2) * 8 is not divisible by w - 2": TVM's reshape analysis
+    of the output transpose, in RewriteDataflowReshape), and once built every convolution fell back to
+    naive loops (a fused parallel loop TVM could not lower)."""
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype("float32"), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((40, 8, 3, 3)).astype("float32") * 0.1, "w2")
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"]),
+        helper.make_node("Relu", ["c1"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c2"], ["s"]),
+        helper.make_node("Mul", ["c2", "s"], ["y"]),
+    ]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [1, 4, 10, "W"])], [out("y", 4)], [w1, w2])
+    feeds = [{"x": rand(1, 4, 10, w, seed=w)} for w in (12, 3, 37)]
+    predictor = nna.Predictor(model, devices=["llvm"], cache_dir=tmp_path, context_properties=schedules)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feed in feeds:
+        np.testing.assert_allclose(predictor.run(feed)[0], session.run(None, feed)[0], rtol=1e-5, atol=1e-5)
