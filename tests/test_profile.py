@@ -11,16 +11,16 @@ import nnadapter_tvm as nna
 from nnadapter_tvm.tools import cli, profile
 
 
-def _conv_relu() -> onnx.ModelProto:
-    """Conv 3x3 (4 -> 8 channels, 10x10, no padding) + bias, then Relu."""
+def _conv_relu(width: int | str = 10) -> onnx.ModelProto:
+    """Conv 3x3 (4 -> 8 channels, 10 x ``width`` (a dim_param: unknown), no padding) + bias, then Relu."""
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype("float32"), "w")
     b = numpy_helper.from_array(rng.standard_normal(8).astype("float32"), "b")
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
         "conv_relu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 10])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, None if isinstance(width, str) else 8])],
         initializer=[w, b],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -63,3 +63,15 @@ def test_cli_profiles_a_model(tmp_path, capsys):
     # The compile's phases come first, the kernels after them.
     assert out.index("compile phase") < out.index("whole model:")
     assert "TIR scheduling" in out and "LLVM codegen" in out
+
+
+def test_symbolic_kernels_show_no_flops(tmp_path, capsys):
+    """TVM's estimate takes an extent known only at execution as 1: such a kernel shows no FLOPs, and the
+    total says it left them out.  ``--shape`` gives the size fed."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_conv_relu("w"), path)
+    assert cli.main(["profile", str(path), "--repeat", "2", "--threads", "1", "--shape", "1x4x10x12"]) == 0
+    out = capsys.readouterr().out
+    conv = next(line for line in out.splitlines() if "conv2d" in line)
+    assert "GFLOP" not in conv and "%" in conv and len(conv.split()) == 4, conv
+    assert "kernel(s) with sizes known only at execution not counted" in out

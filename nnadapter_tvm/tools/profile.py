@@ -12,8 +12,9 @@ call the VM makes; the hook's own cost, a few microseconds a call, is included i
 shows in the difference between the kernels' sum and an uninstrumented inference).  FLOPs are TVM's
 estimate (``tvm.s_tir.analysis.estimate_tir_flops``) of each fused kernel as the default schedules see it
 (``Driver.lower_for_tuning``), so a multiply-add counts two; kernels whose extents are symbolic show no
-FLOPs.  The peak is measured, not looked up: numpy's float32 GEMM (OpenBLAS, ``--threads`` threads) on
-2048x2048 matrices, the best of five, which comes within a few percent of what a core's FMA units give.
+FLOPs (TVM's estimate would take a symbolic extent as 1) and the total says how many it leaves out.  The
+peak is measured, not looked up: numpy's float32 GEMM (OpenBLAS, ``--threads`` threads) on 2048x2048
+matrices, the best of five, which comes within a few percent of what a core's FMA units give.
 """
 
 from __future__ import annotations
@@ -68,11 +69,25 @@ def kernel_flops(compilation) -> dict[str, float | None]:
         fused = driver.lower_for_tuning(mod, context.properties)
         for gv, func in fused.functions.items():
             if isinstance(func, tvm.tirx.PrimFunc):
+                if _symbolic(func):  # TVM's estimate takes a symbolic extent as 1
+                    flops[gv.name_hint] = None
+                    continue
                 try:
                     flops[gv.name_hint] = float(estimate_tir_flops(tvm.IRModule({"main": func})))
                 except Exception:  # symbolic extents: TVM cannot count them
                     flops[gv.name_hint] = None
     return flops
+
+
+def _symbolic(func) -> bool:
+    """Whether a kernel has sizes known only at execution (a scalar parameter or a symbolic buffer dim)."""
+    import tvm
+
+    for param in func.params:
+        shape = getattr(param.ty, "shape", None)
+        if shape is None or not all(isinstance(d, tvm.tirx.IntImm) for d in shape):
+            return True
+    return False
 
 
 class KernelTimer:
@@ -143,9 +158,11 @@ def report(timer: KernelTimer, whole_s: float, flops: dict, repeat: int, peak: f
         rest = sum(s for _, s in rows[top:]) / repeat * 1000
         lines.append(f"{f'({len(rows) - top} more)':<52}{'':>6}{rest:>9.3f}{rest / kernels_ms:>7.1%}")
     rate = total_flops / whole_s / 1e9
+    uncounted = [name for name in timer.seconds if name in flops and flops[name] is None]
     lines.append(
         f"whole model: {total_flops / 1e9:.3f} GFLOP in {whole_s * 1000:.3f} ms = {rate:.1f} GFLOP/s "
         f"({rate / peak:.0%} of peak)"
+        + (f"; {len(uncounted)} kernel(s) with sizes known only at execution not counted" if uncounted else "")
     )
     return "\n".join(lines)
 
