@@ -115,8 +115,8 @@ def test_conv_chain_with_pool_and_concat_stays_nhwc():
 
 
 def test_lower_rank_operands_stay_nhwc():
-    """A per-channel scale as ONNX files unsqueeze it (``[C, 1, 1]``), a bias of rank 1 along the width and
-    a lower-rank model input: the ops stay NHWC (no transpose of the feature map around them) and the
+    """A per-channel scale as ONNX files unsqueeze it (``[C, 1, 1]``), a bias of rank 1 along the width, a
+    one-element constant as the first operand and a lower-rank model input: the ops stay NHWC (no transpose of the feature map around them) and the
     numbers match TVM's unscheduled loops."""
     shape, side = (1, 8, 6, 6), (8, 1, 1)
 
@@ -124,6 +124,7 @@ def test_lower_rank_operands_stay_nhwc():
         y = _conv(bb, x, 8, 3)
         y = bb.emit(relax.op.multiply(y, _const(8, 1, 1)))
         y = bb.emit(relax.op.add(y, _const(6)))
+        y = bb.emit(relax.op.multiply(_const(1), y))  # a one-element constant first (PaddleOCR's scales)
         y = bb.emit(relax.op.divide(s, y) if lower_rank_first else relax.op.subtract(y, s))
         y = bb.emit(relax.op.nn.max_pool2d(y, [2, 2], [2, 2]))
         return _conv(bb, y, 4, 3)

@@ -46,19 +46,43 @@ _BROADCAST_OPS = frozenset(
 )
 
 
+def _one_element_constant(expr: relax.Expr) -> bool:
+    return (
+        isinstance(expr, tvm.ir.GenericConst)
+        and isinstance(expr.value, tvm.runtime.Tensor)
+        and expr.ty.ndim >= 1
+        and expr.value.numpy().size == 1
+    )
+
+
+def _scalar(expr: tvm.ir.GenericConst) -> relax.Expr:
+    value = expr.value.numpy()
+    return relax.const(value.reshape(()), value.dtype)
+
+
 @relax.expr_functor.mutator
 class _AlignRanks(relax.PyExprMutator):
-    """A broadcasting op's lower-rank operand with leading axes of 1 (constants reshaped here)."""
+    """A broadcasting op's lower-rank operand with leading axes of 1 (constants reshaped here), a
+    one-element constant as a scalar."""
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:
         call = super().visit_call_(call)
         if not isinstance(call.op, tvm.ir.Op) or call.op.name not in _BROADCAST_OPS:
             return call
         ranks = [getattr(arg.ty, "ndim", -1) for arg in call.args]
-        if len(ranks) != 2 or min(ranks) < 1 or ranks[0] == ranks[1]:
-            return call  # rank 0 (a scalar) or unknown ranks: no layout to align
-        rank = max(ranks)
-        args = [self._with_rank(arg, rank) for arg in call.args]
+        if len(ranks) != 2 or min(ranks) < 0:
+            return call  # unknown ranks
+        # A one-element constant of no higher rank than the other operand becomes a scalar: it has no
+        # layout, and as the first operand (PaddleOCR's Mul(scale[1], x)) it kept the op in NCHW.
+        args = [
+            _scalar(arg) if _one_element_constant(arg) and ranks[i] <= ranks[1 - i] else arg
+            for i, arg in enumerate(call.args)
+        ]
+        ranks = [arg.ty.ndim for arg in args]
+        if min(ranks) >= 1 and ranks[0] != ranks[1]:
+            args = [self._with_rank(arg, max(ranks)) for arg in args]
+        if all(new.same_as(old) for new, old in zip(args, call.args)):
+            return call
         return relax.Call(call.op, args, call.attrs, call.ty_args, call.span)
 
     def _with_rank(self, arg: relax.Expr, rank: int) -> relax.Expr:
