@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import tvm_ffi
-from tvm import relax, sym, te, tirx, topi
+from tvm import relax, sym, te, tirx
 
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.registry import converter
@@ -102,8 +102,14 @@ def _backward_slice(args: OpArgs, x: relax.Expr, axes: list, begin: list, end: l
     indexing, and TVM 0.27's lowering miscompiles that composition: y[v] = x[(74 - v) // 15,
     (74 - v) % 15 // 3, (74 - v) % 3, 0] reads x[60 - v] (Reshape(-1) then Slice(::-1) of a [5, 5, 3, 1]
     input gave 60, 59, ... where 74, 73, ... is right; ArgMax with select_last_index, built on it, gave
-    wrong indices: a fuzz finding).  Marked opaque (op pattern 8), the slice reads its input's own buffer."""
-    return _unfused(args.emit_te(topi.strided_slice, x, begin, end, stride, axes, primfunc_name_hint="backward_slice"))
+    wrong indices: a fuzz finding).  Marked opaque (op pattern 8), the slice reads its input's own buffer.
+
+    The sliced axes are static: SLICE's own compute with the spans worked out here (TOPI's strided_slice,
+    with another axis known only at execution, takes a path that does not clamp the bounds: INT_MIN, "to
+    the beginning", gave a dimension of -2147483647)."""
+    shape = args.shape(x)
+    spans = [[a, *_slice_span(b, e, st, shape[a])] for a, b, e, st in zip(axes, begin, end, stride)]
+    return _unfused(args.emit_te(_slice_te, x, spans, primfunc_name_hint="backward_slice"))
 
 
 def _unfused(kernel: relax.Var) -> relax.Var:

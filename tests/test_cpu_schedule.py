@@ -116,8 +116,8 @@ def test_conv_chain_with_pool_and_concat_stays_nhwc():
 
 def test_lower_rank_operands_stay_nhwc():
     """A per-channel scale as ONNX files unsqueeze it (``[C, 1, 1]``), a bias of rank 1 along the width, a
-    one-element constant as the first operand and a lower-rank model input: the ops stay NHWC (no transpose of the feature map around them) and the
-    numbers match TVM's unscheduled loops."""
+    one-element constant as the first operand and a lower-rank model input: the ops stay NHWC (no transpose
+    of the feature map around them) and the numbers match TVM's unscheduled loops."""
     shape, side = (1, 8, 6, 6), (8, 1, 1)
 
     def body(bb, x, s, lower_rank_first=False):

@@ -54,7 +54,7 @@ def slices_model(slices: list[tuple[int, int, int]], axis: int = 1) -> bytes:
         for name, value in zip(names, (start, end, axis, step)):
             inits.append(onnx.numpy_helper.from_array(np.array([value], np.int64), name))
         nodes.append(h.make_node("Slice", ["x", *names], [f"y{i}"]))
-        outputs.append(h.make_tensor_value_info(f"y{i}", T.FLOAT, [2, None, 3] if axis == 1 else None))
+        outputs.append(h.make_tensor_value_info(f"y{i}", T.FLOAT, [2, None, 3] if axis == 1 else [2, None, None]))
     graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, "n", 3])], outputs, inits)
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
     onnx.checker.check_model(model)
@@ -100,3 +100,34 @@ def test_empty_slice_of_a_symbolic_axis_then_an_element_wise_op() -> None:
         (want,), (got,) = theirs.run(None, feeds), ours.run(None, feeds)
         assert got.shape == want.shape, (n, got.shape, want.shape)
         np.testing.assert_array_equal(got, want)
+
+
+def test_slices_of_a_static_axis_beside_a_symbolic_one() -> None:
+    """The same Slices of the static axis (3 elements) of an input whose other axis is a dim_param. A
+    backward slice "to the beginning" (INT_MIN) came out with a dimension of -2147483647 (TOPI's
+    strided_slice clamps no bound once any axis is symbolic), refused as INVALID_PARAMETER."""
+    model = slices_model(SLICES, axis=2)
+    ours = nort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    theirs = ort.InferenceSession(model)
+    rng = np.random.default_rng(4)
+    for n in (5, 1):
+        feeds = {"x": rng.standard_normal((2, n, 3)).astype(np.float32)}
+        for bounds, want, got in zip(SLICES, theirs.run(None, feeds), ours.run(None, feeds), strict=True):
+            assert got.shape == want.shape, f"n = {n}, x[..., {bounds}]: {got.shape} != onnxruntime's {want.shape}"
+            np.testing.assert_array_equal(got, want, err_msg=f"n = {n}, x[..., {bounds}]")
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+def test_select_last_index_beside_a_symbolic_axis(op) -> None:
+    """ArgMax/ArgMin with select_last_index (a backward slice inside) on static axes of [n, 3, 4, 5]: a
+    fuzz finding, refused before, now onnxruntime's indices (ties everywhere: values drawn from 0..2)."""
+    nodes = [h.make_node(op, ["x"], [f"y{a}"], axis=a, keepdims=a % 2, select_last_index=1) for a in (1, 2, -1)]
+    outputs = [h.make_tensor_value_info(f"y{a}", T.INT64, None) for a in (1, 2, -1)]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["n", 3, 4, 5])], outputs)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]).SerializeToString()
+    ours = nort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    theirs = ort.InferenceSession(model)
+    for n in (2, 1):
+        feeds = {"x": np.random.default_rng(n).integers(0, 3, (n, 3, 4, 5)).astype(np.float32)}
+        for want, got in zip(theirs.run(None, feeds), ours.run(None, feeds), strict=True):
+            np.testing.assert_array_equal(got, want)
