@@ -118,6 +118,17 @@ def conv_2d_transpose(args: OpArgs) -> relax.Expr:
     grow = [max(e - after, 0) for after, e in zip(pads[1::2], extra)]
     padding = [pads[0], pads[2], crop[0], crop[1]]
 
+    if kh == strides[0] and kw == strides[1] and group == 1 and dilations == [1, 1] and not any(padding + grow):
+        # Windows that tile the output without overlap (kernel = stride: the 2x2/2 upsampling of detectors'
+        # FPN heads): each input pixel writes its own kh x kw block, a 1x1 convolution to kh * kw * C_out
+        # channels followed by depth-to-space.  The convolution gets the packed CPU kernel and the NHWC
+        # layout; TVM's NCHW conv2d_transpose took its generic reduction rule (a third of PP-OCRv4's det).
+        # Plain variables for dims computed from the model's input sizes, in and out (as below): with
+        # expression dims, PP-OCRv4 det's FPN did not finish compiling in 20 minutes.
+        x = with_plain_dims(args, x, "conv2d_transpose_in")
+        y = args.emit(_transpose_as_conv(x, w, kh, kw, args.shape(x), c_out))
+        return fuse(args, _add_bias(args, with_plain_dims(args, y, "conv2d_transpose_out"), c_out))
+
     def transposed(data: te.Tensor, kernel: te.Tensor) -> te.Tensor:
         # What LegalizeOps makes of relax.nn.conv2d_transpose in NCHW (a dilated kernel is a zero-filled one).
         if any(d != 1 for d in dilations):
@@ -135,6 +146,18 @@ def conv_2d_transpose(args: OpArgs) -> relax.Expr:
     if any(grow):
         y = relax.op.nn.pad(y, [0, 0, 0, 0, 0, grow[0], 0, grow[1]])
     return fuse(args, _add_bias(args, y, c_out))
+
+
+def _transpose_as_conv(x: relax.Expr, w: relax.Expr, kh: int, kw: int, dims: list, c_out: int) -> relax.Expr:
+    """A transposed convolution whose kernel equals its stride (no padding, groups or dilation):
+    out[n, o, i * kh + a, j * kw + b] = sum_c x[n, c, i, j] * w[c, o, a, b], as a 1x1 convolution to channel
+    (a * kw + b) * C_out + o, then depth-to-space."""
+    batch, c_in, h, wd = dims
+    weight = relax.op.reshape(relax.op.permute_dims(w, [2, 3, 1, 0]), [kh * kw * c_out, c_in, 1, 1])
+    y = relax.op.nn.conv2d(x, weight)
+    y = relax.op.reshape(y, [batch, kh, kw, c_out, h, wd])
+    y = relax.op.permute_dims(y, [0, 3, 4, 1, 5, 2])
+    return relax.op.reshape(y, [batch, c_out, h * kh, wd * kw])
 
 
 def _deformable_sample(

@@ -421,6 +421,17 @@ def test_conv2d_transpose_unknown_batch_and_spatial_sizes(groups, pads, strides,
     check_sizes(compilation, cases, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("kernel", [(2, 2), (3, 3), (2, 3), (1, 1)], ids=lambda k: f"k{k[0]}x{k[1]}")
+@pytest.mark.parametrize("bias, code", [(True, nna.FuseCode.NONE), (False, nna.FuseCode.RELU)], ids=["bias", "relu"])
+def test_conv2d_transpose_kernel_equal_to_stride(kernel, bias, code):
+    """Windows that tile the output (kernel = stride, no pads): a 1x1 convolution to kh * kw * C_out
+    channels, then depth-to-space (the converter's fast path), against the reference definition."""
+    inputs, expected = transpose_case(
+        (5, 7, 1), PAD.NONE, [0, 0, 0, 0], list(kernel), [1, 1], bias, code, kernel=kernel, hw=(4, 3)
+    )
+    check_op(OP.CONV_2D_TRANSPOSE, inputs, expected, rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize(
     "per_channel, groups", [(False, T_GROUPS["group2"]), (True, T_GROUPS["plain"])], ids=["per_layer", "per_channel"]
 )
