@@ -19,6 +19,7 @@ from nnadapter_tvm.op_converters.helpers import (
     rank4,
     relax_padding,
     spatial_pads,
+    unfused,
     with_plain_dims,
 )
 from nnadapter_tvm.op_converters.registry import converter
@@ -126,7 +127,7 @@ def conv_2d_transpose(args: OpArgs) -> relax.Expr:
         # Plain variables for dims computed from the model's input sizes, in and out (as below): with
         # expression dims, PP-OCRv4 det's FPN did not finish compiling in 20 minutes.
         x = with_plain_dims(args, x, "conv2d_transpose_in")
-        y = args.emit(_transpose_as_conv(x, w, kh, kw, args.shape(x), c_out))
+        y = _transpose_as_conv(args, x, w, kh, kw, c_out)
         return fuse(args, _add_bias(args, with_plain_dims(args, y, "conv2d_transpose_out"), c_out))
 
     def transposed(data: te.Tensor, kernel: te.Tensor) -> te.Tensor:
@@ -148,16 +149,27 @@ def conv_2d_transpose(args: OpArgs) -> relax.Expr:
     return fuse(args, _add_bias(args, y, c_out))
 
 
-def _transpose_as_conv(x: relax.Expr, w: relax.Expr, kh: int, kw: int, dims: list, c_out: int) -> relax.Expr:
+def _transpose_as_conv(args: OpArgs, x: relax.Expr, w: relax.Expr, kh: int, kw: int, c_out: int) -> relax.Expr:
     """A transposed convolution whose kernel equals its stride (no padding, groups or dilation):
     out[n, o, i * kh + a, j * kw + b] = sum_c x[n, c, i, j] * w[c, o, a, b], as a 1x1 convolution to channel
-    (a * kw + b) * C_out + o, then depth-to-space."""
-    batch, c_in, h, wd = dims
+    (a * kw + b) * C_out + o, then depth-to-space (one compute: its index math divides by kh and kw
+    only; as reshape, permute, reshape it divided by the sizes known only at execution, 2 ms for the
+    320x320 map of PP-OCRv4 det)."""
+    c_in = args.shape(x)[1]
     weight = relax.op.reshape(relax.op.permute_dims(w, [2, 3, 1, 0]), [kh * kw * c_out, c_in, 1, 1])
-    y = relax.op.nn.conv2d(x, weight)
-    y = relax.op.reshape(y, [batch, kh, kw, c_out, h, wd])
-    y = relax.op.permute_dims(y, [0, 3, 4, 1, 5, 2])
-    return relax.op.reshape(y, [batch, c_out, h * kh, wd * kw])
+    y = args.emit(relax.op.nn.conv2d(x, weight))
+
+    def depth_to_space(t: te.Tensor) -> te.Tensor:
+        n, _, h, wd = t.shape
+        return te.compute(
+            (n, c_out, h * kh, wd * kw),
+            lambda b, o, r, c: t[b, ((r % kh) * kw + c % kw) * c_out + o, r // kh, c // kw],
+            name="depth_to_space",
+        )
+
+    # A kernel of its own: fused with the transpose before it (the convolution runs in NHWC), FuseTIR
+    # failed on sizes known only at execution ("Inconsistent buffers ... mapped to the same relax var").
+    return unfused(args.emit_te(depth_to_space, y, primfunc_name_hint="depth_to_space"))
 
 
 def _deformable_sample(

@@ -276,6 +276,14 @@ def where_empty(args: OpArgs, y: relax.Expr, count, identity: float | int) -> re
     return args.emit_te(select, args.emit(y), count)
 
 
+def unfused(kernel: relax.Var) -> relax.Var:
+    """``kernel`` (an emitted call_tir) marked opaque (op pattern 8): FuseOps fuses nothing into it."""
+    bb = relax.BlockBuilder.current()
+    func = bb.lookup_binding(kernel).args[0]
+    bb.update_func(func, bb.get()[func].with_attr("op_pattern", 8))
+    return kernel
+
+
 def with_plain_dims(args: OpArgs, expr: relax.Expr, name: str) -> relax.Expr:
     """``expr`` with every dimension that is a symbolic expression (not a single variable) bound to a fresh
     variable, through a match_cast that checks nothing (the variable takes the value found).

@@ -11,6 +11,7 @@ import tvm_ffi
 from tvm import relax, sym, te, tirx
 
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.helpers import unfused
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.runtime.runtime_check import VALUE, data_checks_enabled
 from nnadapter_tvm.types import OperationType as O
@@ -109,15 +110,7 @@ def _backward_slice(args: OpArgs, x: relax.Expr, axes: list, begin: list, end: l
     the beginning", gave a dimension of -2147483647)."""
     shape = args.shape(x)
     spans = [[a, *_slice_span(b, e, st, shape[a])] for a, b, e, st in zip(axes, begin, end, stride)]
-    return _unfused(args.emit_te(_slice_te, x, spans, primfunc_name_hint="backward_slice"))
-
-
-def _unfused(kernel: relax.Var) -> relax.Var:
-    """``kernel`` (an emitted call_tir) marked opaque (op pattern 8): FuseOps fuses nothing into it."""
-    bb = relax.BlockBuilder.current()
-    func = bb.lookup_binding(kernel).args[0]
-    bb.update_func(func, bb.get()[func].with_attr("op_pattern", 8))
-    return kernel
+    return unfused(args.emit_te(_slice_te, x, spans, primfunc_name_hint="backward_slice"))
 
 
 def _worst_index(indices: te.Tensor, dim) -> te.Tensor:
@@ -229,7 +222,7 @@ def slice_(args: OpArgs) -> relax.Expr:
     spans = [[a, *_slice_span(b, e, st, shape[a])] for a, b, e, st in zip(axes, begin, end, stride)]
     sliced = args.emit_te(_slice_te, x, spans, primfunc_name_hint="slice")
     # A reversed index: no producer fused in (``_backward_slice``).
-    return _unfused(sliced) if any(st < 0 for st in stride) else sliced
+    return unfused(sliced) if any(st < 0 for st in stride) else sliced
 
 
 def _slice_span(start, end, step: int, dim) -> tuple:
