@@ -125,7 +125,7 @@ def test_lower_rank_operands_stay_nhwc():
         y = bb.emit(relax.op.multiply(y, _const(8, 1, 1)))
         y = bb.emit(relax.op.add(y, _const(6)))
         y = bb.emit(relax.op.multiply(_const(1), y))  # a one-element constant first (PaddleOCR's scales)
-        y = bb.emit(relax.op.divide(s, y) if lower_rank_first else relax.op.subtract(y, s))
+        y = bb.emit(relax.op.subtract(s, y) if lower_rank_first else relax.op.subtract(y, s))
         y = bb.emit(relax.op.nn.max_pool2d(y, [2, 2], [2, 2]))
         return _conv(bb, y, 4, 3)
 
