@@ -16,7 +16,7 @@ from collections.abc import Callable
 import tvm
 from tvm import relax, tirx, topi
 
-from nnadapter_tvm.targets.cpu import compute
+from nnadapter_tvm.targets.cpu import compute, vmath
 from nnadapter_tvm.targets.cpu.concat import legalize_concat
 from nnadapter_tvm.targets.cpu.simd import (
     channel_block,
@@ -60,7 +60,12 @@ class Lowering:
         }
 
     def legalize_map(self) -> dict[str, Callable]:
-        return {"relax.nn.conv2d": self.conv2d, "relax.matmul": self.matmul, "relax.concat": legalize_concat}
+        return {
+            "relax.nn.conv2d": self.conv2d,
+            "relax.matmul": self.matmul,
+            "relax.concat": legalize_concat,
+            **vmath.legalize_map(),
+        }
 
     def conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         return self._or_default("relax.nn.conv2d", self._conv2d, bb, call)

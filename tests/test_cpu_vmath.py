@@ -1,0 +1,76 @@
+"""float32 exp and sigmoid of the CPU pipeline (``targets/cpu/vmath.py``) against numpy's float64 values:
+at most 1 ulp (exp) and 2.5 ulp (sigmoid) wherever the result is a normal float32, IEEE's special values,
+and no call of TVM's exp left (which LLVM turns into one libm call per element)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from nnadapter_tvm.targets.cpu import pipeline
+from nnadapter_tvm.targets.llvm import LlvmDriver
+
+TARGET = LlvmDriver().tvm_target({})
+SPECIAL = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72283935546875, 88.7228, 88.73, -87.33, -103.97, -104.0]
+
+
+def _values() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    sweep = np.linspace(-110, 95, 200_001)
+    tiny = np.array([1e-30, -1e-30, 1e-8, -1e-8, 1e-3, 0.5 * np.log(2), -0.5 * np.log(2)])
+    return np.concatenate([sweep, rng.standard_normal(50_000) * 30, tiny, SPECIAL]).astype(np.float32)
+
+
+def _run(op, values: np.ndarray) -> tuple[np.ndarray, tvm.IRModule]:
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([len(values)], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(op(x)))
+        bb.emit_func_output(out)
+    mod = bb.finalize()
+    executable, _ = pipeline.build(mod, TARGET)
+    with TARGET:
+        lowered = pipeline.lower(mod, TARGET)
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(values)).numpy()
+    return got, lowered
+
+
+@pytest.mark.parametrize(
+    "op, reference, max_ulp",
+    [(relax.op.exp, np.exp, 1.0), (relax.op.sigmoid, lambda v: 1 / (1 + np.exp(-v)), 2.5)],
+    ids=["exp", "sigmoid"],
+)
+def test_exp_and_sigmoid_within_ulps_of_float64(op, reference, max_ulp):
+    values = _values()
+    got, lowered = _run(op, values)
+    with np.errstate(all="ignore"):
+        want = reference(values.astype(np.float64))
+        want32 = want.astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want32))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want32))
+    assert np.array_equal(np.signbit(got[np.isinf(got)]), np.signbit(want32[np.isinf(want32)]))
+    normal = np.isfinite(want32) & (np.abs(want32) >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[normal].astype(np.float64) - want[normal]) / np.spacing(np.abs(want32[normal])).astype(np.float64)
+    assert ulps.max() <= max_ulp, (ulps.max(), values[normal][np.argmax(ulps)])
+    # Results below float32's smallest normal: within its spacing (gradual underflow, as the docs say).
+    low = np.isfinite(want32) & ~normal
+    assert np.abs(got[low].astype(np.float64) - want[low]).max() <= np.finfo(np.float32).tiny
+    text = "\n".join(f.script() for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    assert "T.exp(" not in text and "T.sigmoid(" not in text, "TVM's exp would be one libm call per element"
+
+
+def test_float64_exp_keeps_tvm_lowering():
+    """Only float32 takes the polynomial; float64 stays TVM's (libm's exp, exact to float64)."""
+    values = np.array([-3.0, 0.0, 1.5, 700.0])
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([4], "float64"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.exp(x)))
+        bb.emit_func_output(out)
+    executable, _ = pipeline.build(bb.finalize(), TARGET)
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(values)).numpy()
+    np.testing.assert_allclose(got, np.exp(values), rtol=1e-15)
