@@ -180,8 +180,17 @@ def default_pipeline() -> tvm.transform.Pass:
 # -- FuseTIR and fused functions with scalar parameters of two kinds ---------------------------
 
 
-def _is_primitive(func: object) -> bool:
+def is_primitive(func: object) -> bool:
+    """Whether ``func`` is a fused function of ``FuseOps`` (attribute ``Primitive``)."""
     return isinstance(func, relax.Function) and bool(func.attrs) and bool(func.attrs.get("Primitive", False))
+
+
+def static_shape(ty: object) -> list[int] | None:
+    """The dims of a tensor type whose every dimension is known, else None."""
+    values = getattr(getattr(ty, "shape", None), "values", None)
+    if values is None or not all(isinstance(d, tvm.tirx.IntImm) for d in values):
+        return None
+    return [int(d) for d in values]
 
 
 def _shape_vars(ty: object) -> list | None:
@@ -266,12 +275,12 @@ def split_fused_shape_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext)
     call re-normalized later loses its output shape.)  A function called with a scalar that is not a
     single variable (emit_te passes variables) is left as it is."""
     functions = dict(mod.functions_items())
-    mixed = {g.name_hint: f for g, f in functions.items() if _is_primitive(f) and _mixed(f)}
+    mixed = {g.name_hint: f for g, f in functions.items() if is_primitive(f) and _mixed(f)}
     if not mixed:
         return mod
     callers = _ScalarArgs(mixed)
     for func in functions.values():
-        if isinstance(func, relax.Function) and not _is_primitive(func):
+        if isinstance(func, relax.Function) and not is_primitive(func):
             callers.visit_expr(func)
     rewritten: dict[tvm.ir.GlobalVar, relax.Function] = {}
     for gvar, func in functions.items():
@@ -295,7 +304,7 @@ def split_fused_shape_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext)
     out = bb.get()
     sites = _CallSites(out, renamed)
     for gvar, func in list(out.functions_items()):
-        if isinstance(func, relax.Function) and not _is_primitive(func):
+        if isinstance(func, relax.Function) and not is_primitive(func):
             out[gvar] = sites.visit_expr(func)
     return out
 
@@ -365,7 +374,7 @@ def order_symbolic_definitions(mod: tvm.IRModule, _ctx: tvm.transform.PassContex
     changed = False
     out = {}
     for gvar, func in mod.functions_items():
-        if not isinstance(func, relax.Function) or _is_primitive(func) or not isinstance(func.body, relax.SeqExpr):
+        if not isinstance(func, relax.Function) or is_primitive(func) or not isinstance(func.body, relax.SeqExpr):
             continue
         outside: set = set()
         for param in func.params:

@@ -24,6 +24,8 @@ import tvm
 from tvm import relax, tirx
 from tvm.script import from_source
 
+from nnadapter_tvm.targets.relax_passes import is_primitive, static_shape
+
 #: PrimFunc attribute: the axis of a concatenation kernel (``legalize_concat``).
 CONCAT_AXIS = "nna_concat_axis"
 
@@ -39,14 +41,6 @@ def legalize_concat(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
             axis += call.ty.ndim
         bb.update_func(gvar, func.with_attr(CONCAT_AXIS, axis))
     return lowered
-
-
-def _static_shape(ty: relax.Type) -> list[int] | None:
-    shape = getattr(ty, "shape", None)
-    values = getattr(shape, "values", None)
-    if values is None or not all(isinstance(v, tvm.tirx.IntImm) for v in values):
-        return None
-    return [int(v) for v in values]
 
 
 def _write_slice(shape: list[int], big: list[int], axis: int, offset: int, dtype: str) -> tirx.PrimFunc:
@@ -70,11 +64,6 @@ def nna_write_slice(a: T.Buffer({dims(shape)}, "{dtype}"), big: T.Buffer({dims(b
             big[{at}] = a[{", ".join(names)}]
 """
     return from_source(src)
-
-
-def _is_group(func) -> bool:
-    """Whether ``func`` is a fused function of ``FuseOps`` (``Primitive``)."""
-    return isinstance(func, relax.Function) and func.attrs is not None and "Primitive" in func.attrs
 
 
 def _ends_in_result(group: relax.Function) -> bool:
@@ -128,7 +117,9 @@ class _Rewriter:
             return None
         if isinstance(value.op, tvm.ir.GlobalVar):
             func = self.mod[value.op]
-            return (func, list(value.args), value.op.name_hint) if _is_group(func) and _ends_in_result(func) else None
+            return (
+                (func, list(value.args), value.op.name_hint) if is_primitive(func) and _ends_in_result(func) else None
+            )
         if not value.op.same_as(self.call_tir) or len(value.args) != 2 or self.concat_axis(value) is not None:
             return None  # (a third argument: symbolic sizes)
         args = list(value.args[1].fields)
@@ -144,10 +135,10 @@ class _Rewriter:
         )
         return func, args, value.args[0].name_hint
 
-    def into_slice(self, value: relax.Call, write: tvm.ir.GlobalVar, big_ty, into: relax.Var | None) -> relax.Call:
-        """``value`` (a ``producer``) as a call of a fused function that also writes its result into the
+    def into_slice(self, producer: tuple, write: tvm.ir.GlobalVar, big_ty, into: relax.Var | None) -> relax.Call:
+        """A ``producer`` as a call of a fused function that also writes its result into the
         concatenation: into a new buffer (``into`` None) or in place into ``into``."""
-        group, args, name = self.producer(value)
+        group, args, name = producer
         group = relax.utils.copy_with_new_vars(group)
         bindings = list(group.body.blocks[0].bindings)
         result = relax.DataflowVar("nna_slice", bindings[-1].var.ty)
@@ -170,21 +161,18 @@ class _Rewriter:
         replaced: dict[int, list[relax.Binding]] = {}  # binding index -> what replaces it
         for at, binding in enumerate(bindings):
             axis = self.concat_axis(binding.value)
-            big = _static_shape(binding.var.ty)
+            big = static_shape(binding.var.ty)
             inputs = binding.value.args[1].fields if axis is not None else []
-            shapes = [_static_shape(x.ty) for x in inputs]
+            shapes = [static_shape(x.ty) for x in inputs]
             if axis is None or big is None or len(inputs) < 2 or None in shapes:
                 continue
             offsets = [sum(s[axis] for s in shapes[:i]) for i in range(len(inputs))]
-            fused = [
-                i
+            producers = {
+                i: self.producer(bindings[position[x]].value)
                 for i, x in enumerate(inputs)
-                if isinstance(x, relax.Var)
-                and x in position
-                and position[x] not in replaced
-                and uses.get(x, 0) == 1
-                and self.producer(bindings[position[x]].value) is not None
-            ]
+                if isinstance(x, relax.Var) and x in position and position[x] not in replaced and uses.get(x, 0) == 1
+            }
+            fused = [i for i, found in producers.items() if found is not None]
             if not fused:
                 continue
             dtype = binding.var.ty.dtype
@@ -196,7 +184,7 @@ class _Rewriter:
                 out = binding.var if n == len(steps) - 1 else relax.DataflowVar("nna_concat", binding.var.ty)
                 if i in fused:
                     where = position[inputs[i]]
-                    call = self.into_slice(bindings[where].value, writes[i], binding.var.ty, chain)
+                    call = self.into_slice(producers[i], writes[i], binding.var.ty, chain)
                 else:
                     where = at
                     call = relax.op.call_tir_inplace(writes[i], relax.Tuple([inputs[i], chain]), [1], binding.var.ty)
@@ -219,7 +207,7 @@ def write_concat_in_place(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) ->
     rewriter = _Rewriter(mod)
     changed = False
     for gvar, func in mod.functions_items():
-        if not isinstance(func, relax.Function) or _is_group(func):
+        if not isinstance(func, relax.Function) or is_primitive(func):
             continue
         uses = _uses(func)
         blocks = [rewriter.block(b, uses) if isinstance(b, relax.DataflowBlock) else b for b in func.body.blocks]
@@ -235,5 +223,5 @@ def write_concat_in_place(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) ->
         if isinstance(func, relax.Function):
             relax.analysis.post_order_visit(func, lambda e: called.add(e) if isinstance(e, tvm.ir.GlobalVar) else None)
     # The producers' fused functions that only the rewritten calls used.
-    kept = {g: f for g, f in mod.functions_items() if g in called or not _is_group(f)}
+    kept = {g: f for g, f in mod.functions_items() if g in called or not is_primitive(f)}
     return tvm.IRModule(kept, attrs=mod.attrs, global_infos=mod.global_infos)

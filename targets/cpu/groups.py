@@ -13,11 +13,14 @@ next (shufflenet's channel shuffle) or becomes one of its own.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tvm
 from tvm import relax
 
 from nnadapter_tvm.targets.cpu.simd import channel_block
+from nnadapter_tvm.targets.relax_passes import static_shape
 
 #: Element-wise ops the compaction moves past: unary, or binary with a constant operand.
 _UNARY = frozenset(["relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.tanh", "relax.nn.silu"])
@@ -34,15 +37,15 @@ def padded_group(oc: int, groups: int, lanes: int) -> int:
     return ocgp if ocg / ocgp > min(channel_block(ocg, lanes), lanes) / lanes else ocg
 
 
+@dataclasses.dataclass(frozen=True)
 class _Padded:
-    """A tensor computed with padded groups: ``[..., groups * ocgp]`` of which each group's first ``ocg``."""
+    """A tensor computed with padded groups: ``[..., groups * ocgp]`` of which each group's first ``ocg``
+    (``var`` None: the padding an op's result will have, before it is emitted)."""
 
-    def __init__(self, var: relax.Var, groups: int, ocg: int, ocgp: int):
-        self.var, self.groups, self.ocg, self.ocgp = var, groups, ocg, ocgp
-
-    def like(self) -> _Padded:
-        """The same padding, for the result of an element-wise op on this tensor."""
-        return _Padded(None, self.groups, self.ocg, self.ocgp)
+    var: relax.Var | None
+    groups: int
+    ocg: int
+    ocgp: int
 
 
 @relax.expr_functor.mutator
@@ -60,9 +63,9 @@ class _Rewriter(relax.PyExprMutator):
         if made is None:
             super().visit_var_binding_(binding)
             return
-        call, p = made
+        call, padding = made
         bb = self.builder_
-        p.var = bb.emit(call, "nna_padded")
+        p = dataclasses.replace(padding, var=bb.emit(call, "nna_padded"))
         self.padded[binding.var] = p
         # binding.var: each group's own channels (unused where the next op takes the padded tensor)
         *lead, _ = binding.var.ty.shape.values
@@ -98,14 +101,14 @@ class _Rewriter(relax.PyExprMutator):
         args = list(call.args)
         if name in _UNARY and args[0] in self.padded:
             p = self.padded[args[0]]
-            return relax.Call(call.op, [p.var, *args[1:]], call.attrs), p.like()
+            return relax.Call(call.op, [p.var, *args[1:]], call.attrs), p
         if name not in _BINARY or len(args) != 2:
             return None
         for i in (0, 1):
             if args[i] not in self.padded:
                 continue
             p, other = self.padded[args[i]], args[1 - i]
-            shape = _static_shape(other.ty)
+            shape = static_shape(other.ty)
             if shape is None or len(shape) > args[i].ty.ndim or any(d != 1 for d in shape[:-1]):
                 return None  # not a per-channel operand
             if shape and shape[-1] == p.groups * p.ocg:
@@ -113,7 +116,7 @@ class _Rewriter(relax.PyExprMutator):
             elif shape and shape[-1] != 1:
                 return None
             args[i], args[1 - i] = p.var, other
-            return relax.Call(call.op, args, call.attrs), p.like()
+            return relax.Call(call.op, args, call.attrs), p
         return None
 
     def pad_channels(self, operand: relax.Expr, p: _Padded) -> relax.Expr:
@@ -126,42 +129,14 @@ class _Rewriter(relax.PyExprMutator):
         return bb.emit(relax.op.reshape(padded, [1] * (rank - 1) + [p.groups * p.ocgp]))
 
 
-def _static_shape(ty) -> list[int] | None:
-    values = getattr(getattr(ty, "shape", None), "values", None)
-    if values is None or not all(isinstance(v, tvm.tirx.IntImm) for v in values):
-        return None
-    return [int(v) for v in values]
+def pad_groups(lanes: int) -> tvm.transform.Pass:
+    """A pass: every function's grouped convolutions with padded groups (the module docstring); the
+    compactions an op after them took over are removed with the other unused bindings."""
 
-
-def _live(bindings: list[relax.Binding]) -> list[relax.Binding]:
-    """``bindings`` without those of dataflow variables nothing reads (compactions moved past an op)."""
-    used: set = set()
-    kept = []
-    for binding in reversed(bindings):
-        if isinstance(binding.var, relax.DataflowVar) and binding.var not in used:
-            continue
-        kept.append(binding)
-        relax.analysis.post_order_visit(binding.value, lambda e: used.add(e) if isinstance(e, relax.Var) else None)
-    return kept[::-1]
-
-
-def pad_groups(mod: tvm.IRModule, lanes: int) -> tvm.IRModule:
-    """Every function's grouped convolutions with padded groups (the module docstring); ``mod`` is not
-    changed."""
-    updated = {}
-    for gvar, func in mod.functions_items():
-        if not isinstance(func, relax.Function):
-            continue
+    @relax.transform.function_pass(opt_level=0, name="nnadapter_tvm.PadGroups")
+    def transform(func: relax.Function, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> relax.Function:
         rewriter = _Rewriter(mod, lanes)
         new = rewriter.visit_expr(func)
-        if rewriter.padded:
-            blocks = [
-                relax.DataflowBlock(_live(list(b.bindings))) if isinstance(b, relax.DataflowBlock) else b
-                for b in new.body.blocks
-            ]
-            updated[gvar] = relax.Function(
-                new.params, relax.SeqExpr(blocks, new.body.body), new.ret_ty, new.is_pure, new.attrs
-            )
-    if not updated:
-        return mod
-    return tvm.IRModule({**dict(mod.functions_items()), **updated}, attrs=mod.attrs, global_infos=mod.global_infos)
+        return relax.analysis.remove_all_unused(new) if rewriter.padded else func
+
+    return transform

@@ -25,6 +25,7 @@ from nnadapter_tvm.targets.cpu.simd import (
     vector_padded,
     vector_registers,
 )
+from nnadapter_tvm.targets.relax_passes import static_shape
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -35,12 +36,6 @@ def _shape(expr: relax.Expr) -> list | None:
     if shape is None or not hasattr(shape, "values"):
         return None
     return [int(d.value) if isinstance(d, tirx.IntImm) else d for d in shape.values]
-
-
-def _static_shape(expr: relax.Expr) -> list[int] | None:
-    """``expr``'s shape when every dim is static, else None."""
-    dims = _shape(expr)
-    return dims if dims is not None and all(isinstance(d, int) for d in dims) else None
 
 
 def _out_dtype(attrs, default: str) -> str:
@@ -97,7 +92,7 @@ class Lowering:
         nchw = layouts[0] == "NCHW"
         if x.ty.dtype != "float32" or w.ty.dtype != "float32" or _out_dtype(attrs, "float32") != "float32":
             return None
-        w_shape, x_shape = _static_shape(w), _shape(x)
+        w_shape, x_shape = static_shape(w.ty), _shape(x)
         if w_shape is None or x_shape is None or len(x_shape) != 4:
             return None
         oc, icg, _, _ = w_shape
@@ -144,7 +139,7 @@ class Lowering:
             return None
         if a.ty.dtype != "float32" or b.ty.dtype != "float32":
             return None
-        b_shape, a_shape = _static_shape(b), _shape(a)
+        b_shape, a_shape = static_shape(b.ty), _shape(a)
         if b_shape is None or len(b_shape) != 2:
             return self._batch_matmul(bb, a, b)
         if a_shape is None or len(a_shape) < 2:

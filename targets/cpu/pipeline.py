@@ -39,7 +39,7 @@ def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
 
 def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     lowering = Lowering(target)
-    mod = pad_groups(to_nhwc(mod), lowering.lanes)
+    mod = pad_groups(lowering.lanes)(to_nhwc(mod))
     return tvm.transform.Sequential(
         [
             relax.backend.DispatchSampling(),

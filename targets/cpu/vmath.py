@@ -62,11 +62,14 @@ def sigmoid_f32(x: tirx.PrimExpr) -> tirx.PrimExpr:
     return _f(1.0) / (_f(1.0) + exp_f32(-x))
 
 
-def _elementwise(fn, name: str):
-    def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
+def _elementwise(op: str, fn, name: str):
+    """``op``'s lowering: ``fn`` element by element for float32, TVM's own for other dtypes."""
+    default = tvm.ir.Op.get(op).get_attr("FLegalize")
+
+    def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         (x,) = call.args
         if getattr(x.ty, "dtype", None) != _F32:
-            return None
+            return default(bb, call)
 
         def compute(t: te.Tensor) -> te.Tensor:
             return te.compute(t.shape, lambda *i: fn(t(*i)), name=name)
@@ -76,21 +79,9 @@ def _elementwise(fn, name: str):
     return legalize
 
 
-#: ``relax`` op -> its lowering for float32 (None for other dtypes: TVM's own).
-LEGALIZE = {"relax.exp": _elementwise(exp_f32, "exp"), "relax.sigmoid": _elementwise(sigmoid_f32, "sigmoid")}
-
-
 def legalize_map() -> dict:
     """``LegalizeOps`` rules: float32 exp and sigmoid as ``exp_f32`` / ``sigmoid_f32``, other dtypes TVM's."""
-
-    def with_default(op: str):
-        rule = LEGALIZE[op]
-        default = tvm.ir.Op.get(op).get_attr("FLegalize")
-
-        def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-            lowered = rule(bb, call)
-            return lowered if lowered is not None else default(bb, call)
-
-        return legalize
-
-    return {op: with_default(op) for op in LEGALIZE}
+    return {
+        "relax.exp": _elementwise("relax.exp", exp_f32, "exp"),
+        "relax.sigmoid": _elementwise("relax.sigmoid", sigmoid_f32, "sigmoid"),
+    }
