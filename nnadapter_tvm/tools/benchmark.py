@@ -91,6 +91,18 @@ def parse_shapes(specs: list[str]) -> dict[str | None, list[int]]:
     return shapes
 
 
+def add_shape_option(parser: argparse.ArgumentParser) -> None:
+    """``--shape`` (``bench``, ``profile``): read with ``parse_shapes``."""
+    parser.add_argument(
+        "--shape",
+        metavar="[INPUT=]DIMS",
+        action="append",
+        default=[],
+        help="the size to feed a model whose input dims are unknown (1x3x320x320; INPUT= for one input of "
+        "several); the model stays compiled with its unknown dims. Unknown dims are 1 otherwise; repeatable",
+    )
+
+
 def model_inputs(model: onnx.ModelProto, shapes: dict[str | None, list[int]] | None = None) -> dict[str, np.ndarray]:
     """Seeded random feeds for the graph inputs that are not initializers: of the sizes in ``shapes`` (by
     input name, or None for every input), which must agree with the model's fixed dims; unknown dims
@@ -496,14 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--as-shipped", action="store_true", help="measure the files as they are (initializers as inputs included)"
     )
-    parser.add_argument(
-        "--shape",
-        metavar="[INPUT=]DIMS",
-        action="append",
-        default=[],
-        help="the size to feed a model whose input dims are unknown (1x3x320x320; INPUT= for one input of "
-        "several); the model stays compiled with its unknown dims. Unknown dims are 1 otherwise; repeatable",
-    )
+    add_shape_option(parser)
     parser.add_argument("--json", default="benchmark.json", help="table as JSON (%(default)s)")
     parser.add_argument("--png", default="benchmark.png", help="ratio plot (%(default)s)")
     parser.add_argument("--worker", nargs=2, metavar=("RUNNER", "MODEL"), help=argparse.SUPPRESS)

@@ -30,6 +30,8 @@ from collections import defaultdict
 import numpy as np
 import onnx
 
+from nnadapter_tvm.tools.benchmark import add_shape_option
+
 # What the VM calls besides kernels (allocation, shape matching, tuples): summed as one row.
 BUILTIN_PREFIX = "vm.builtin."
 BUILTINS = "(VM builtins: allocation, shape checks)"
@@ -176,13 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=10, help="inferences timed (%(default)s)")
     parser.add_argument("--top", type=int, default=30, help="kernels listed (%(default)s); the rest in one row")
     parser.add_argument("--as-shipped", action="store_true", help="profile the file as it is (no rewrite)")
-    parser.add_argument(
-        "--shape",
-        metavar="[INPUT=]DIMS",
-        action="append",
-        default=[],
-        help="the size to feed where input dims are unknown (as in nnadapter-tvm bench); repeatable",
-    )
+    add_shape_option(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))  # before TVM's pool starts
     import nnadapter_tvm as nna
