@@ -14,6 +14,15 @@ the cache keeps its format (one library per subgraph). Each kernel's code is the
 gives: densenet121's 396 functions disassemble alike either way (call displacements and one alignment
 ``nop`` aside). A wall-time gain needs idle cores: on a machine busy with other sessions, Linux's
 autogroup scheduling gives a session one share of the CPUs whatever its thread count.
+
+Functions with and without ``tirx.noalias`` never share an LLVM module: TVM's LLVM code generator
+(``CodeGenLLVM``, 0.27) declares every function of a module before generating any, and the flag that
+marks buffers as not aliasing (``is_restricted_``) is set while declaring, so every function of the
+module is generated with the flag of the last one declared (by symbol name). A symbolic-shape model's
+``shape_func`` (Relax's shape computation, without ``tirx.noalias``) thus took the flag from every
+kernel of its module: all their buffers went into one TBAA alias set, and LLVM stored each register
+accumulator of a dense product back to memory on every step of its reduction loop (2.6x the kernel's
+time). ``_split`` keeps them apart.
 """
 
 from __future__ import annotations
@@ -84,7 +93,7 @@ def _build_tir(tir_mod: tvm.IRModule, target: tvm.target.Target, jobs: int | Non
     host_mod = finalize_host()(host_mod)
     parts = _split(host_mod, jobs or default_jobs())
     if len(parts) == 1:
-        return codegen_build(host_mod, host)
+        return codegen_build(parts[0], host)
     context = tvm.transform.PassContext.current()
     config = dict(context.config) if context.config is not None else {}
 
@@ -101,17 +110,28 @@ def _build_tir(tir_mod: tvm.IRModule, target: tvm.target.Target, jobs: int | Non
 
 
 def _split(host_mod: tvm.IRModule, jobs: int) -> list[tvm.IRModule]:
-    """The module's functions dealt round-robin into at most ``jobs`` modules (in their order, so that
-    neighbouring kernels of one size spread over all); one module where a function calls another (a
-    callee must be in its caller's LLVM module) or where there are too few to share."""
-    items = list(host_mod.functions_items())
-    count = min(jobs, len(items) // MIN_KERNELS_PER_MODULE)
-    if count <= 1 or _has_internal_calls(host_mod):
+    """The module's functions in at most ``jobs`` modules of kernels declared ``tirx.noalias``, dealt
+    round-robin (in their order, so that neighbouring kernels of one size spread over all), plus one
+    module of the functions without it (see the module's docstring for why they never share one).
+    One module where a function calls another (a callee must be in its caller's LLVM module)."""
+    if _has_internal_calls(host_mod):
         return [host_mod]
+    items = list(host_mod.functions_items())
+    restricted = [(gvar, func) for gvar, func in items if _is_noalias(func)]
+    others = {gvar: func for gvar, func in items if not _is_noalias(func)}
+    count = max(1, min(jobs, len(restricted) // MIN_KERNELS_PER_MODULE))
     groups: list[dict] = [{} for _ in range(count)]
-    for k, (gvar, func) in enumerate(items):
+    for k, (gvar, func) in enumerate(restricted):
         groups[k % count][gvar] = func
-    return [tvm.IRModule(group, attrs=host_mod.attrs) for group in groups]
+    groups = [group for group in groups if group]
+    if others:
+        groups.append(others)
+    return [tvm.IRModule(group, attrs=host_mod.attrs) for group in groups] or [host_mod]
+
+
+def _is_noalias(func: object) -> bool:
+    attrs = getattr(func, "attrs", None)
+    return bool(attrs is not None and attrs.get("tirx.noalias", False))
 
 
 def _has_internal_calls(host_mod: tvm.IRModule) -> bool:
