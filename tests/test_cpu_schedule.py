@@ -3,6 +3,8 @@ the schedules really apply (parallel and vectorized loops, packed weights, the e
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -481,8 +483,9 @@ def _fixed(*shape: int) -> relax.Constant:
         ((3, 32), (0,), [(1, 32), (5, 32)]),
         ((2, 9, 32), (0, 1), [(2, 9, 32), (1, 1, 32), (3, 16, 32)]),
         ((2, 9, 32), (1,), [(2, 1, 32), (2, 20, 32)]),
+        ((9, 1, 32), (0,), [(9, 1, 32), (1, 1, 32), (20, 1, 32)]),
     ],
-    ids=["batch", "batch-and-sequence", "sequence"],
+    ids=["batch", "batch-and-sequence", "sequence", "steps-of-batch-1"],
 )
 def test_symbolic_rows_dense(shape, symbolic, sizes):
     """[B, T, K] x [K, N] with B and/or T unknown: the packed dense rule, rows padded to whole tiles."""
@@ -492,6 +495,49 @@ def test_symbolic_rows_dense(shape, symbolic, sizes):
         return bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(y, _fixed(40)))))
 
     _check_symbolic(body, [shape], [symbolic], [[s] for s in sizes], DENSE)
+
+
+def test_symbolic_steps_of_batch_1_tile_the_steps():
+    """[T, 1, K] rows (an ONNX LSTM's input projection over T steps of batch 1): the register tile runs
+    along T, padded to whole tiles, not along the axis of 1 (a tile of one row: 3x slower)."""
+    mod = _symbolic_module([(9, 1, 32)], [(0,)], lambda bb, a: bb.emit(relax.op.matmul(a, _fixed(32, 40))))
+    text = _scheduled_function(mod, DENSE)
+    tiles = [int(e) for e in re.findall(r"in T\.unroll\(T\.int64\((\d+)\)\)", text)]
+    assert tiles and max(tiles) > 1, text
+
+
+def _dense_over_strided_rows(k: int, n: int, stride: int) -> tuple[tvm.IRModule, relax.Constant, relax.Constant]:
+    """x [(w - 1) // stride + 1, k] x [k, n] + bias, with w given as a shape argument: rows that are an
+    expression of a symbolic width (a recognizer's time steps after its strided convolutions)."""
+    w = tvm.tirx.Var("w", "int64")
+    weight, bias = _fixed(k, n), _fixed(n)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([(w - 1) // stride + 1, k], "float32"))
+    width = relax.Var("width", relax.ShapeType([w]))
+    with bb.function("main", [x, width]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.add(bb.emit(relax.op.matmul(x, weight)), bias))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.finalize(), weight, bias
+
+
+def test_rows_of_an_unsigned_expression_stay_out_of_the_parallel_loop():
+    """Rows (w - 1) // 8 + 1: TVM cannot prove the count of row tiles non-negative (it knows nothing of
+    w), so a parallel loop fused over column blocks x row tiles kept a truncated division and max(0, ..)
+    in each offset of the register tile, which LLVM then kept in memory (2.4x slower).  The parallel loop
+    is the column blocks alone; the results at several widths match numpy."""
+    mod, weight, bias = _dense_over_strided_rows(64, 96, 8)
+    text = _scheduled_function(mod, DENSE)
+    parallel = re.findall(r"in T\.parallel\((.*)\):", text)
+    assert parallel and all(re.fullmatch(r"T\.int64\(\d+\)", p) for p in parallel), parallel
+    executable, _ = pipeline.build(mod, TARGET)
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    for width in (1, 8, 9, 70, 257):
+        x = RNG.standard_normal(((width - 1) // 8 + 1, 64)).astype("float32")
+        got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.ShapeTuple([width])).numpy()
+        want = x.astype("float64") @ weight.value.numpy() + bias.value.numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"w = {width}")
 
 
 def test_symbolic_attention_products_and_softmax():

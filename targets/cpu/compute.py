@@ -167,25 +167,42 @@ def depthwise_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, multipl
 # -- matrix products ----------------------------------------------------------------------
 
 
+def row_axis(extents: list) -> int:
+    """Which of a product's row axes (its output's axes before the columns) the register tile runs
+    along: the last one that is not statically 1 ([T, 1, K] rows: an ONNX LSTM's input projection over
+    T steps of batch 1), the last one when all are. ``extents``: ints, None where symbolic, or TIR
+    expressions."""
+    for axis in range(len(extents) - 1, -1, -1):
+        value = extents[axis]
+        if isinstance(value, tirx.IntImm):
+            value = int(value.value)
+        if value != 1:
+            return axis
+    return len(extents) - 1
+
+
 def dense_packed(a: te.Tensor, bp: te.Tensor, n: int, tile: int = 1) -> te.Tensor:
     """out[..., m, j] = sum_k a[..., m, k] * bp[j // nb, k, j % nb].
 
-    A symbolic row count ``m`` (batch, sequence) runs whole tiles of rows (see ``_padded``)."""
+    A symbolic row count (batch, sequence) runs whole tiles of rows (see ``_padded``), along the row
+    axis ``row_axis`` picks."""
     _, k, nb = (int(d) for d in bp.shape)
     r = te.reduce_axis((0, k), "k")
     batch = list(a.shape[:-1])
-    rows = batch[-1] if batch else None
+    axis = row_axis(batch) if batch else None
+    rows = batch[axis] if batch else None
     padded = _padded(rows, tile) if rows is not None else None
 
     def body(*idx):
         *index, j = idx
         if padded is not rows:
-            index[-1] = tirx.min(index[-1], rows - 1)
+            index[axis] = tirx.min(index[axis], rows - 1)
         return te.sum(a[(*index, r)] * bp[j // nb, r, j % nb], axis=[r])
 
     if padded is rows:
         return te.compute((*batch, n), body, name=DENSE)
-    return _crop(te.compute((*batch[:-1], padded, n), body, name=DENSE), [*batch, n], CROP)
+    shape = [padded if i == axis else d for i, d in enumerate(batch)]
+    return _crop(te.compute((*shape, n), body, name=DENSE), [*batch, n], CROP)
 
 
 def batch_matmul_packed(a: te.Tensor, bp: te.Tensor, n, tile: int = 1) -> te.Tensor:

@@ -227,6 +227,17 @@ def _guess_work(sch: s_tir.Schedule, loops: list) -> int:
     return math.prod(_guess_extent(sch, lp) for lp in loops) * _inner_work(sch, loops[-1])
 
 
+def _provably_nonnegative(sch: s_tir.Schedule, extent) -> bool:
+    """Whether TVM's lowering can prove ``extent`` >= 0, knowing what its passes know: that a buffer
+    parameter's dim that is a plain variable is non-negative (``MarkBufferParamShapes``)."""
+    analyzer = tvm.sym.Analyzer()
+    for param in sch.mod["main"].params:
+        for dim in getattr(param.ty, "shape", None) or ():
+            if isinstance(dim, tirx.Var):
+                analyzer.update(dim, tvm.sym.ConstIntBound(0, tvm.sym.ConstIntBound.POS_INF), override=True)
+    return bool(analyzer.can_prove(extent >= 0))
+
+
 def parallel(sch: s_tir.Schedule, loops: list, min_elements: int = PARALLEL_MIN_ELEMENTS, work: int | None = None):
     """Fuse ``loops`` and run them in parallel when the work is worth the threads; returns the fused loop
     (None when they stay serial)."""
@@ -248,6 +259,16 @@ def parallel(sch: s_tir.Schedule, loops: list, min_elements: int = PARALLEL_MIN_
         # (4 * w + 8) * 4 divisible by 4 * w + 8), and the kernel was left to naive loops (90x slower
         # with the width alone unknown).  Outermost ([n, 18, 4]) or innermost ([18, w]) it lowers.
         loops, extents = loops[: middle[0] + 1], extents[: middle[0] + 1]
+    unsigned = [i for i, e in enumerate(extents) if e is None and any(x != 1 for x in extents[:i])]
+    unsigned = [i for i in unsigned if not _provably_nonnegative(sch, sch.get(loops[i]).extent)]
+    if unsigned:
+        # Fused after another loop, a symbolic loop's extent divides the fused index.  Where TVM cannot
+        # prove that extent non-negative (rows (w - 1) // 8 + 1 of a width w it knows nothing of: it
+        # marks only plain variables among the buffers' dims), the floor division stays a truncated
+        # division with sign fixes, and the buffer compaction keeps max(0, ...) in every offset of the
+        # register tile: the accumulators were indexed at run time, so LLVM kept them in memory
+        # (a [(w - 1) // 8 + 1, 1024] x [1024, 8210] product 2.4x its kernel with plain rows m).
+        loops, extents = loops[: unsigned[0]], extents[: unsigned[0]]
     total = work if work is not None else static_product(extents)
     if total is None and min_elements > 1:
         total = _guess_work(sch, loops)

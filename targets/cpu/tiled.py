@@ -18,7 +18,7 @@ import contextlib
 import tvm
 from tvm import s_tir, tirx
 
-from nnadapter_tvm.targets.cpu.compute import CROP, PAD
+from nnadapter_tvm.targets.cpu.compute import CROP, PAD, row_axis
 from nnadapter_tvm.targets.cpu.generic import schedule_spatial
 from nnadapter_tvm.targets.cpu.loops import child_blocks, loop_extent, parallel, static_product, vectorize_inner
 from nnadapter_tvm.targets.cpu.simd import (
@@ -91,8 +91,10 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
         # Rows are fused only when no tile straddles two batches ([2, 77] rows in tiles of 14 computed
         # wrong results: TVM compacts such a tile's buffer wrongly), nor when an extent is symbolic (the
         # fused index would divide by it): then the last row axis is tiled (a symbolic one was padded to
-        # whole tiles by the compute) and the others stay outside.
-        outer, m = rows[:-1], rows[-1]
+        # whole tiles by the compute) and the others stay outside.  That axis is the one the compute
+        # padded (``compute.row_axis``): [T, 1] rows are tiled along T, not along the 1.
+        axis = row_axis(extents)
+        outer, m = rows[:axis] + rows[axis + 1 :], rows[axis]
     jo, ji = sch.split(j, [None, nb])
     mt = _tile_rows(sch, m, regs, vectors, lo=2)
     mo, mi = sch.split(m, [None, mt])
