@@ -30,6 +30,10 @@ SYMBOLIC_GUESS = 64
 #: The least work (elements, symbolic extents guessed) each iteration of a fused symbolic loop must do.
 MIN_FUSED_WORK = 64
 
+#: Static iterations before a symbolic loop that make a parallel loop of their own (see ``parallel``):
+#: 16 threads, each within 1/32 of the others' share.
+MIN_STATIC_PARALLEL = 32
+
 
 def child_blocks(sch: s_tir.Schedule) -> list:
     """The blocks directly under the function's root block, in order."""
@@ -259,15 +263,22 @@ def parallel(sch: s_tir.Schedule, loops: list, min_elements: int = PARALLEL_MIN_
         # (4 * w + 8) * 4 divisible by 4 * w + 8), and the kernel was left to naive loops (90x slower
         # with the width alone unknown).  Outermost ([n, 18, 4]) or innermost ([18, w]) it lowers.
         loops, extents = loops[: middle[0] + 1], extents[: middle[0] + 1]
-    unsigned = [i for i, e in enumerate(extents) if e is None and any(x != 1 for x in extents[:i])]
-    unsigned = [i for i in unsigned if not _provably_nonnegative(sch, sch.get(loops[i]).extent)]
+    unsigned = [
+        i
+        for i, e in enumerate(extents)
+        if e is None
+        and (static_product(extents[:i]) or 0) >= MIN_STATIC_PARALLEL
+        and not _provably_nonnegative(sch, sch.get(loops[i]).extent)
+    ]
     if unsigned:
         # Fused after another loop, a symbolic loop's extent divides the fused index.  Where TVM cannot
         # prove that extent non-negative (rows (w - 1) // 8 + 1 of a width w it knows nothing of: it
         # marks only plain variables among the buffers' dims), the floor division stays a truncated
-        # division with sign fixes, and the buffer compaction keeps max(0, ...) in every offset of the
-        # register tile: the accumulators were indexed at run time, so LLVM kept them in memory
-        # (a [(w - 1) // 8 + 1, 1024] x [1024, 8210] product 2.4x its kernel with plain rows m).
+        # division with sign fixes, and the buffer compaction may keep max(0, ...) in every offset of
+        # the register tile: the accumulators were indexed at run time, so LLVM kept them in memory
+        # (a [(w - 1) // 8 + 1, 1024] x [1024, 8210] product 2.4x its kernel with plain rows m).  Only
+        # where the static loops before it are parallel enough alone: a convolution's [n, h] stays
+        # fused (its tile is indexed by the loops inside; PP-OCR's ran 1.5x slower on one thread).
         loops, extents = loops[: unsigned[0]], extents[: unsigned[0]]
     total = work if work is not None else static_product(extents)
     if total is None and min_elements > 1:
