@@ -320,6 +320,30 @@ def test_generic_ops_match_unscheduled(op):
     _check(_module([shape], body), [shape])
 
 
+@pytest.mark.parametrize("op", ["add_relu", "softmax", "log_softmax"])
+def test_static_rows_without_a_vector_sized_divisor_are_vectorized(op):
+    """An innermost extent of 6625 (a recognizer's classes): whole vectors, then a scalar tail. TVM
+    ignores a partition hint on a static loop (NarrowDataType renames its variable first), which left
+    every vector guarded and scalarized; the schedule partitions the loop itself. Same results as TVM's
+    unscheduled loops."""
+    shape = (3, 6625)
+
+    def body(bb, x):
+        if op == "add_relu":
+            return bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(x, _const(6625)))))
+        return bb.emit(getattr(relax.op.nn, op)(x, axis=-1))
+
+    mod = _module([shape], body)
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        prepared, _ = pipeline.prepare(mod, TARGET)
+    functions = [f for _, f in prepared.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    text = "\n".join(f.script(show_meta=False) for f in functions)
+    last = {"add_relu": "compute", "softmax": "softmax_norm", "log_softmax": "log_softmax_norm"}[op]
+    # the last stage's whole vectors: a partition of its own, vectorized
+    assert re.search(rf'in T\.vectorized\(T\.int64\(\d+\)\):\n\s+with T\.sblock\("{last}_\w+0"\)', text), text
+    _check(mod, [shape])
+
+
 def _scheduled_function(mod: tvm.IRModule, prefix: str) -> str:
     with TARGET, tvm.transform.PassContext(opt_level=3):
         prepared, report = pipeline.prepare(mod, TARGET)

@@ -46,7 +46,8 @@ The vector width comes from the target (``simd``: AVX-512: 16 floats, AVX2: 8, N
 driver gives the target this machine's CPU so that LLVM can use it.
 
 Modules, in the order a build uses them: ``simd`` (lanes, registers, block and tile sizes), ``layout``,
-``compute`` (the TE computes and weight packing), ``lowering`` (the ``LegalizeOps`` overrides), ``loops``
+``compute`` (the TE computes and weight packing), ``lowering`` (the ``LegalizeOps`` overrides, with
+``vmath``'s exp and sigmoid and ``softmax``'s softmax and log_softmax), ``loops``
 (loop-level steps the rules share), ``generic`` and ``tiled`` (the rules), ``schedule`` (a rule per
 function), ``pipeline`` (``lower``, ``prepare``, ``build``), ``codegen`` (LLVM code generation and
 object emission split over one module per CPU, in threads; ``NNADAPTER_TVM_BUILD_THREADS``).

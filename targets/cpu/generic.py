@@ -96,6 +96,8 @@ def schedule_spatial(sch: s_tir.Schedule, block, lanes: int):
         # plain copies LLVM vectorizes.
         parallel(sch, list(loops[:-1]), work=total)
         return None
+    if not vectorized and _peel_tail(sch, loops, lanes, total):
+        return None
     outer = list(loops[:-1] if vectorized else loops)
     fused = parallel(sch, outer, work=total)
     if not vectorized:
@@ -103,6 +105,29 @@ def schedule_spatial(sch: s_tir.Schedule, block, lanes: int):
     if fused is not None:
         return fused
     return sch.get_loops(block)[-2] if len(sch.get_loops(block)) >= 2 else None
+
+
+def _peel_tail(sch: s_tir.Schedule, loops: list, lanes: int, total: int | None) -> bool:
+    """An innermost static extent with no vector-sized divisor (6625 classes, 8210 characters): the outer
+    loops parallel, then the innermost loop partitioned into whole vectors (vectorized) and the few
+    elements left (scalar); False where that does not apply.
+
+    The partition is the schedule's ``loop_partition``, not TVM's LoopPartition pass behind a
+    ``pragma_loop_partition_hint`` (as for a symbolic extent, ``loops.vectorize_inner``): on a static
+    loop NarrowDataType narrows the loop's variable to int32 before LoopPartition runs and leaves the
+    hint naming the old variable, so the hint is ignored and every vector carries the split's guard
+    (scalarized: a softmax over 6625 classes 3x slower)."""
+    extent = loop_extent(sch, loops[-1])
+    if lanes < 2 or extent is None or extent <= 2 * lanes or extent % lanes == 0:
+        return False
+    try:
+        whole, _tail = sch.loop_partition(loops[-1], [extent - extent % lanes, None])
+    except s_tir.ScheduleError:  # left unchanged: the loop stays scalar
+        return False
+    _, inner = sch.split(whole, [None, lanes])
+    sch.vectorize(inner)
+    parallel(sch, list(loops[:-1]), work=total)
+    return True
 
 
 def _single_load(sch: s_tir.Schedule, block):

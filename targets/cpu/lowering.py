@@ -16,7 +16,7 @@ from collections.abc import Callable
 import tvm
 from tvm import relax, tirx, topi
 
-from nnadapter_tvm.targets.cpu import compute, vmath
+from nnadapter_tvm.targets.cpu import compute, softmax, vmath
 from nnadapter_tvm.targets.cpu.concat import legalize_concat
 from nnadapter_tvm.targets.cpu.simd import (
     channel_block,
@@ -60,6 +60,7 @@ class Lowering:
             "relax.matmul": self.matmul,
             "relax.concat": legalize_concat,
             **vmath.legalize_map(),
+            **softmax.legalize_map(self.lanes),
         }
 
     def conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:

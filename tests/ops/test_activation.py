@@ -115,6 +115,55 @@ def test_softmax_unknown_batch():
     check_op(OP.SOFTMAX, [In(x, dims=[nna.UNKNOWN, 3, 4]), i32([-1])], _softmax(x, -1), out, rtol=1e-5, atol=1e-6)
 
 
+# Rows longer than a vector, of lengths that are and are not a multiple of its width: on the CPU the
+# whole vectors are reduced per lane, then the lanes and the tail (targets/cpu/softmax.py).
+LONG_ROWS = [(3, 64), (2, 37), (1, 5, 161), (4, 1000)]
+
+
+def _softmax_stable(x, axis):
+    x = x.astype("float64")
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).astype("float32")
+
+
+@pytest.mark.parametrize("op", [OP.SOFTMAX, OP.LOG_SOFTMAX], ids=lambda o: o.name)
+@pytest.mark.parametrize("shape", LONG_ROWS, ids=str)
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_long_rows(op, shape, axis):
+    x = rand(*shape, seed=shape[-1], low=-20.0, high=20.0)
+    want = _softmax_stable(x, axis) if op == OP.SOFTMAX else _log_softmax(x, axis)
+    check_op(op, [In(x), i32([axis])], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", [OP.SOFTMAX, OP.LOG_SOFTMAX], ids=lambda o: o.name)
+@pytest.mark.parametrize("length", [5, 16, 37, 200])
+def test_softmax_rows_of_unknown_length(op, length):
+    x = rand(3, length, seed=length, low=-20.0, high=20.0)
+    want = _softmax_stable(x, -1) if op == OP.SOFTMAX else _log_softmax(x, -1)
+    out = [Out(dims=[3, nna.UNKNOWN])]
+    check_op(op, [In(x, dims=[3, nna.UNKNOWN]), i32([-1])], want, out, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", [OP.SOFTMAX, OP.LOG_SOFTMAX], ids=lambda o: o.name)
+def test_softmax_special_values(op):
+    """NaN, +inf and -inf in rows of 37 (whole vectors and a tail), as the stable float64 formula gives
+    them: a NaN or a +inf makes the row NaN, a -inf element is exp 0 (log: -inf), a row of -inf is NaN,
+    and values near float32's limits do not overflow."""
+    rows = np.tile(rand(1, 37, seed=3, low=-5.0, high=5.0), (7, 1))
+    rows[0, 3] = np.nan
+    rows[1, 36] = np.nan  # in the tail
+    rows[2, 20] = np.inf
+    rows[3, 5] = -np.inf
+    rows[3, 35] = -np.inf
+    rows[4, :] = -np.inf
+    rows[5, :] = np.float32(3e38) * np.sign(rows[5, :])
+    rows[6, :10] = 88.0
+    x = rows.astype("float32")
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        want = _softmax_stable(x, -1) if op == OP.SOFTMAX else _log_softmax(x, -1)
+    check_op(op, [In(x), i32([-1])], want, rtol=1e-5, atol=1e-5)
+
+
 # -- references written from the spec (float64) ----------------------------------------------
 def _f64(x):
     """float32 values (operands are float32, so attributes are rounded to float32 first) as float64."""
