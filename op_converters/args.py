@@ -224,25 +224,18 @@ class OpArgs:
 
     def castable(self, expr: relax.Expr) -> relax.Expr:
         """``expr`` fit to be a ``match_cast``'s value (every tensor guard's: ``require``, ``match_cast``):
-        the result of an operation (one item of a multi-output kernel included: LSTM's Y_h, GRU's Y) goes
-        through a no-copy view first; a model input, a constant or a view is ``expr`` itself.
+        one item of a multi-output kernel (LSTM's Y_h, GRU's Y) goes through a no-copy
+        view first; anything else is ``expr`` itself.
 
-        TVM 0.27's FuseOps does not count a ``match_cast`` as a reader of its value. An item read by a
+        TVM 0.27's FuseOps does not count a ``match_cast`` as a reader of its value: an item read by a
         guard and by a fusible op (Unsqueeze, Relu) joined that op's fused function, which then returned
         the item, its own parameter, as an output, and FuseTIR refused to build ("There must be an
-        in-place index specified for each output"). A CAST whose result TOP_K guarded (k at most the
-        axis, the axis unknown) and CONCAT also read was fused with the CONCAT that comes after TOP_K:
-        the guard then read a variable defined nowhere, and the build failed ("Var lv1 is not defined").
-        The view is an opaque reader FuseOps does see, so the value stays a result of its kernel."""
+        in-place index specified for each output").  The view is an opaque reader FuseOps does see, so
+        the item stays outside every fused function.  (Other guarded results get their view after the
+        layout pass, ``targets.relax_passes.view_guarded_values``: one here would cost transposes.)"""
         bb = self._ctx.bb
         value = bb.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
-        if not isinstance(expr.ty, relax.TensorType) or not isinstance(expr.ty.shape, relax.ShapeExpr):
-            return expr  # no dims to view it with (a shape known only as a value): as it is
-        produced = isinstance(value, relax.TupleGetItem) or (
-            isinstance(value, relax.Call)
-            and not (isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.memory.view")
-        )
-        if not produced:
+        if not isinstance(value, relax.TupleGetItem) or not isinstance(expr.ty, relax.TensorType):
             return expr
         return bb.emit(relax.op.memory.view(expr, relax.ShapeExpr(_shape(expr))))
 

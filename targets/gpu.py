@@ -283,7 +283,12 @@ def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule,
     Legalization takes this project's rules (``relax_passes.legalize_ops``); ``split_fused_shape_params``
     keeps ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds, and
     ``order_symbolic_definitions`` puts back after its definition a binding FuseOps moved before it."""
-    from nnadapter_tvm.targets.relax_passes import legalize_ops, order_symbolic_definitions, split_fused_shape_params
+    from nnadapter_tvm.targets.relax_passes import (
+        legalize_ops,
+        order_symbolic_definitions,
+        split_fused_shape_params,
+        view_guarded_values,
+    )
 
     mod = tvm.transform.Sequential(
         [
@@ -292,6 +297,7 @@ def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule,
             legalize_ops(),
             relax.transform.AnnotateTIROpPattern(),
             relax.transform.FoldConstant(),
+            view_guarded_values,
             relax.transform.FuseOps(),
             split_fused_shape_params,
             relax.transform.FuseTIR(),

@@ -162,6 +162,50 @@ def guard_reshape_analysis(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -
     return tvm.IRModule({**dict(mod.functions_items()), **updated}, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
+@relax.expr_functor.mutator
+class _ViewGuardedValues(relax.PyExprMutator):
+    """``match_cast(v)`` of an operation's result ``v`` -> ``match_cast(memory.view(v))``."""
+
+    def __init__(self, mod: tvm.IRModule):
+        super().__init__(mod)
+        self.produced: set = set()
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        value = binding.value
+        is_view = isinstance(value, relax.Call) and value.op.same_as(tvm.ir.Op.get("relax.memory.view"))
+        if isinstance(value, (relax.Call, relax.TupleGetItem)) and not is_view:
+            self.produced.add(binding.var)
+        super().visit_var_binding_(binding)
+
+    def visit_match_cast_(self, binding: relax.MatchCast) -> None:
+        value = binding.value
+        ty = value.ty if isinstance(value, relax.Var) else None
+        if value in self.produced and isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
+            view = self.builder_.emit(relax.op.memory.view(self.visit_expr(value), ty.shape))
+            binding = relax.MatchCast(binding.var, view, binding.ty)
+        super().visit_match_cast_(binding)
+
+
+@tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.ViewGuardedValues")
+def view_guarded_values(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Run right before ``FuseOps``: a tensor guard (a ``match_cast``, ``OpArgs.require``) of an
+    operation's result reads it through a no-copy view.
+
+    TVM 0.27's FuseOps does not count a ``match_cast`` as a reader of its value. A CAST whose result
+    TOP_K guarded (k at most an axis known only at execution) and a CONCAT also read was fused into the
+    CONCAT's kernel, and the guard then read a variable defined nowhere: the build failed ("Var lv1 is
+    not defined"). The view is an opaque reader FuseOps does see, so the value stays a result of its
+    kernel. It is added after the layout pass: ``ConvertLayout`` has no layout rule for a view and would
+    put a guarded NHWC tensor back into NCHW around it (three more transposes in PP-OCRv4 det)."""
+    updated = {}
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            updated[gvar] = _ViewGuardedValues(mod).visit_expr(func)
+    if not updated:
+        return mod
+    return tvm.IRModule({**dict(mod.functions_items()), **updated}, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
 def default_pipeline() -> tvm.transform.Pass:
     """``tvm.compile``'s default Relax pipeline for a CPU target (``relax.get_pipeline("default")``),
     after our legalization: the dispatch passes TVM runs first, then ``legalize_ops()``; the default
@@ -171,6 +215,7 @@ def default_pipeline() -> tvm.transform.Pass:
             relax.backend.DispatchSampling(),
             relax.backend.DispatchSortScan(),
             legalize_ops(),
+            view_guarded_values,
             guard_reshape_analysis,
             relax.get_pipeline("default"),
         ]

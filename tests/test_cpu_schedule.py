@@ -320,13 +320,13 @@ def test_generic_ops_match_unscheduled(op):
     _check(_module([shape], body), [shape])
 
 
+@pytest.mark.parametrize("shape", [(3, 6625), (6625,)], ids=str)
 @pytest.mark.parametrize("op", ["add_relu", "softmax", "log_softmax"])
-def test_static_rows_without_a_vector_sized_divisor_are_vectorized(op):
+def test_static_rows_without_a_vector_sized_divisor_are_vectorized(op, shape):
     """An innermost extent of 6625 (a recognizer's classes): whole vectors, then a scalar tail. TVM
     ignores a partition hint on a static loop (NarrowDataType renames its variable first), which left
     every vector guarded and scalarized; the schedule partitions the loop itself. Same results as TVM's
-    unscheduled loops."""
-    shape = (3, 6625)
+    unscheduled loops; a single row runs the whole vectors in parallel."""
 
     def body(bb, x):
         if op == "add_relu":
@@ -595,6 +595,25 @@ def test_symbolic_attention_products_and_softmax():
     sizes = [[(1, 7, 16), (1, 7, 16)], [(2, 19, 16), (2, 19, 16)], [(1, 1, 16), (1, 1, 16)]]
     report = _check_symbolic(body, list(sizes[0]), [(0, 1), (0, 1)], sizes, DENSE)
     assert sum(rule == DENSE for rule in report.values()) >= 2, report
+
+
+def test_decode_step_products_over_an_unknown_batch():
+    """A decoding step's Q K^T and P V: one query row, batch and keys unknown ([B, 1, 16] x [B, 16, T]).
+    A product packed per batch keeps its tile along the matrix's rows (here the 1), not across batches."""
+
+    def body(bb, q, k):
+        scores = bb.emit(relax.op.matmul(q, bb.emit(relax.op.permute_dims(k, [0, 2, 1]))))
+        return bb.emit(relax.op.matmul(bb.emit(relax.op.nn.softmax(scores)), k))
+
+    sizes = [[(2, 1, 16), (2, 7, 16)], [(1, 1, 16), (1, 19, 16)], [(3, 1, 16), (3, 1, 16)]]
+    _check_symbolic(body, list(sizes[0]), [(0,), (0, 1)], sizes, DENSE)
+
+
+def test_static_rows_ending_in_1_tile_the_rows_before():
+    """[2, 77, 1, 64] x [64, 96]: rows whose tile would straddle batches are not fused, and the tile runs
+    along the 77, not the 1; the same results as TVM's unscheduled loops."""
+    shape = (2, 77, 1, 64)
+    _check(_module([shape], lambda bb, a: bb.emit(relax.op.matmul(a, _const(64, 96)))), [shape], DENSE)
 
 
 @pytest.mark.parametrize(

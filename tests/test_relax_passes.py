@@ -210,6 +210,31 @@ def test_split_fused_shape_params_leaves_other_modules_alone():
         assert relax_passes.split_fused_shape_params(fused).same_as(fused)
 
 
+def test_view_guarded_values_reads_a_guarded_result_through_a_view():
+    """A guard (match_cast) of an operation's result reads it through a view, which FuseOps sees; a guard
+    of the function's parameter is left as it is."""
+    n = tvm.tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([n, 4], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.exp(x))
+            guarded = bb.match_cast(y, relax.TensorType([n, 4], "float32"))
+            bb.match_cast(x, relax.TensorType([n, 4], "float32"))
+            out = bb.emit_output(relax.op.add(guarded, y))
+        bb.emit_func_output(out)
+    viewed = relax_passes.view_guarded_values(bb.get())
+    bindings = viewed["main"].body.blocks[0].bindings
+    casts = [b for b in bindings if isinstance(b, relax.MatchCast)]
+    values = {b.var: b.value for b in bindings if isinstance(b, relax.VarBinding)}
+    assert values[casts[0].value].op.name == "relax.memory.view"
+    assert casts[1].value.same_as(viewed["main"].params[0])
+    built = tvm.compile(viewed, "llvm")
+    data = np.array([[0.5, -1.0, 2.0, 0.0]], "float32")
+    got = relax.VirtualMachine(built, tvm.cpu())["main"](tvm.runtime.tensor(data)).numpy()
+    np.testing.assert_allclose(got, 2 * np.exp(data), rtol=1e-6)
+
+
 # -- FuseOps' order: a binding moved before the match_cast defining a symbolic variable it uses ----------
 
 

@@ -43,15 +43,16 @@ from nnadapter_tvm.errors import fail
 from nnadapter_tvm.targets.relax_passes import guard_reshape_analysis
 from nnadapter_tvm.types import ResultCode
 
-#: Overrides the number of LLVM modules (and threads) of a CPU build; 1 builds as ``tvm.compile`` does.
+#: Overrides the number of LLVM modules (and threads) of a CPU build's kernels; 1 builds them in one
+#: module, as ``tvm.compile`` does (functions without ``tirx.noalias`` get one more, see ``_split``).
 THREADS_ENV = "NNADAPTER_TVM_BUILD_THREADS"
 #: Kernels per LLVM module below which another module (and thread) is not worth its fixed cost.
 MIN_KERNELS_PER_MODULE = 8
 
 
 def default_jobs() -> int:
-    """How many LLVM modules a build uses: ``$NNADAPTER_TVM_BUILD_THREADS`` where set (1: TVM's single
-    module), else the CPUs this process may run on."""
+    """How many LLVM modules a build's kernels use: ``$NNADAPTER_TVM_BUILD_THREADS`` where set (1: one
+    module, as TVM builds), else the CPUs this process may run on."""
     value = os.environ.get(THREADS_ENV, "").strip()
     if value:
         try:
@@ -113,7 +114,9 @@ def _split(host_mod: tvm.IRModule, jobs: int) -> list[tvm.IRModule]:
     """The module's functions in at most ``jobs`` modules of kernels declared ``tirx.noalias``, dealt
     round-robin (in their order, so that neighbouring kernels of one size spread over all), plus one
     module of the functions without it (see the module's docstring for why they never share one).
-    One module where a function calls another (a callee must be in its caller's LLVM module)."""
+    One module where a function calls another (a callee must be in its caller's LLVM module): there
+    the two kinds still share it, and its kernels may lose ``noalias`` (no CPU build of ours has such
+    calls)."""
     if _has_internal_calls(host_mod):
         return [host_mod]
     items = list(host_mod.functions_items())

@@ -19,7 +19,12 @@ from nnadapter_tvm.targets.cpu.groups import pad_groups
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
-from nnadapter_tvm.targets.relax_passes import legalize_ops, order_symbolic_definitions, split_fused_shape_params
+from nnadapter_tvm.targets.relax_passes import (
+    legalize_ops,
+    order_symbolic_definitions,
+    split_fused_shape_params,
+    view_guarded_values,
+)
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -49,6 +54,7 @@ def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             # The weight-packing kernels folded with one LLVM build (FoldConstant builds each on its own).
             FoldConstantCalls,
             relax.transform.FoldConstant(),
+            view_guarded_values,
             relax.transform.FuseOps(),
             split_fused_shape_params,
             write_concat_in_place,

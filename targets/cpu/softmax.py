@@ -107,7 +107,7 @@ def legalize_map(lanes: int) -> dict:
         def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
             (x,) = call.args
             shape = getattr(x.ty, "shape", None)
-            if getattr(x.ty, "dtype", None) != _F32 or shape is None or not len(shape.values):
+            if getattr(x.ty, "dtype", None) != _F32 or not isinstance(shape, relax.ShapeExpr) or not shape.values:
                 return default(bb, call)
             name = "log_softmax" if log else "softmax"
             return bb.call_te(softmax_te, x, int(call.attrs.axis), lanes, log, primfunc_name_hint=name)

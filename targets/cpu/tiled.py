@@ -91,9 +91,11 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
         # Rows are fused only when no tile straddles two batches ([2, 77] rows in tiles of 14 computed
         # wrong results: TVM compacts such a tile's buffer wrongly), nor when an extent is symbolic (the
         # fused index would divide by it): then the last row axis is tiled (a symbolic one was padded to
-        # whole tiles by the compute) and the others stay outside.  That axis is the one the compute
-        # padded (``compute.row_axis``): [T, 1] rows are tiled along T, not along the 1.
-        axis = row_axis(extents)
+        # whole tiles by the compute) and the others stay outside.  For a product with one weight that
+        # axis is the one its compute padded (``compute.row_axis``): [T, 1] rows are tiled along T, not
+        # along the 1.  A product packed per batch keeps its matrix's rows: each batch reads its own
+        # packed operand, so a tile across batches would share nothing.
+        axis = row_axis(extents) if _shared_weight(sch, block) else len(rows) - 1
         outer, m = rows[:axis] + rows[axis + 1 :], rows[axis]
     jo, ji = sch.split(j, [None, nb])
     mt = _tile_rows(sch, m, regs, vectors, lo=2)
@@ -146,6 +148,12 @@ def _tile_rows(sch: s_tir.Schedule, loop, registers: int, vectors: int, lo: int 
         if analyzer.can_prove_equal(tirx.floormod(value, tile), 0):
             return tile
     return symbolic_tile(registers, vectors)
+
+
+def _shared_weight(sch: s_tir.Schedule, block) -> bool:
+    """Whether a packed product reads one packed operand for all its rows (``compute.dense_packed``'s
+    [N / nb, K, nb]) rather than one per batch (``compute.batch_matmul_packed``)."""
+    return len(sch.get(block).reads[-1].source.shape) == 3
 
 
 def _packed_block(sch: s_tir.Schedule, block, ndim: int | tuple[int, ...]) -> int:

@@ -117,7 +117,7 @@ def test_softmax_unknown_batch():
 
 # Rows longer than a vector, of lengths that are and are not a multiple of its width: on the CPU the
 # whole vectors are reduced per lane, then the lanes and the tail (targets/cpu/softmax.py).
-LONG_ROWS = [(3, 64), (2, 37), (1, 5, 161), (4, 1000)]
+LONG_ROWS = [(37,), (1000,), (3, 64), (2, 37), (1, 5, 161), (4, 1000)]
 
 
 def _softmax_stable(x, axis):
