@@ -217,27 +217,11 @@ class OpArgs:
 
     def match_cast(self, expr: relax.Expr, dims: list) -> relax.Var:
         """Assert at run time that ``expr`` (a tensor, or a shape value) has ``dims`` (e.g. two symbolic
-        batches are equal); new TIR variables in ``dims`` are bound to what execution finds."""
+        batches are equal); new TIR variables in ``dims`` are bound to what execution finds.  (A guarded
+        operation's result is read through a view before fusion: ``relax_passes.view_guarded_values``.)"""
         if isinstance(expr.ty, relax.ShapeType):
             return self._ctx.bb.match_cast(expr, relax.ShapeType(dims))
-        return self._ctx.bb.match_cast(self.castable(expr), relax.TensorType(dims, expr.ty.dtype))
-
-    def castable(self, expr: relax.Expr) -> relax.Expr:
-        """``expr`` fit to be a ``match_cast``'s value (every tensor guard's: ``require``, ``match_cast``):
-        one item of a multi-output kernel (LSTM's Y_h, GRU's Y) goes through a no-copy
-        view first; anything else is ``expr`` itself.
-
-        TVM 0.27's FuseOps does not count a ``match_cast`` as a reader of its value: an item read by a
-        guard and by a fusible op (Unsqueeze, Relu) joined that op's fused function, which then returned
-        the item, its own parameter, as an output, and FuseTIR refused to build ("There must be an
-        in-place index specified for each output").  The view is an opaque reader FuseOps does see, so
-        the item stays outside every fused function.  (Other guarded results get their view after the
-        layout pass, ``targets.relax_passes.view_guarded_values``: one here would cost transposes.)"""
-        bb = self._ctx.bb
-        value = bb.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
-        if not isinstance(value, relax.TupleGetItem) or not isinstance(expr.ty, relax.TensorType):
-            return expr
-        return bb.emit(relax.op.memory.view(expr, relax.ShapeExpr(_shape(expr))))
+        return self._ctx.bb.match_cast(expr, relax.TensorType(dims, expr.ty.dtype))
 
     def emit_te(self, fn: Callable, *args: Any, **kwargs: Any) -> relax.Var:
         """``fn``'s TE kernel over ``args`` (Relax tensors, lists of them, TIR values), emitted as a
@@ -298,7 +282,7 @@ class OpArgs:
         where = f" {self.name(i)}" if i is not None else ""
         if not isinstance(expr, relax.Var):  # a call not yet emitted has no type to guard (MAT_MUL's transpose)
             expr = self._ctx.bb.emit(expr)
-        return self._ctx.require(self.castable(expr), condition, f"{self.operation.describe()}{where}: {message}")
+        return self._ctx.require(expr, condition, f"{self.operation.describe()}{where}: {message}")
 
     def check_value(self, value: relax.Expr, condition: Callable[[tirx.Var], Any], message: str, i: Key) -> None:
         """Assert at execution a condition on a value computed from *data*: ``value`` is an int64

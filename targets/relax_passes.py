@@ -186,24 +186,21 @@ class _ViewGuardedValues(relax.PyExprMutator):
         super().visit_match_cast_(binding)
 
 
-@tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.ViewGuardedValues")
-def view_guarded_values(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-    """Run right before ``FuseOps``: a tensor guard (a ``match_cast``, ``OpArgs.require``) of an
-    operation's result reads it through a no-copy view.
+@relax.transform.function_pass(opt_level=0, name="nnadapter_tvm.ViewGuardedValues")
+def view_guarded_values(func: relax.Function, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> relax.Function:
+    """Run right before ``FuseOps``: a tensor guard (a ``match_cast``: ``OpArgs.require``,
+    ``OpArgs.match_cast``) of an operation's result reads it through a no-copy view.
 
     TVM 0.27's FuseOps does not count a ``match_cast`` as a reader of its value. A CAST whose result
     TOP_K guarded (k at most an axis known only at execution) and a CONCAT also read was fused into the
     CONCAT's kernel, and the guard then read a variable defined nowhere: the build failed ("Var lv1 is
-    not defined"). The view is an opaque reader FuseOps does see, so the value stays a result of its
-    kernel. It is added after the layout pass: ``ConvertLayout`` has no layout rule for a view and would
-    put a guarded NHWC tensor back into NCHW around it (three more transposes in PP-OCRv4 det)."""
-    updated = {}
-    for gvar, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            updated[gvar] = _ViewGuardedValues(mod).visit_expr(func)
-    if not updated:
-        return mod
-    return tvm.IRModule({**dict(mod.functions_items()), **updated}, attrs=mod.attrs, global_infos=mod.global_infos)
+    not defined"); an item of a multi-output kernel (LSTM's Y_h) read by a guard and by a fusible op
+    became an output of that op's fused function, which FuseTIR refused ("There must be an in-place
+    index specified for each output"). The view is an opaque reader FuseOps does see, so the value stays
+    a result of its kernel. It is added after the layout pass: ``ConvertLayout`` has no layout rule for a
+    view and would put a guarded NHWC tensor back into NCHW around it (three more transposes in PP-OCRv4
+    det)."""
+    return _ViewGuardedValues(mod).visit_expr(func)
 
 
 def default_pipeline() -> tvm.transform.Pass:
