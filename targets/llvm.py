@@ -74,13 +74,20 @@ CPU_SCHEDULES = Property(
     _switch,
     True,
 )
+CPU_WINOGRAD = Property(
+    "CPU_WINOGRAD",
+    "1: stride-1 3x3 convolutions with constant weights by Winograd F(4x4, 3x3), 2-2.7x faster, their "
+    "transformed weights 4x the bytes in the compiled model; 0: direct kernels (default: 1)",
+    _switch,
+    True,
+)
 LLVM_MCPU = Property("LLVM_MCPU", "CPU model for code generation, e.g. skylake-avx512 (default: the host's)", str)
 LLVM_MATTR = Property("LLVM_MATTR", "comma-separated LLVM features, e.g. +avx2,+fma", _csv)
 
 
 class LlvmDriver(Driver):
     name = "llvm"
-    properties = (LLVM_MCPU, LLVM_MATTR, CPU_SCHEDULES)
+    properties = (LLVM_MCPU, LLVM_MATTR, CPU_SCHEDULES, CPU_WINOGRAD)
 
     def can_run_here(self) -> tuple[bool, str]:
         return True, "host CPU"
@@ -120,7 +127,7 @@ class LlvmDriver(Driver):
                 return tvm.compile(mod, target, relax_pipeline=default_pipeline())
         database = tuning_database.TUNING_DATABASE.read(props)
         tuned = (lambda fused: tuning_database.apply(fused, target, database)) if database is not None else None
-        executable, report = _cpu_pipeline().build(mod, target, opt_level, tuned)
+        executable, report = _cpu_pipeline().build(mod, target, opt_level, tuned, winograd=CPU_WINOGRAD.read(props))
         log.debug("%s schedules: %s", self.name, report)
         return executable
 
@@ -135,7 +142,7 @@ class LlvmDriver(Driver):
         """The fused kernels the default schedules would see: what MetaSchedule tunes."""
         target = self.tvm_target(props)
         with target, tvm.transform.PassContext(opt_level=TVM_OPT_LEVEL.read(props)):
-            return _cpu_pipeline().lower(mod, target)
+            return _cpu_pipeline().lower(mod, target, winograd=CPU_WINOGRAD.read(props))
 
     def default_schedule(self, func: tvm.tirx.PrimFunc, props: dict) -> tvm.tirx.PrimFunc:
         """One kernel under the default CPU schedules: what a tuned record must beat to be applied."""

@@ -45,11 +45,12 @@ def _run(executable: relax.VMExecutable, inputs: list[np.ndarray]) -> np.ndarray
 
 
 def _check(mod: tvm.IRModule, shapes: list[tuple], expect_rule: str | None = None) -> dict[str, str]:
-    """Scheduled and unscheduled builds of ``mod`` agree; returns the schedule report."""
+    """Scheduled and unscheduled builds of ``mod`` agree; returns the schedule report.  The direct
+    convolution kernels are what this file checks: Winograd's have tests/test_cpu_winograd.py."""
     inputs = [RNG.standard_normal(s).astype("float32") for s in shapes]
     with TARGET, tvm.transform.PassContext(opt_level=3):
         want = _run(tvm.compile(mod, TARGET), inputs)
-    executable, report = pipeline.build(mod, TARGET)
+    executable, report = pipeline.build(mod, TARGET, winograd=False)
     got = _run(executable, inputs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     if expect_rule is not None:
@@ -238,7 +239,7 @@ def test_nchw_fallback_converts_each_convolution():
     """When ConvertLayout is not run (or fails), a convolution converts its own input and output."""
     shape = (1, 5, 6, 7)
     mod = _module([shape], lambda bb, x: _conv(bb, x, 9, 3, groups=1))
-    lowering = Lowering(TARGET)
+    lowering = Lowering(TARGET, winograd=False)
     with TARGET:
         legal = relax.transform.LegalizeOps(customize_legalize_map=lowering.legalize_map())(mod)
     names = [gv.name_hint for gv in legal.functions]
@@ -346,7 +347,7 @@ def test_static_rows_without_a_vector_sized_divisor_are_vectorized(op, shape):
 
 def _scheduled_function(mod: tvm.IRModule, prefix: str) -> str:
     with TARGET, tvm.transform.PassContext(opt_level=3):
-        prepared, report = pipeline.prepare(mod, TARGET)
+        prepared, report = pipeline.prepare(mod, TARGET, winograd=False)
     name = next(n for n in report if n.startswith(f"fused_{prefix}") or n.startswith(prefix))
     assert report[name] != "none", report
     return prepared[name].script(show_meta=False)

@@ -1,11 +1,11 @@
 """``LegalizeOps`` overrides that lower float32 ``conv2d`` and ``matmul`` through the packed computes.
 
 A convolution (NHWC after ``layout.to_nhwc``; an NCHW one converts its own input and output) becomes a
-weight-packing kernel and ``compute.conv_nhwc`` or ``compute.depthwise_nhwc``; a product with a 2-D
-right operand a weight-packing kernel and ``compute.dense_packed``; a product of two run-time tensors
-(attention's Q K^T and P V) a run-time packing kernel and ``compute.batch_matmul_packed``.  The block
-and tile sizes come from the target (``simd``).  Anything else, or any surprise, keeps TVM's own
-lowering.
+weight-packing kernel and ``compute.conv_nhwc`` or ``compute.depthwise_nhwc``, or, stride-1 3x3 with a
+constant weight and a static input, a weight-transforming kernel and ``winograd.conv_nhwc``; a product with
+a 2-D right operand a weight-packing kernel and ``compute.dense_packed``; a product of two run-time tensors
+(attention's Q K^T and P V) a run-time packing kernel and ``compute.batch_matmul_packed``.  The block and
+tile sizes come from the target (``simd``).  Anything else, or any surprise, keeps TVM's own lowering.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from collections.abc import Callable
 import tvm
 from tvm import relax, tirx, topi
 
-from nnadapter_tvm.targets.cpu import compute, softmax, vmath
+from nnadapter_tvm.targets.cpu import compute, softmax, vmath, winograd
 from nnadapter_tvm.targets.cpu.concat import legalize_concat
 from nnadapter_tvm.targets.cpu.simd import (
     channel_block,
     symbolic_tile,
+    tile_budget,
     vector_lanes,
     vector_padded,
     vector_registers,
@@ -28,6 +29,9 @@ from nnadapter_tvm.targets.cpu.simd import (
 from nnadapter_tvm.targets.relax_passes import static_shape
 
 log = logging.getLogger("nnadapter_tvm")
+
+#: A Relax constant's class (``relax.const`` builds one).
+CONSTANT = tvm.ir.expr.Constant
 
 
 def _shape(expr: relax.Expr) -> list | None:
@@ -47,7 +51,8 @@ def _out_dtype(attrs, default: str) -> str:
 class Lowering:
     """``LegalizeOps`` overrides for ``relax.nn.conv2d`` and ``relax.matmul`` (see the module docstring)."""
 
-    def __init__(self, target: tvm.target.Target):
+    def __init__(self, target: tvm.target.Target, winograd: bool = True):
+        self.winograd = winograd
         self.lanes = vector_lanes(target)
         self.registers = vector_registers(target)
         self._default = {
@@ -107,6 +112,7 @@ class Lowering:
         ocg = oc // groups
         if nchw:
             # ConvertLayout did not run (it rejects some graphs): NHWC around this convolution only.
+            x_shape = [x_shape[0], x_shape[2], x_shape[3], x_shape[1]]
             x = bb.emit_te(topi.transpose, x, [0, 2, 3, 1], primfunc_name_hint="transpose")
         if icg == 1 and groups > 1:  # depthwise (with a channel multiplier when ocg > 1)
             name = compute.PACK + "depthwise_weight"
@@ -115,6 +121,8 @@ class Lowering:
             y = bb.call_te(
                 compute.depthwise_nhwc, x, wp, strides, pads, dilation, ocg, tile, primfunc_name_hint=compute.DEPTHWISE
             )
+        elif self._by_winograd(w, x_shape, strides, dilation, groups):
+            y = self._winograd(bb, x, w, pads)
         else:
             # Output channels pad to whole vectors (zero weights) when that is all a block lacks; the
             # extra channels are sliced off (a channel count like 1000 would otherwise get 8-wide blocks).
@@ -131,6 +139,26 @@ class Lowering:
         if nchw:
             y = bb.call_te(topi.transpose, bb.emit(y), [0, 3, 1, 2], primfunc_name_hint="transpose")
         return y
+
+    def _by_winograd(self, w: relax.Expr, x_shape: list, strides: list, dilation: list, groups: int) -> bool:
+        """Whether ``_winograd`` lowers a convolution: enabled (``CPU_WINOGRAD``), a constant weight (its
+        transform runs at compile time) and a convolution ``winograd.applies`` to."""
+        if not self.winograd or not isinstance(w, CONSTANT):
+            return False
+        return winograd.applies(x_shape, static_shape(w.ty), strides, dilation, groups)
+
+    def _winograd(self, bb: relax.BlockBuilder, x: relax.Expr, w: relax.Expr, pads: tuple) -> relax.Expr:
+        """An NHWC 3x3 convolution by F(4x4, 3x3) (``winograd``): the weight transformed (and packed in
+        channel blocks) by a kernel that ``FoldConstant`` runs at compile time."""
+        k = int(w.ty.shape[0])
+        kp = vector_padded(k, self.lanes)
+        kb = channel_block(kp, self.lanes)
+        _, h, width, _ = _shape(x)
+        oh, ow = h + pads[0] + pads[2] - 2, width + pads[1] + pads[3] - 2
+        block = winograd.tile_block(oh, ow, tile_budget(self.registers, max(kb // self.lanes, 1)))
+        name = compute.PACK + "winograd_weight"
+        u = bb.emit_te(winograd.pack_weight, w, kp, kb, primfunc_name_hint=name)
+        return bb.call_te(winograd.conv_nhwc, x, u, k, pads, block, primfunc_name_hint=winograd.WINOGRAD)
 
     # matmul ---------------------------------------------------------------------------
 

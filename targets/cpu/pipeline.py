@@ -29,7 +29,7 @@ from nnadapter_tvm.targets.relax_passes import (
 log = logging.getLogger("nnadapter_tvm")
 
 
-def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+def lower(mod: tvm.IRModule, target: tvm.target.Target, winograd: bool = True) -> tvm.IRModule:
     """Relax -> NHWC, legalized with packed weights and fused: the kernels the schedules (or MetaSchedule) see.
 
     ``FoldConstant`` runs the weight packing once, at compile time, on constant weights; ``FuseOps`` and
@@ -37,13 +37,14 @@ def lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     convolution or product they follow.  Legalization takes this project's rules (``relax_passes``:
     float zero constants stay tensors) beside the packed lowering; ``split_fused_shape_params`` keeps
     ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds, and
-    ``order_symbolic_definitions`` puts back after its definition a binding FuseOps moved before it."""
+    ``order_symbolic_definitions`` puts back after its definition a binding FuseOps moved before it.
+    ``winograd``: stride-1 3x3 convolutions with constant weights by F(4x4, 3x3) (``Lowering``)."""
     with phases.phase(phases.RELAX):  # the passes below are booked by their names (runtime.phases)
-        return _lower(mod, target)
+        return _lower(mod, target, winograd)
 
 
-def _lower(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    lowering = Lowering(target)
+def _lower(mod: tvm.IRModule, target: tvm.target.Target, winograd: bool) -> tvm.IRModule:
+    lowering = Lowering(target, winograd)
     mod = pad_groups(lowering.lanes)(to_nhwc(mod))
     return tvm.transform.Sequential(
         [
@@ -69,11 +70,12 @@ def prepare(
     target: tvm.target.Target,
     tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
     check_lowering: bool = True,
+    winograd: bool = True,
 ) -> tuple[tvm.IRModule, dict[str, str]]:
     """Relax -> NHWC, legalized with packed weights, fused and scheduled (call under ``with target``).
     ``tuned`` (tuning records) schedules the kernels it knows first; the default rules take the rest.
     ``check_lowering``: each schedule checked to lower, or left to the build (``schedule.py``)."""
-    mod = lower(mod, target)
+    mod = lower(mod, target, winograd)
     with phases.phase(phases.SCHEDULE):
         if tuned is not None:
             mod = tuned(mod)
@@ -86,6 +88,7 @@ def build(
     opt_level: int = 3,
     tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
     jobs: int | None = None,
+    winograd: bool = True,
 ) -> tuple[relax.VMExecutable, dict]:
     """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``, its LLVM code generated in up to
     ``jobs`` threads (``codegen.build``; default: one per CPU).
@@ -94,7 +97,7 @@ def build(
     build is tried first, and only where it fails is every kernel scheduled again with the check, which
     drops a rule whose result does not lower for the next, and built again."""
     with target, tvm.transform.PassContext(opt_level=opt_level, instruments=phases.instruments()):
-        mod = lower(mod, target)
+        mod = lower(mod, target, winograd)
         with phases.phase(phases.SCHEDULE):
             if tuned is not None:
                 mod = tuned(mod)

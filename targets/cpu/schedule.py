@@ -24,7 +24,13 @@ from nnadapter_tvm.targets.base import is_scheduled
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE, PAD
 from nnadapter_tvm.targets.cpu.generic import schedule_generic
 from nnadapter_tvm.targets.cpu.loops import BUFFER_LOAD, child_blocks
-from nnadapter_tvm.targets.cpu.tiled import NotThisRule, schedule_conv, schedule_dense, schedule_depthwise
+from nnadapter_tvm.targets.cpu.tiled import (
+    NotThisRule,
+    schedule_conv,
+    schedule_dense,
+    schedule_depthwise,
+)
+from nnadapter_tvm.targets.cpu.winograd import WINOGRAD, guard_direct, schedule_winograd
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -52,7 +58,13 @@ def schedule_prim_func(
     if not _single_root(func):
         return func, "none"
     rules: list[tuple[str, Callable]] = []
-    for name, fn in ((CONV, schedule_conv), (DEPTHWISE, schedule_depthwise), (DENSE, schedule_dense)):
+    main_rules = (
+        (CONV, schedule_conv),
+        (DEPTHWISE, schedule_depthwise),
+        (DENSE, schedule_dense),
+        (WINOGRAD, schedule_winograd),
+    )
+    for name, fn in main_rules:
         rules.append((name, lambda sch, n=name, f=fn: f(sch, _require(_main_block(sch, n)), target)))
     if _has_bool(func):
         # LLVM miscompiles some vectors of i1 (bool casts and comparisons came out wrong): scalar loops.
@@ -69,6 +81,8 @@ def schedule_prim_func(
             log.debug("cpu schedules: rule %s failed: %s", name, str(err).strip().splitlines()[-1:])
             continue
         candidate = sch.mod["main"]
+        if name == WINOGRAD:
+            candidate = guard_direct(candidate)
         if not check_lowering or _lowers(candidate, target):
             return candidate, name
         log.debug("cpu schedules: rule %s produced a function that does not lower", name)

@@ -53,7 +53,7 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
         sch.reorder(b, oo, y, xo, rh, rw, ri, xi, oi)
     sch.unroll(xi)
     sch.vectorize(oi)
-    _tile_epilogue(sch, block, epilogue, xo, lanes)
+    tile_epilogue(sch, block, epilogue, xo, lanes)
     parallel(sch, [b, y] if symbolic else [b, oo, y], min_elements=1, work=None)
     sch.decompose_reduction(block, rh)
 
@@ -69,7 +69,7 @@ def schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) ->
     sch.reorder(b, y, xo, oo, rh, rw, xi, oi)
     sch.unroll(xi)
     sch.vectorize(oi)
-    _tile_epilogue(sch, block, epilogue, oo, lanes)
+    tile_epilogue(sch, block, epilogue, oo, lanes)
     parallel(sch, [b, y], min_elements=1)
     sch.decompose_reduction(block, rh)
 
@@ -78,7 +78,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     """A packed product (``compute.dense_packed``, ``compute.batch_matmul_packed``): rows x a column block
     per register tile, K reduced outside it; column blocks x rows parallel."""
     lanes, regs = vector_lanes(target), vector_registers(target)
-    epilogue = _epilogue_blocks(sch, block)
+    epilogue = epilogue_blocks(sch, block)
     loops = sch.get_loops(block)
     *rows, j, k = loops
     nb = _packed_block(sch, block, (3, 4))
@@ -107,11 +107,11 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
         # Columns padded to whole blocks (a symbolic N): on the tile, the crop's guard varies inside
         # the vector and scalarizes every store.  The tile is written whole to the padded product and
         # the crop and epilogue run after it, as element-wise loops (partitioned vector tails).
-        _tile_epilogue(sch, block, [], mo, lanes)
+        tile_epilogue(sch, block, [], mo, lanes)
         for stage in epilogue:
             schedule_spatial(sch, stage, lanes)
     else:
-        _tile_epilogue(sch, block, epilogue, mo, lanes)
+        tile_epilogue(sch, block, epilogue, mo, lanes)
     parallel(sch, [jo, *outer, mo], min_elements=1, work=None)
     sch.decompose_reduction(block, k)
 
@@ -119,7 +119,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
 def _start(sch: s_tir.Schedule, block, target: tvm.target.Target) -> tuple[int, int, list]:
     """A convolution's lanes, registers and epilogue blocks; its padding stage scheduled as a copy."""
     lanes, regs = vector_lanes(target), vector_registers(target)
-    epilogue = _epilogue_blocks(sch, block)
+    epilogue = epilogue_blocks(sch, block)
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, lanes)
     return lanes, regs, epilogue
@@ -182,7 +182,7 @@ def _tiles_whole_batches(tile: int, extents: list[int]) -> bool:
     return True
 
 
-def _epilogue_blocks(sch: s_tir.Schedule, block) -> list:
+def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
     """The blocks that follow ``block`` in its function (its fused epilogue), in order."""
     root = child_blocks(sch)
     names = [sch.get(b).name_hint for b in root]
@@ -203,7 +203,7 @@ def _epilogue_blocks(sch: s_tir.Schedule, block) -> list:
     return after
 
 
-def _tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: int) -> None:
+def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: int) -> None:
     """Compute the epilogue on the tile right after its reduction, while the tile is in registers.
 
     Each epilogue block keeps its own stage (not inlined: see ``generic.schedule_generic``), on the tile,

@@ -1,0 +1,377 @@
+"""Winograd F(4x4, 3x3) convolutions (NHWC, stride 1, no dilation, one group): the compute and its schedule.
+
+A 3x3 convolution computes each 4x4 block of output pixels (a *tile*) from the 6x6 window of input that
+covers it, as ``Y = A^T [(G g G^T) . (B^T d B)] A`` per input channel, summed over the channels (Lavin and
+Gray, "Fast Algorithms for Convolutional Neural Networks", 2016, with their interpolation points 0, +-1,
++-2).  The sum over channels becomes 36 independent products, one per position ``e`` of the 6x6
+transformed tile: ``M[tile, e, k] = sum_c V[tile, e, c] * U[e, c, k]``, 36 x C x K multiply-adds per tile
+where the direct convolution needs 16 x 9 x C x K: 4x fewer.
+
+Stages, by block name:
+
+- ``PACK + "winograd_weight"``: ``U = G g G^T``, ``[K / kb, 6, 6, C, kb]`` (zero past K), computed once at
+  compile time by ``FoldConstant`` (the weight must be a constant: see ``lowering``);
+- ``INPUT`` (with ``INPUT + "_rows"``): ``V = B^T d B`` for every tile, ``[N, TH, TW, 6, 6, C]``, from the
+  input padded so that whole tiles cover the output (a stage of its own, 2.25x the input);
+- ``PRODUCT``: the 36 products, computed per block of tiles and channel block into a local buffer;
+- ``WINOGRAD`` (the main block) with ``OUTPUT_ROWS``: ``Y = A^T M A`` in the output's own
+  ``[N, OH, OW, K]`` layout, so that the fused epilogue (bias, activation, residual) runs on each tile.
+
+The transforms' constant matrices are unrolled into sums of the nonzero terms (a ``Select`` per row that
+the schedule's unrolling resolves), so no multiplication by zero is left and no reduction block with an
+initial value is needed.  The error is larger than a direct convolution's (the transform of the weight
+divides by 6 and 24, and the input transform multiplies by up to 5 and 25): about 1e-6 of the outputs'
+scale in float32, against 1e-7.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import s_tir, te, tirx, topi
+
+from nnadapter_tvm.targets.cpu.compute import PACK, PAD
+from nnadapter_tvm.targets.cpu.generic import schedule_spatial
+from nnadapter_tvm.targets.cpu.loops import loop_extent, parallel
+from nnadapter_tvm.targets.cpu.simd import vector_lanes
+from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, tile_epilogue
+
+WINOGRAD = "nna_winograd_conv2d_nhwc"
+INPUT = "nna_winograd_input"
+PRODUCT = "nna_winograd_product"
+OUTPUT_ROWS = "nna_winograd_output_rows"
+DIRECT = "nna_winograd_direct"
+FINITE = "nna_winograd_finite"
+
+#: Output pixels per tile side (m) and the transformed tile's side (alpha = m + 3 - 1).
+M_TILE, ALPHA = 4, 6
+
+# Lavin and Gray's F(4x4, 3x3): Y = A^T [(G g G^T) . (B^T d B)] A.
+_BT = np.array(
+    [
+        [4, 0, -5, 0, 1, 0],
+        [0, -4, -4, 1, 1, 0],
+        [0, 4, -4, -1, 1, 0],
+        [0, -2, -1, 2, 1, 0],
+        [0, 2, -1, -2, 1, 0],
+        [0, 4, 0, -5, 0, 1],
+    ],
+    dtype=np.float64,
+)
+_G = np.array(
+    [
+        [1 / 4, 0, 0],
+        [-1 / 6, -1 / 6, -1 / 6],
+        [-1 / 6, 1 / 6, -1 / 6],
+        [1 / 24, 1 / 12, 1 / 6],
+        [1 / 24, -1 / 12, 1 / 6],
+        [0, 0, 1],
+    ],
+    dtype=np.float64,
+)
+# The weight back from its transform, w = L U L^T (G's rows 0, 1, 2 and 5 are g0 / 4, -(g0 + g1 + g2) / 6,
+# -(g0 - g1 + g2) / 6 and g2).
+_L = np.array([[4, 0, 0, 0, 0, 0], [0, -3, 3, 0, 0, 0], [0, 0, 0, 0, 0, 1]], dtype=np.float64)
+_AT = np.array(
+    [
+        [1, 1, 1, 1, 1, 0],
+        [0, 1, -1, 2, -2, 0],
+        [0, 1, 1, 4, 4, 0],
+        [0, 1, -1, 8, -8, 1],
+    ],
+    dtype=np.float64,
+)
+
+
+def _combination(row: np.ndarray, term, dtype: str):
+    """``sum_j row[j] * term(j)`` over the nonzero ``row[j]`` (a 1 or -1 costs no multiplication)."""
+    total = None
+    for j, coef in enumerate(row):
+        if coef == 0:
+            continue
+        value = term(j)
+        if coef == -1:
+            value = -value
+        elif coef != 1:
+            value = value * tirx.const(float(coef), dtype)
+        total = value if total is None else total + value
+    return total if total is not None else tirx.const(0, dtype)
+
+
+def _by_row(index, matrix: np.ndarray, term, dtype: str):
+    """``sum_j matrix[index, j] * term(j)`` for a loop index ``index``: one combination per row, chosen by
+    a ``Select`` that unrolling the index's loop resolves to the one combination."""
+    rows = [_combination(matrix[i], term, dtype) for i in range(matrix.shape[0])]
+    value = rows[-1]
+    for i in range(len(rows) - 2, -1, -1):
+        value = tirx.Select(index == i, rows[i], value)
+    return value
+
+
+#: The product block's annotation that carries its block of tiles (rows, columns) to the schedule.
+BLOCK_ATTR = "nna_winograd_block"
+
+
+def tiles(size: int) -> int:
+    """Tiles along an output side of ``size`` pixels."""
+    return -(-size // M_TILE)
+
+
+#: At least this many tiles per image where the transformed weight is large (see ``applies``).
+MIN_TILES = 8
+
+
+def applies(x_shape: list, w_shape: list, strides, dilation, groups: int) -> bool:
+    """Whether a convolution of NHWC ``x_shape`` by OIHW ``w_shape`` runs as F(4x4, 3x3): 3x3, stride 1,
+    no dilation, one group, a static input, and enough tiles to pay for reading the transformed weight
+    (36 / 9 = 4x the weight): on 7x7 outputs (4 tiles) with 512 x 512 channels the direct kernel is
+    faster (it reads a quarter of the bytes for the same 4x16 pixels), with 256 x 256 slower."""
+    k, c, kh, kw = w_shape
+    if (kh, kw) != (3, 3) or groups != 1 or list(strides) != [1, 1] or list(dilation) != [1, 1]:
+        return False
+    if not all(isinstance(d, int) for d in x_shape):
+        return False
+    n, h, w, _ = x_shape
+    if h < 3 or w < 3:
+        return False
+    return n * tiles(h) * tiles(w) >= MIN_TILES or c * k <= 256 * 256
+
+
+def tile_block(oh: int, ow: int, budget: int) -> tuple[int, int]:
+    """The (rows, columns) of tiles one register tile of the products covers: at most ``budget`` tiles
+    (accumulators per channel vector), whole rows of tiles when a row fits, the grid padded to whole
+    blocks (wasted work) as little as possible.  Each step of the product loads the channel vectors of
+    the weight once for the block's tiles, so a block of a few tiles is bound by those loads: the cost
+    counts them as 3 extra tiles."""
+    th, tw = tiles(oh), tiles(ow)
+
+    def cost(rows: int, cols: int) -> float:
+        padded = -(-th // rows) * rows * -(-tw // cols) * cols
+        return padded * (rows * cols + 3) / (rows * cols)
+
+    if tw <= budget:
+        candidates = [(r, tw) for r in range(1, min(budget // tw, th) + 1)]
+    else:
+        candidates = [(1, c) for c in range(max(budget // 2, 1), budget + 1)]
+    return min(candidates, key=lambda rc: (cost(*rc), -rc[0] * rc[1]))
+
+
+def pack_weight(w: te.Tensor, kp: int, kb: int) -> te.Tensor:
+    """``[K, C, 3, 3]`` -> ``U = G g G^T`` as ``[KP / kb, 6, 6, C, kb]``, zero past K (``KP`` >= K)."""
+    k, c, _, _ = (int(d) for d in w.shape)
+    dtype = w.dtype
+    a = te.reduce_axis((0, 3), "a")
+    b = te.reduce_axis((0, 3), "b")
+    g = topi.utils.const_matrix(_G.astype("float32"), "G")
+
+    def body(o, e1, e2, ci, v):
+        kk = tirx.min(o * kb + v, k - 1)
+        value = te.sum(g[e1, a] * w[kk, ci, a, b] * g[e2, b], axis=[a, b])
+        return value
+
+    u = te.compute((kp // kb, ALPHA, ALPHA, c, kb), body, name=PACK + "winograd_weight_raw")
+    return te.compute(
+        u.shape,
+        lambda o, e1, e2, ci, v: tirx.Select(o * kb + v < k, u[o, e1, e2, ci, v], tirx.const(0, dtype)),
+        name=PACK + "winograd_weight",
+    )
+
+
+def conv_nhwc(x: te.Tensor, u: te.Tensor, k: int, pads, block: tuple[int, int]) -> te.Tensor:
+    """out[n, y, x, o] = sum over (3 x 3 window, c) of pad(x)[...] * w[o, c, ...], by F(4x4, 3x3) with the
+    transformed weight ``u`` (``pack_weight``); ``k`` output channels (``u`` may pad more).  ``block``:
+    the (rows, columns) of tiles per block of the products (``tile_block``; the grid of tiles is padded
+    to whole blocks)."""
+    n, h, w, c = (int(d) for d in x.shape)
+    dtype = x.dtype
+    pad_t, pad_l, pad_b, pad_r = pads
+    oh, ow = h + pad_t + pad_b - 2, w + pad_l + pad_r - 2
+    rows, cols = block
+    th, tw = -(-tiles(oh) // rows) * rows, -(-tiles(ow) // cols) * cols
+    # The input padded so that every tile's 6x6 window is inside it.
+    ph, pw = th * M_TILE + 2, tw * M_TILE + 2
+    xp = topi.nn.pad(x, [0, pad_t, pad_l, 0], [0, ph - h - pad_t, pw - w - pad_l, 0], name=PAD)
+
+    def input_rows(b, ty, tx, e1, j, ci):
+        return _by_row(e1, _BT, lambda i: xp[b, ty * M_TILE + i, tx * M_TILE + j, ci], dtype)
+
+    t1 = te.compute((n, th, tw, ALPHA, ALPHA, c), input_rows, name=INPUT + "_rows")
+    v = te.compute(
+        (n, th, tw, ALPHA, ALPHA, c),
+        lambda b, ty, tx, e1, e2, ci: _by_row(e2, _BT, lambda j: t1[b, ty, tx, e1, j, ci], dtype),
+        name=INPUT,
+    )
+    kb = int(u.shape[-1])
+    r = te.reduce_axis((0, c), "c")
+    m = te.compute(
+        (n, th, tw, ALPHA, ALPHA, int(u.shape[0]) * kb),
+        lambda b, ty, tx, e1, e2, o: te.sum(v[b, ty, tx, e1, e2, r] * u[o // kb, e1, e2, r, o % kb], axis=[r]),
+        name=PRODUCT,
+        attrs={BLOCK_ATTR: [rows, cols]},
+    )
+    t2 = te.compute(
+        (n, th, tw, M_TILE, ALPHA, k),
+        lambda b, ty, tx, i, e2, o: _by_row(i, _AT, lambda e1: m[b, ty, tx, e1, e2, o], dtype),
+        name=OUTPUT_ROWS,
+    )
+    yw = te.compute(
+        (n, oh, ow, k),
+        lambda b, y, xx, o: _by_row(
+            xx % M_TILE, _AT, lambda e2: t2[b, y // M_TILE, xx // M_TILE, y % M_TILE, e2, o], dtype
+        ),
+        name=WINOGRAD,
+    )
+    return _finite(yw, x, (pad_t, pad_l), u)
+
+
+def _nonfinite(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """Whether float32 ``x`` is NaN or infinite, from its bits (TVM's simplifier folds ``x != x``)."""
+    bits = tirx.reinterpret("int32", x) & tirx.const(0x7FFFFFFF, "int32")
+    return bits >= tirx.const(0x7F800000, "int32")
+
+
+def _finite(yw: te.Tensor, x: te.Tensor, pads: tuple[int, int], u: te.Tensor) -> te.Tensor:
+    """``yw`` where it is finite, else the direct convolution's value (``DIRECT``) of that element.
+
+    A NaN or an infinity in the input reaches, through the transforms, every output of the tiles whose
+    windows hold it, where the direct convolution makes only the outputs whose 3x3 windows hold it
+    non-finite (and an infinity may become NaN): wrong answers around a non-finite pixel.  The
+    transforms keep every output the direct convolution makes non-finite non-finite (each input of its
+    window reaches it through nonzero coefficients), so recomputing the non-finite outputs directly
+    gives the direct convolution's answer everywhere.  The direct sum runs only for such outputs: its
+    condition becomes the block's predicate (``guard_direct``; TE drops a reduction's ``where``), which
+    does not depend on the reduction loops and is hoisted out of them.  Its weight is recovered from
+    ``u`` (``_L``), so no second copy of the weight is kept; its input is read from ``x`` itself (the padded
+    copy is a stage the tile's loops cannot depend on), zero outside it (``pads``: top, left)."""
+    n, oh, ow, k = yw.shape
+    _, h, w, _ = (int(d) for d in x.shape)
+    c, kb, dtype = int(u.shape[3]), int(u.shape[-1]), yw.dtype
+    rh, rw, rc = te.reduce_axis((0, 3), "rh"), te.reduce_axis((0, 3), "rw"), te.reduce_axis((0, c), "rc")
+
+    def weight(o, a, b, ci):
+        return _by_row(a, _L, lambda e1: _by_row(b, _L, lambda e2: u[o // kb, e1, e2, ci, o % kb], dtype), dtype)
+
+    def pixel(b, row, col, ci):
+        inside = tirx.all(row >= 0, row < h, col >= 0, col < w)
+        clamped = (b, tirx.max(tirx.min(row, h - 1), 0), tirx.max(tirx.min(col, w - 1), 0), ci)
+        return tirx.if_then_else(inside, x[clamped], tirx.const(0, dtype))
+
+    def term(b, y, xx, o):
+        value = pixel(b, y + rh - pads[0], xx + rw - pads[1], rc) * weight(o, rh, rw, rc)
+        # The block reads yw here; ``guard_direct`` makes the same condition the block's predicate.
+        return te.sum(tirx.Select(_nonfinite(yw[b, y, xx, o]), value, tirx.const(0, dtype)), axis=[rh, rw, rc])
+
+    direct = te.compute((n, oh, ow, k), term, name=DIRECT)
+    return te.compute((n, oh, ow, k), lambda *i: tirx.Select(_nonfinite(yw(*i)), direct(*i), yw(*i)), name=FINITE)
+
+
+def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    """The schedule of ``conv_nhwc``'s function (with its fused epilogue), ``block`` its ``WINOGRAD`` block.
+
+    Per block of ``rows`` x TW tiles and channel block (parallel): the products of the block's tiles,
+    a register tile of the block's tiles x ``kb`` channels per transformed position, accumulated over the
+    input channels into a local buffer; then per tile the output transform and the epilogue, on
+    registers.  The input transform runs first, as a parallel stage of its own (each 6x6 window of a
+    channel vector is transformed in registers)."""
+    lanes = vector_lanes(target)
+    epilogue = epilogue_blocks(sch, block)
+    direct = next(b for b in epilogue if sch.get(b).name_hint.startswith(DIRECT))
+    epilogue = [b for b in epilogue if not b.same_as(direct)]
+    product = sch.get_producers(sch.get_producers(block)[0])[0]
+    t2 = sch.get_producers(block)[0]
+    v_block = next(p for p in sch.get_producers(product) if sch.get(p).name_hint.startswith(INPUT))
+    t1 = sch.get_producers(v_block)[0]
+    pad = sch.get_producers(t1)[0]
+    kb = int(sch.get(product).reads[1].source.shape[-1])
+    rows, cols = (int(v) for v in sch.get(product).annotations[BLOCK_ATTR])
+
+    # The output transform: rows x cols tiles x kb channels per parallel iteration.
+    n, y, x, o = sch.get_loops(block)
+    yo, yi = sch.split(y, [None, rows * M_TILE])
+    yt, i = sch.split(yi, [None, M_TILE])
+    xo, xi = sch.split(x, [None, cols * M_TILE])
+    xt, j = sch.split(xi, [None, M_TILE])
+    oo, oi = sch.split(o, [None, kb])
+    # The outer loop is over what is larger: the blocks of tiles when the transformed input is, the
+    # channel blocks when the transformed weight is (each is then read from memory once, the other
+    # again per iteration, from cache).
+    weight_first = _weight_bytes(sch, product) > _input_bytes(sch, v_block)
+    outer = [oo, n, yo, xo] if weight_first else [n, yo, xo, oo]
+    sch.reorder(*outer, yt, xt, i, j, oi)
+    sch.unroll(i)
+    sch.unroll(j)
+    sch.vectorize(oi)
+    sch.compute_at(t2, xt, preserve_unit_loops=True)
+    sch.set_scope(t2, 0, "local")
+    *_, ti, te2, to = sch.get_loops(t2)
+    sch.unroll(ti)
+    sch.unroll(te2)
+    sch.vectorize(to)
+    # The direct sums of non-finite outputs (``_finite``), on the tile before the epilogue.
+    sch.reverse_compute_at(direct, xt, preserve_unit_loops=True)
+    sch.set_scope(direct, 0, "local")
+    tile_epilogue(sch, block, epilogue, xt, lanes)
+
+    # The products, at the channel block.
+    sch.compute_at(product, outer[-1], preserve_unit_loops=True)
+    sch.set_scope(product, 0, "local")
+    *_, pty, ptx, pe1, pe2, po, pc = sch.get_loops(product)
+    sch.reorder(pe1, pe2, pc, pty, ptx, po)
+    sch.unroll(pty)
+    sch.unroll(ptx)
+    sch.vectorize(po)
+    parallel(sch, outer, min_elements=1, work=None)
+    sch.decompose_reduction(product, pc)
+    sch.decompose_reduction(direct, sch.get_loops(direct)[-3])
+
+    # The input transform: per tile and channel vector.
+    vn, vty, vtx, ve1, ve2, vc = sch.get_loops(v_block)
+    vco, vci = sch.split(vc, [None, lanes]) if loop_extent(sch, vc) % lanes == 0 else (None, vc)
+    if vco is not None:
+        sch.reorder(vn, vty, vtx, vco, ve1, ve2, vci)
+        anchor = vco
+    else:
+        sch.reorder(vn, vty, vtx, ve1, ve2, vci)
+        anchor = vtx
+    sch.compute_at(t1, anchor, preserve_unit_loops=True)
+    sch.set_scope(t1, 0, "local")
+    *_, ae1, aj, ac = sch.get_loops(t1)
+    for lp in (ae1, aj, ve1, ve2):
+        sch.unroll(lp)
+    sch.vectorize(ac)
+    sch.vectorize(vci)
+    parallel(sch, [vn, vty, vtx], min_elements=1, work=None)
+    schedule_spatial(sch, pad, lanes)
+
+
+def _weight_bytes(sch: s_tir.Schedule, product) -> int:
+    return int(np.prod([int(d) for d in sch.get(product).reads[1].source.shape]))
+
+
+def _input_bytes(sch: s_tir.Schedule, v_block) -> int:
+    return int(np.prod([int(d) for d in sch.get(v_block).writes[0].source.shape]))
+
+
+def guard_direct(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with the ``DIRECT`` update block predicated on its own condition (see ``_finite``): the
+    ``Select`` of its value becomes the block's predicate too, so that the reduction loops inside it are
+    skipped for finite outputs instead of adding zeros."""
+
+    def rewrite(node):
+        # The update block, after ``decompose_reduction`` (``DIRECT + "_update"``), or before it.
+        if not node.block.name_hint.startswith(DIRECT) or node.block.name_hint.endswith("_init"):
+            return node
+        store = node.block.body
+        select = store.value.b if isinstance(store, tirx.BufferStore) and isinstance(store.value, tirx.Add) else None
+        if not isinstance(select, tirx.Select):
+            return node
+        binding = [(iv.var, value) for iv, value in zip(node.block.iter_vars, node.iter_values)]
+
+        def bound(var):
+            return next((value for v, value in binding if v.same_as(var)), var)
+
+        condition = tvm_ffi.structural_map(select.condition, [(tirx.Var, bound)])
+        return s_tir.SBlockRealize(node.iter_values, tirx.And(node.predicate, condition), node.block)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, [(s_tir.SBlockRealize, rewrite)]))

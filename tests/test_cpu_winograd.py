@@ -1,0 +1,157 @@
+"""Winograd F(4x4, 3x3) convolutions (targets/cpu/winograd.py): the numbers of a float64 numpy convolution,
+non-finite inputs giving the direct convolution's NaN and infinities (no more), where it applies, and the
+``CPU_WINOGRAD`` switch through the public API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from oputil import Const, In, Out, build_model, conv2d_ref, fuse, i32, run_model
+from tvm import relax
+
+import nnadapter_tvm as nna
+from nnadapter_tvm.targets.cpu import pipeline, winograd
+from nnadapter_tvm.targets.cpu.compute import CONV
+from nnadapter_tvm.targets.llvm import LlvmDriver
+
+TARGET = LlvmDriver().tvm_target({})
+OP = nna.OperationType
+
+
+def _reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray, pads: tuple, relu: bool) -> np.ndarray:
+    """NCHW float64 convolution (pads: top, left, bottom, right), bias and an optional relu."""
+    t, left, b, r = pads
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (t, b), (left, r)])
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    with np.errstate(invalid="ignore"):
+        y = np.einsum("nchwab,kcab->nkhw", windows, w.astype(np.float64)) + bias.reshape(1, -1, 1, 1)
+    return np.maximum(y, 0) if relu else y
+
+
+def _build(x_shape: tuple, w: np.ndarray, bias: np.ndarray, pads: tuple, relu: bool, **options):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(list(x_shape), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=list(pads)))
+            y = bb.emit(relax.op.add(y, relax.const(bias.reshape(1, -1, 1, 1))))
+            if relu:
+                y = bb.emit(relax.op.nn.relu(y))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return pipeline.build(bb.finalize(), TARGET, **options)
+
+
+def _run(executable, x: np.ndarray) -> np.ndarray:
+    return relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+
+# (N, C, H, W), output channels, pads (top, left, bottom, right), relu
+CASES = {
+    "odd-channels": ((1, 3, 7, 9), 5, (1, 1, 1, 1), True),
+    "batch-2-vector-channels": ((2, 16, 6, 5), 32, (1, 1, 1, 1), True),
+    "asymmetric-pads": ((1, 8, 9, 11), 24, (0, 1, 1, 2), False),
+    "no-padding": ((1, 16, 10, 10), 16, (0, 0, 0, 0), True),
+    "wide-column-blocks": ((1, 16, 6, 70), 16, (1, 1, 1, 1), True),
+    "channels-padded-to-vectors": ((1, 8, 12, 12), 40, (1, 1, 1, 1), False),
+    "weight-larger-than-input": ((1, 64, 8, 8), 96, (1, 1, 1, 1), True),
+    "input-larger-than-weight": ((1, 8, 32, 32), 8, (1, 1, 1, 1), True),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_winograd_matches_numpy(name):
+    shape, k, pads, relu = CASES[name]
+    rng = np.random.default_rng(len(name))
+    x = rng.standard_normal(shape).astype("float32")
+    w = (rng.standard_normal((k, shape[1], 3, 3)) / np.sqrt(9 * shape[1])).astype("float32")
+    bias = rng.standard_normal(k).astype("float32")
+    executable, report = _build(shape, w, bias, pads, relu)
+    assert winograd.WINOGRAD in report.values(), report
+    got, want = _run(executable, x), _reference(x, w, bias, pads, relu)
+    assert got.shape == want.shape
+    # F(4x4, 3x3)'s rounding: a few 1e-6 of the output's scale (the direct kernels: about 1e-7).
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
+def test_non_finite_inputs_reach_only_the_direct_convolutions_outputs():
+    """A NaN and an infinity in the input: the outputs whose 3x3 windows hold them are NaN or infinite
+    exactly where the float64 reference's are, and every other output of their tiles stays finite and
+    right (the transforms alone would spread them over whole 4x4 tiles)."""
+    shape, k = (1, 16, 12, 12), 32
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype("float32")
+    x[0, 2, 5, 6] = np.nan
+    x[0, :, 0, 0] = np.inf
+    x[0, 5, 9, 2] = -np.inf
+    w = (rng.standard_normal((k, 16, 3, 3)) / 12).astype("float32")
+    bias = np.zeros(k, "float32")
+    executable, report = _build(shape, w, bias, (1, 1, 1, 1), False)
+    assert winograd.WINOGRAD in report.values(), report
+    got, want = _run(executable, x), _reference(x, w, bias, (1, 1, 1, 1), False)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_array_equal(np.sign(got[np.isinf(got)]), np.sign(want[np.isinf(want)]))
+    finite = np.isfinite(want)
+    assert (~finite).sum() > 9 and finite.sum() > 0.8 * want.size
+    np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=2e-5 * np.abs(want[finite]).max())
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,strides,dilation,groups,applies",
+    [
+        ((1, 56, 56, 64), (64, 64, 3, 3), (1, 1), (1, 1), 1, True),
+        ((1, 56, 56, 64), (64, 64, 3, 3), (2, 2), (1, 1), 1, False),
+        ((1, 56, 56, 64), (64, 64, 3, 3), (1, 1), (2, 2), 1, False),
+        ((1, 56, 56, 64), (64, 32, 3, 3), (1, 1), (1, 1), 2, False),
+        ((1, 56, 56, 64), (64, 64, 5, 5), (1, 1), (1, 1), 1, False),
+        ((1, 7, 7, 512), (512, 512, 3, 3), (1, 1), (1, 1), 1, False),  # 4 tiles: the weight's bytes dominate
+        ((1, 7, 7, 256), (256, 256, 3, 3), (1, 1), (1, 1), 1, True),
+        ((1, 2, 9, 8), (8, 8, 3, 3), (1, 1), (1, 1), 1, False),  # no full 3x3 window along the height
+    ],
+)
+def test_where_winograd_applies(x_shape, w_shape, strides, dilation, groups, applies):
+    assert winograd.applies(list(x_shape), list(w_shape), strides, dilation, groups) is applies
+
+
+def test_symbolic_size_and_switch_keep_the_direct_kernel():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((16, 8, 3, 3)).astype("float32")
+    bias = np.zeros(16, "float32")
+    _, report = _build((1, 8, 12, 12), w, bias, (1, 1, 1, 1), True, winograd=False)
+    assert CONV in report.values() and winograd.WINOGRAD not in report.values(), report
+    bb = relax.BlockBuilder()
+    h = tvm.tirx.Var("h", "int64")
+    x = relax.Var("x", relax.TensorType([1, 8, h, 12], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=[1, 1, 1, 1])))
+        bb.emit_func_output(out)
+    executable, report = pipeline.build(bb.finalize(), TARGET)
+    assert CONV in report.values() and winograd.WINOGRAD not in report.values(), report
+    xin = rng.standard_normal((1, 8, 10, 12)).astype("float32")
+    np.testing.assert_allclose(_run(executable, xin), _reference(xin, w, bias, (1, 1, 1, 1), False), atol=1e-4)
+
+
+def test_cpu_winograd_property_through_the_public_api():
+    """CONV_2D with a constant weight: the same numbers with ``CPU_WINOGRAD`` on (the default) and off, a
+    different model token for each, and a malformed value refused naming the key."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 8, 10, 10)).astype("float32")
+    w = (rng.standard_normal((16, 8, 3, 3)) / 8).astype("float32")
+    b = rng.standard_normal(16).astype("float32")
+    inputs = [In(x), Const(w), Const(b), i32([0]), i32([1, 1, 1, 1]), i32([1, 1]), i32([1]), i32([1, 1])]
+    inputs.append(fuse(nna.FuseCode.NONE))
+    want = conv2d_ref(x, w, b, [1, 1, 1, 1], [1, 1], [1, 1], 1)
+    results = {}
+    for props in ("", "CPU_WINOGRAD=0;"):
+        model = build_model(OP.CONV_2D, inputs, [Out(nna.Precision.FLOAT32)], [want.shape])
+        (got,) = run_model(model, [x], properties=props)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+        results[props] = got
+    on = nna.Context([nna.Device.acquire("llvm")], "CPU_WINOGRAD=1;").codegen_properties()
+    off = nna.Context([nna.Device.acquire("llvm")], "CPU_WINOGRAD=0;").codegen_properties()
+    assert on["CPU_WINOGRAD"] is True and off["CPU_WINOGRAD"] is False
+    with pytest.raises(nna.NNAdapterError, match="CPU_WINOGRAD"):
+        nna.Context([nna.Device.acquire("llvm")], "CPU_WINOGRAD=sometimes;")
