@@ -43,6 +43,11 @@ PRODUCT = "nna_winograd_product"
 OUTPUT_ROWS = "nna_winograd_output_rows"
 DIRECT = "nna_winograd_direct"
 FINITE = "nna_winograd_finite"
+LANE_MAX = "nna_winograd_lane_max"
+TILE_MAX = "nna_winograd_tile_max"
+
+#: The bits of float32 infinity: a value whose bits without the sign are at least these is not finite.
+_INF_BITS = 0x7F800000
 
 #: Output pixels per tile side (m) and the transformed tile's side (alpha = m + 3 - 1).
 M_TILE, ALPHA = 4, 6
@@ -210,28 +215,36 @@ def conv_nhwc(x: te.Tensor, u: te.Tensor, k: int, pads, block: tuple[int, int]) 
         name=PRODUCT,
         attrs={BLOCK_ATTR: [rows, cols]},
     )
+    kp = int(u.shape[0]) * kb
     t2 = te.compute(
-        (n, th, tw, M_TILE, ALPHA, k),
+        (n, th, tw, M_TILE, ALPHA, kp),
         lambda b, ty, tx, i, e2, o: _by_row(i, _AT, lambda e1: m[b, ty, tx, e1, e2, o], dtype),
         name=OUTPUT_ROWS,
     )
+    # Whole tiles and channel blocks (the output's last row and column of tiles may stick out, and its
+    # channels may stop within a block): the tests of ``_finite`` read each without clamping its indices
+    # (which the schedule's region analysis cannot invert).
     yw = te.compute(
-        (n, oh, ow, k),
+        (n, tiles(oh) * M_TILE, tiles(ow) * M_TILE, kp),
         lambda b, y, xx, o: _by_row(
             xx % M_TILE, _AT, lambda e2: t2[b, y // M_TILE, xx // M_TILE, y % M_TILE, e2, o], dtype
         ),
         name=WINOGRAD,
     )
-    return _finite(yw, x, (pad_t, pad_l), u)
+    return _finite(yw, x, (oh, ow, k), (pad_t, pad_l), u)
+
+
+def _magnitude_bits(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """float32 ``x``'s bits without the sign: ordered as the magnitudes, NaN and infinity at the top."""
+    return tirx.reinterpret("int32", x) & tirx.const(0x7FFFFFFF, "int32")
 
 
 def _nonfinite(x: tirx.PrimExpr) -> tirx.PrimExpr:
     """Whether float32 ``x`` is NaN or infinite, from its bits (TVM's simplifier folds ``x != x``)."""
-    bits = tirx.reinterpret("int32", x) & tirx.const(0x7FFFFFFF, "int32")
-    return bits >= tirx.const(0x7F800000, "int32")
+    return _magnitude_bits(x) >= tirx.const(_INF_BITS, "int32")
 
 
-def _finite(yw: te.Tensor, x: te.Tensor, pads: tuple[int, int], u: te.Tensor) -> te.Tensor:
+def _finite(yw: te.Tensor, x: te.Tensor, size: tuple[int, int, int], pads: tuple[int, int], u: te.Tensor) -> te.Tensor:
     """``yw`` where it is finite, else the direct convolution's value (``DIRECT``) of that element.
 
     A NaN or an infinity in the input reaches, through the transforms, every output of the tiles whose
@@ -239,12 +252,17 @@ def _finite(yw: te.Tensor, x: te.Tensor, pads: tuple[int, int], u: te.Tensor) ->
     non-finite (and an infinity may become NaN): wrong answers around a non-finite pixel.  The
     transforms keep every output the direct convolution makes non-finite non-finite (each input of its
     window reaches it through nonzero coefficients), so recomputing the non-finite outputs directly
-    gives the direct convolution's answer everywhere.  The direct sum runs only for such outputs: its
-    condition becomes the block's predicate (``guard_direct``; TE drops a reduction's ``where``), which
-    does not depend on the reduction loops and is hoisted out of them.  Its weight is recovered from
+    gives the direct convolution's answer everywhere.  Per tile and channel block, the largest magnitude
+    (as bits: ``LANE_MAX`` over the tile's pixels, vectorized over the channels, then ``TILE_MAX`` over
+    them) tells whether any output is not finite; only then do the direct sums run (``guard_direct``
+    puts their loops under that test), for the non-finite outputs alone (their block's predicate; TE
+    drops a reduction's ``where``).  Its weight is recovered from
     ``u`` (``_L``), so no second copy of the weight is kept; its input is read from ``x`` itself (the padded
-    copy is a stage the tile's loops cannot depend on), zero outside it (``pads``: top, left)."""
-    n, oh, ow, k = yw.shape
+    copy is a stage the tile's loops cannot depend on), zero outside it (``pads``: top, left).  ``yw``
+    covers whole tiles and channel blocks; the result is cropped to ``size`` (the output's height, width
+    and channels)."""
+    n, _, _, kp = yw.shape
+    oh, ow, k = size
     _, h, w, _ = (int(d) for d in x.shape)
     c, kb, dtype = int(u.shape[3]), int(u.shape[-1]), yw.dtype
     rh, rw, rc = te.reduce_axis((0, 3), "rh"), te.reduce_axis((0, 3), "rw"), te.reduce_axis((0, c), "rc")
@@ -257,10 +275,28 @@ def _finite(yw: te.Tensor, x: te.Tensor, pads: tuple[int, int], u: te.Tensor) ->
         clamped = (b, tirx.max(tirx.min(row, h - 1), 0), tirx.max(tirx.min(col, w - 1), 0), ci)
         return tirx.if_then_else(inside, x[clamped], tirx.const(0, dtype))
 
+    ri, rj = te.reduce_axis((0, M_TILE), "ri"), te.reduce_axis((0, M_TILE), "rj")
+    lane_max = te.compute(
+        (n, tiles(oh), tiles(ow), kp),
+        lambda b, ty, tx, o: te.max(
+            _magnitude_bits(yw[b, ty * M_TILE + ri, tx * M_TILE + rj, o]),
+            axis=[ri, rj],
+        ),
+        name=LANE_MAX,
+    )
+    rv = te.reduce_axis((0, kb), "rv")
+    tile_max = te.compute(
+        (n, tiles(oh), tiles(ow), kp // kb),
+        lambda b, ty, tx, ko: te.max(lane_max[b, ty, tx, ko * kb + rv], axis=[rv]),
+        name=TILE_MAX,
+    )
+
     def term(b, y, xx, o):
         value = pixel(b, y + rh - pads[0], xx + rw - pads[1], rc) * weight(o, rh, rw, rc)
-        # The block reads yw here; ``guard_direct`` makes the same condition the block's predicate.
-        return te.sum(tirx.Select(_nonfinite(yw[b, y, xx, o]), value, tirx.const(0, dtype)), axis=[rh, rw, rc])
+        # The block reads the tests here; ``guard_direct`` makes them the loops' and block's conditions.
+        tile = tile_max[b, y // M_TILE, xx // M_TILE, o // kb] >= tirx.const(_INF_BITS, "int32")
+        condition = tirx.And(tile, _nonfinite(yw[b, y, xx, o]))
+        return te.sum(tirx.Select(condition, value, tirx.const(0, dtype)), axis=[rh, rw, rc])
 
     direct = te.compute((n, oh, ow, k), term, name=DIRECT)
     return te.compute((n, oh, ow, k), lambda *i: tirx.Select(_nonfinite(yw(*i)), direct(*i), yw(*i)), name=FINITE)
@@ -308,7 +344,17 @@ def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> 
     sch.unroll(ti)
     sch.unroll(te2)
     sch.vectorize(to)
-    # The direct sums of non-finite outputs (``_finite``), on the tile before the epilogue.
+    # The tests and the direct sums of non-finite outputs (``_finite``), on the tile before the epilogue.
+    lane_max = next(b for b in epilogue if sch.get(b).name_hint.startswith(LANE_MAX))
+    tile_max = next(b for b in epilogue if sch.get(b).name_hint.startswith(TILE_MAX))
+    epilogue = [b for b in epilogue if not (b.same_as(lane_max) or b.same_as(tile_max))]
+    sch.reverse_compute_at(lane_max, xt, preserve_unit_loops=True)
+    *_, lo, li, lj = sch.get_loops(lane_max)
+    sch.reorder(li, lj, lo)
+    sch.vectorize(lo)
+    sch.reverse_compute_at(tile_max, xt, preserve_unit_loops=True)
+    for stage in (lane_max, tile_max):
+        sch.set_scope(stage, 0, "local")
     sch.reverse_compute_at(direct, xt, preserve_unit_loops=True)
     sch.set_scope(direct, 0, "local")
     tile_epilogue(sch, block, epilogue, xt, lanes)
@@ -324,6 +370,7 @@ def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> 
     parallel(sch, outer, min_elements=1, work=None)
     sch.decompose_reduction(product, pc)
     sch.decompose_reduction(direct, sch.get_loops(direct)[-3])
+    sch.decompose_reduction(lane_max, sch.get_loops(lane_max)[-3])
 
     # The input transform: per tile and channel vector.
     vn, vty, vtx, ve1, ve2, vc = sch.get_loops(v_block)
@@ -353,25 +400,50 @@ def _input_bytes(sch: s_tir.Schedule, v_block) -> int:
     return int(np.prod([int(d) for d in sch.get(v_block).writes[0].source.shape]))
 
 
+def _substitute(expr, pairs: list):
+    """``expr`` with each variable of ``pairs`` (variable, value) replaced by its value."""
+
+    def bound(var):
+        return next((value for v, value in pairs if v.same_as(var)), var)
+
+    return tvm_ffi.structural_map(expr, [(tirx.Var, bound)])
+
+
 def guard_direct(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with the ``DIRECT`` update block predicated on its own condition (see ``_finite``): the
-    ``Select`` of its value becomes the block's predicate too, so that the reduction loops inside it are
-    skipped for finite outputs instead of adding zeros."""
+    """``func`` with the direct sums of ``_finite`` run only where needed: the loops of ``DIRECT`` (its
+    initialization and update) under the tile's test, and its update block predicated on the output's
+    own, both taken from the ``Select`` of its value (``tile and element``); the reduction loops then
+    run for non-finite outputs only, instead of adding zeros."""
+    found = []
 
-    def rewrite(node):
-        # The update block, after ``decompose_reduction`` (``DIRECT + "_update"``), or before it.
-        if not node.block.name_hint.startswith(DIRECT) or node.block.name_hint.endswith("_init"):
+    def visit(node):
+        if node.block.name_hint.startswith(DIRECT) and not node.block.name_hint.endswith("_init"):
+            found.append(node)
+
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize, visit)], order="pre")
+    if len(found) != 1:
+        return func
+    update = found[0]
+    store = update.block.body
+    select = store.value.b if isinstance(store, tirx.BufferStore) and isinstance(store.value, tirx.Add) else None
+    if not isinstance(select, tirx.Select) or not isinstance(select.condition, tirx.And):
+        return func
+    binding = [(iv.var, value) for iv, value in zip(update.block.iter_vars, update.iter_values)]
+    tile, element = (_substitute(c, binding) for c in (select.condition.a, select.condition.b))
+    # The nest's outermost loop binds the batch (its first spatial axis, a unit or whole loop).
+    outer = update.iter_values[0]
+
+    def wrap(node):
+        if isinstance(node, s_tir.SBlockRealize):
+            if node.same_as(update):
+                return s_tir.SBlockRealize(node.iter_values, tirx.And(node.predicate, element), node.block)
             return node
-        store = node.block.body
-        select = store.value.b if isinstance(store, tirx.BufferStore) and isinstance(store.value, tirx.Add) else None
-        if not isinstance(select, tirx.Select):
+        if not node.loop_var.same_as(outer):
             return node
-        binding = [(iv.var, value) for iv, value in zip(node.block.iter_vars, node.iter_values)]
+        inner = []
+        tvm_ffi.structural_walk(node, [(tirx.For, lambda f: inner.append((f.loop_var, f.min)))], order="pre")
+        # The tile's test at the nest's first iteration: every iteration of the nest is in one tile and
+        # channel block.
+        return tirx.IfThenElse(_substitute(tile, inner), node, None)
 
-        def bound(var):
-            return next((value for v, value in binding if v.same_as(var)), var)
-
-        condition = tvm_ffi.structural_map(select.condition, [(tirx.Var, bound)])
-        return s_tir.SBlockRealize(node.iter_values, tirx.And(node.predicate, condition), node.block)
-
-    return func.with_body(tvm_ffi.structural_map(func.body, [(s_tir.SBlockRealize, rewrite)]))
+    return func.with_body(tvm_ffi.structural_map(func.body, [(s_tir.SBlockRealize, wrap), (tirx.For, wrap)]))
