@@ -134,6 +134,18 @@ def test_symbolic_size_and_switch_keep_the_direct_kernel():
     np.testing.assert_allclose(_run(executable, xin), _reference(xin, w, bias, (1, 1, 1, 1), False), atol=1e-4)
 
 
+def test_whole_number_weights_keep_the_exact_direct_kernel():
+    """An integer convolution computed in float32 (weights of whole numbers, inputs of small integers):
+    the direct kernel's sums are exact, Winograd's fractions would round them."""
+    rng = np.random.default_rng(7)
+    w = rng.integers(-127, 128, size=(8, 16, 3, 3)).astype("float32")
+    x = rng.integers(-255, 256, size=(1, 16, 10, 10)).astype("float32")
+    bias = np.zeros(8, "float32")
+    executable, report = _build(x.shape, w, bias, (1, 1, 1, 1), False)
+    assert CONV in report.values() and winograd.WINOGRAD not in report.values(), report
+    np.testing.assert_array_equal(_run(executable, x), _reference(x, w, bias, (1, 1, 1, 1), False))
+
+
 def test_cpu_winograd_property_through_the_public_api():
     """CONV_2D with a constant weight: the same numbers with ``CPU_WINOGRAD`` on (the default) and off, a
     different model token for each, and a malformed value refused naming the key."""

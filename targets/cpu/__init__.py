@@ -11,7 +11,9 @@ turns a Relax module into a legalized, fused module whose every PrimFunc carries
    ``conv2d`` (NHWC) and ``matmul`` with a 2-D right operand through this package's own TE computes,
    whose weights are *packed* into a blocked layout by a separate kernel: ``[OC / ob, KH, KW, IC / group,
    ob]`` for convolutions, ``[KH, KW, C]`` for depthwise ones, ``[N / nb, K, nb]`` for matrix products.
-   ``FoldConstant`` then runs the packing once, at compile time, on constant weights.
+   ``FoldConstant`` then runs the packing once, at compile time, on constant weights.  Stride-1 3x3
+   convolutions with a constant weight and static sizes become Winograd F(4x4, 3x3) instead
+   (``winograd``; ``CPU_WINOGRAD=0`` keeps the direct kernel), their weight transformed at compile time.
 3. **Fusion** (``pipeline``).  ``FuseOps``/``FuseTIR`` put bias, batch-norm, activation and residual
    epilogues into the kernel of the convolution or product they follow.
 4. **Scheduling** (``schedule``), by the main block of each fused PrimFunc:
@@ -47,7 +49,8 @@ driver gives the target this machine's CPU so that LLVM can use it.
 
 Modules, in the order a build uses them: ``simd`` (lanes, registers, block and tile sizes), ``layout``,
 ``compute`` (the TE computes and weight packing), ``lowering`` (the ``LegalizeOps`` overrides, with
-``vmath``'s exp and sigmoid and ``softmax``'s softmax and log_softmax), ``loops``
+``vmath``'s exp and sigmoid, ``softmax``'s softmax and log_softmax and ``winograd``'s F(4x4, 3x3)
+convolutions, whose schedule lives beside their compute), ``loops``
 (loop-level steps the rules share), ``generic`` and ``tiled`` (the rules), ``schedule`` (a rule per
 function), ``pipeline`` (``lower``, ``prepare``, ``build``), ``codegen`` (LLVM code generation and
 object emission split over one module per CPU, in threads; ``NNADAPTER_TVM_BUILD_THREADS``).

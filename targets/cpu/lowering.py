@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import numpy as np
 import tvm
 from tvm import relax, tirx, topi
 
@@ -142,10 +143,18 @@ class Lowering:
 
     def _by_winograd(self, w: relax.Expr, x_shape: list, strides: list, dilation: list, groups: int) -> bool:
         """Whether ``_winograd`` lowers a convolution: enabled (``CPU_WINOGRAD``), a constant weight (its
-        transform runs at compile time) and a convolution ``winograd.applies`` to."""
+        transform runs at compile time) and a convolution ``winograd.applies`` to.
+
+        Not a weight of whole numbers: that is an integer convolution computed in float32 because its
+        sums of integers are exact there (``CONV_2D_INTEGER``'s and the quantized operations' float
+        routes, ``op_converters/quant_dynamic.py``), and the transforms' fractions (1/6, 1/24) would round
+        them."""
         if not self.winograd or not isinstance(w, CONSTANT):
             return False
-        return winograd.applies(x_shape, static_shape(w.ty), strides, dilation, groups)
+        if not winograd.applies(x_shape, static_shape(w.ty), strides, dilation, groups):
+            return False
+        weight = w.data.numpy()
+        return not np.array_equal(weight, np.round(weight))
 
     def _winograd(self, bb: relax.BlockBuilder, x: relax.Expr, w: relax.Expr, pads: tuple) -> relax.Expr:
         """An NHWC 3x3 convolution by F(4x4, 3x3) (``winograd``): the weight transformed (and packed in
