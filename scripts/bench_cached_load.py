@@ -9,6 +9,9 @@ rewritten as ``nnadapter-tvm bench`` rewrites them: constant initializers not gr
 random weights) or an ONNX file. ``prepare`` compiles each into ``WORKDIR/cache`` through the ONNX
 ``Predictor`` (``TVM_NUM_THREADS=2``) and stores its inputs and onnxruntime's outputs beside it.
 
+``--properties KEY=VALUE;...`` adds context properties to both (``CPU_WINOGRAD=0;``: the direct 3x3
+kernels, a model of a quarter the size); a model prepared with other properties is not found in the cache.
+
 ``measure`` starts ``--runs`` fresh processes per model. Each imports numpy and nnadapter_tvm, makes the
 ``Predictor`` (which finds the compiled model through its ``.nnp`` index and loads the ``.nnc``), runs it
 once on the stored inputs and checks the outputs against onnxruntime's. It never imports onnx: the
@@ -38,8 +41,8 @@ import json, resource, sys
 import numpy as np
 import nnadapter_tvm as nna
 imported = time.perf_counter()
-path, cache_dir, inputs, want = sys.argv[1:5]
-p = nna.Predictor(path, context_properties="TVM_NUM_THREADS=2", cache_dir=cache_dir)
+path, cache_dir, inputs, want, properties = sys.argv[1:6]
+p = nna.Predictor(path, context_properties=properties, cache_dir=cache_dir)
 loaded = time.perf_counter()
 got = p.run(dict(np.load(inputs)))
 done = time.perf_counter()
@@ -62,7 +65,12 @@ def _files(workdir: str, model: str) -> tuple[str, str, str, str]:
     return name, base + ".onnx", base + "_in.npz", base + "_out.npz"
 
 
-def prepare(workdir: str, models: list[str]) -> None:
+def _properties(extra: str) -> str:
+    """The Predictor's context properties: 2 runtime threads, then ``extra`` (``KEY=VALUE;...``)."""
+    return "TVM_NUM_THREADS=2;" + extra
+
+
+def prepare(workdir: str, models: list[str], extra: str = "") -> None:
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -80,11 +88,13 @@ def prepare(workdir: str, models: list[str]) -> None:
         np.savez(inputs, **feeds)
         np.savez(outputs, *ort.InferenceSession(path).run(None, feeds))
         start = time.perf_counter()
-        nna.Predictor(path, context_properties="TVM_NUM_THREADS=2", cache_dir=os.path.join(workdir, "cache"))
+        nna.Predictor(path, context_properties=_properties(extra), cache_dir=os.path.join(workdir, "cache"))
         print(f"{name}: compiled and cached in {time.perf_counter() - start:.1f} s", flush=True)
 
 
-def measure(workdir: str, models: list[str], runs: int, steps: bool, by_hash: bool = False) -> list[dict]:
+def measure(
+    workdir: str, models: list[str], runs: int, steps: bool, by_hash: bool = False, extra: str = ""
+) -> list[dict]:
     rows = []
     cache_dir = os.path.join(workdir, "cache")
     for model in models:
@@ -96,8 +106,9 @@ def measure(workdir: str, models: list[str], runs: int, steps: bool, by_hash: bo
                     if entry.endswith(".nnf"):
                         os.remove(os.path.join(cache_dir, entry))
             start = time.perf_counter()
+            child = [path, os.path.join(workdir, "cache"), inputs, outputs, _properties(extra)]
             out = subprocess.run(
-                [sys.executable, "-c", CHILD, path, os.path.join(workdir, "cache"), inputs, outputs],
+                [sys.executable, "-c", CHILD, *child],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -137,11 +148,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", action="store_true", help="split the time into imports, Predictor, first run")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--by-hash", action="store_true", help="delete the .nnf identity entries before each run")
+    parser.add_argument(
+        "--properties",
+        default="",
+        help="more context properties, KEY=VALUE;... (e.g. CPU_WINOGRAD=0;), the same for prepare and measure",
+    )
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        prepare(args.workdir, args.models)
+        prepare(args.workdir, args.models, args.properties)
         return 0
-    rows = measure(args.workdir, args.models, args.runs, args.steps, args.by_hash)
+    rows = measure(args.workdir, args.models, args.runs, args.steps, args.by_hash, args.properties)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

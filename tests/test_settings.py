@@ -30,6 +30,7 @@ def test_every_declared_default_parses_from_its_own_text():
     # A default is a typed value the parser could have given: rendered as the README writes it, it
     # parses back to itself.
     texts = {"TVM_OPT_LEVEL": "3", "CPU_SCHEDULES": "1", "ARM_MATTR": "+neon", "ARM_MTRIPLE": "aarch64-linux-gnu"}
+    texts["CPU_WINOGRAD"] = "1"
     texts["CUDA_ARCH"] = "sm_80"
     declared = {k: p for k, p in known_properties().items() if p.default is not None}
     assert set(declared) == set(texts)

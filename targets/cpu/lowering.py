@@ -153,7 +153,7 @@ class Lowering:
             return False
         if not winograd.applies(x_shape, static_shape(w.ty), strides, dilation, groups):
             return False
-        weight = w.data.numpy()
+        weight = w.value.numpy()
         return not np.array_equal(weight, np.round(weight))
 
     def _winograd(self, bb: relax.BlockBuilder, x: relax.Expr, w: relax.Expr, pads: tuple) -> relax.Expr:
