@@ -16,6 +16,16 @@ from nnadapter_tvm.targets.cpu.compute import CONV
 from nnadapter_tvm.targets.llvm import LlvmDriver
 
 TARGET = LlvmDriver().tvm_target({})
+
+
+@pytest.fixture(autouse=True)
+def small_layers_too(request, monkeypatch):
+    """The numbers are checked on small layers (fast to compile), which ``winograd.MIN_FLOPS`` leaves to the
+    direct kernel in a real build; ``test_where_winograd_applies`` checks that policy itself."""
+    if request.node.originalname != "test_where_winograd_applies":
+        monkeypatch.setattr(winograd, "MIN_FLOPS", 0)
+
+
 OP = nna.OperationType
 
 
@@ -109,6 +119,8 @@ def test_non_finite_inputs_reach_only_the_direct_convolutions_outputs():
         ((1, 7, 7, 512), (512, 512, 3, 3), (1, 1), (1, 1), 1, False),  # 4 tiles: the weight's bytes dominate
         ((1, 7, 7, 256), (256, 256, 3, 3), (1, 1), (1, 1), 1, True),
         ((1, 2, 9, 8), (8, 8, 3, 3), (1, 1), (1, 1), 1, False),  # no full 3x3 window along the height
+        ((1, 14, 14, 128), (32, 128, 3, 3), (1, 1), (1, 1), 1, False),  # 29 MFLOP: compiles longer than it saves
+        ((1, 28, 28, 128), (32, 128, 3, 3), (1, 1), (1, 1), 1, True),  # 58 MFLOP
     ],
 )
 def test_where_winograd_applies(x_shape, w_shape, strides, dilation, groups, applies):

@@ -126,19 +126,25 @@ def tiles(size: int) -> int:
 #: At least this many tiles per image where the transformed weight is large (see ``applies``).
 MIN_TILES = 8
 
+#: Below this many multiply-adds x 2 (the direct convolution's count) a layer keeps the direct kernel: a
+#: Winograd kernel takes 0.3 s to compile against 0.04 s, and such a layer saves under ~0.05 ms an
+#: inference (densenet121's forty 3x3 layers at 14x14 and 7x7 added 10 s to its compile for 0.7 ms).
+MIN_FLOPS = 40e6
+
 
 def applies(x_shape: list, w_shape: list, strides, dilation, groups: int) -> bool:
     """Whether a convolution of NHWC ``x_shape`` by OIHW ``w_shape`` runs as F(4x4, 3x3): 3x3, stride 1,
-    no dilation, one group, a static input, and enough tiles to pay for reading the transformed weight
-    (36 / 9 = 4x the weight): on 7x7 outputs (4 tiles) with 512 x 512 channels the direct kernel is
-    faster (it reads a quarter of the bytes for the same 4x16 pixels), with 256 x 256 slower."""
+    no dilation, one group, a static input, enough work to pay for its compile (``MIN_FLOPS``), and
+    enough tiles to pay for reading the transformed weight (36 / 9 = 4x the weight): on 7x7 outputs (4
+    tiles) with 512 x 512 channels the direct kernel is faster (it reads a quarter of the bytes for the
+    same 4x16 pixels), with 256 x 256 slower."""
     k, c, kh, kw = w_shape
     if (kh, kw) != (3, 3) or groups != 1 or list(strides) != [1, 1] or list(dilation) != [1, 1]:
         return False
     if not all(isinstance(d, int) for d in x_shape):
         return False
     n, h, w, _ = x_shape
-    if h < 3 or w < 3:
+    if h < 3 or w < 3 or 2 * 9 * c * k * n * h * w < MIN_FLOPS:
         return False
     return n * tiles(h) * tiles(w) >= MIN_TILES or c * k <= 256 * 256
 
