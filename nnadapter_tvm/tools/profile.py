@@ -11,7 +11,9 @@ The model is rewritten as the benchmark does (``tools/benchmark.optimizable``: c
 call the VM makes; the hook's own cost, a few microseconds a call, is included in each kernel's time and
 shows in the difference between the kernels' sum and an uninstrumented inference).  FLOPs are TVM's
 estimate (``tvm.s_tir.analysis.estimate_tir_flops``) of each fused kernel as the default schedules see it
-(``Driver.lower_for_tuning``), so a multiply-add counts two; kernels whose extents are symbolic show no
+(``Driver.lower_for_tuning``), so a multiply-add counts two (a Winograd convolution's count is the work it
+does, its transforms and 36 products a tile, not the direct convolution's: ``winograd.without_fallback``
+leaves out the direct sums it runs for non-finite outputs only); kernels whose extents are symbolic show no
 FLOPs (TVM's estimate would take a symbolic extent as 1) and the total says how many it leaves out.  The
 peak is measured, not looked up: numpy's float32 GEMM (OpenBLAS, ``--threads`` threads) on 2048x2048
 matrices, the best of five, which comes within a few percent of what a core's FMA units give.
@@ -62,6 +64,7 @@ def kernel_flops(compilation) -> dict[str, float | None]:
 
     from nnadapter_tvm.runtime.convert import convert_subgraph
     from nnadapter_tvm.runtime.partition import assign_devices, split_by_device
+    from nnadapter_tvm.targets.cpu.winograd import without_fallback
 
     model, context = compilation.model, compilation.context
     flops: dict[str, float | None] = {}
@@ -75,6 +78,7 @@ def kernel_flops(compilation) -> dict[str, float | None]:
                     flops[gv.name_hint] = None
                     continue
                 try:
+                    func = without_fallback(func)  # a Winograd kernel's work on finite inputs
                     flops[gv.name_hint] = float(estimate_tir_flops(tvm.IRModule({"main": func})))
                 except Exception:  # symbolic extents: TVM cannot count them
                     flops[gv.name_hint] = None

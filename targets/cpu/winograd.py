@@ -453,3 +453,14 @@ def guard_direct(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return tirx.IfThenElse(_substitute(tile, inner), node, None)
 
     return func.with_body(tvm_ffi.structural_map(func.body, [(s_tir.SBlockRealize, wrap), (tirx.For, wrap)]))
+
+
+def without_fallback(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` without its ``DIRECT`` sums (which run only for non-finite outputs): the kernel whose work
+    ``nnadapter-tvm profile`` counts (TVM's FLOP estimate would count the fallback as a whole direct
+    convolution)."""
+
+    def drop(node):
+        return tirx.Evaluate(0) if node.block.name_hint.startswith(DIRECT) else node
+
+    return func.with_body(tvm_ffi.structural_map(func.body, [(s_tir.SBlockRealize, drop)]))
