@@ -76,8 +76,8 @@ CPU_SCHEDULES = Property(
 )
 CPU_WINOGRAD = Property(
     "CPU_WINOGRAD",
-    "1: stride-1 3x3 convolutions with constant weights by Winograd F(4x4, 3x3), 2-2.7x faster, their "
-    "transformed weights 4x the bytes in the compiled model; 0: direct kernels (default: 1)",
+    "1: stride-1 3x3 convolutions with constant weights by Winograd F(4x4, 3x3), 1.5-2.8x faster, their "
+    "weights 5x the bytes in the compiled model; 0: direct kernels (default: 1)",
     _switch,
     True,
 )

@@ -52,6 +52,7 @@ Modules, in the order a build uses them: ``simd`` (lanes, registers, block and t
 ``vmath``'s exp and sigmoid, ``softmax``'s softmax and log_softmax and ``winograd``'s F(4x4, 3x3)
 convolutions, whose schedule lives beside their compute), ``loops``
 (loop-level steps the rules share), ``generic`` and ``tiled`` (the rules), ``schedule`` (a rule per
-function), ``pipeline`` (``lower``, ``prepare``, ``build``), ``codegen`` (LLVM code generation and
-object emission split over one module per CPU, in threads; ``NNADAPTER_TVM_BUILD_THREADS``).
+function), ``pipeline`` (``lower``, ``prepare``, ``build``), ``codegen`` (TIR lowering, LLVM code
+generation and object emission split over one group of kernels per CPU, in threads;
+``NNADAPTER_TVM_BUILD_THREADS``).
 """

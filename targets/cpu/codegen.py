@@ -6,7 +6,8 @@ this project's machines. ``build`` does what ``tvm.compile`` does (Relax's defau
 bytecode, TIR's default pipeline, ``VMLink``) but hands the lowered kernels to ``jobs`` LLVM modules,
 each generated in its own thread; ``export`` writes each module's object file in its own thread and
 links them as ``export_library`` does. TVM's FFI releases the GIL during its calls, and each LLVM
-module has its own LLVM context, so the threads run in parallel.
+module has its own LLVM context, so the threads run in parallel.  TIR's lowering pipeline, which works
+function by function, runs in threads too, over groups of the kernels (``_lower_in_parallel``).
 
 The first module imports the others: in memory the VM finds a kernel through the library's imports,
 and the exported shared library is one DSO whose imported modules all load as that same library, so
@@ -135,8 +136,10 @@ def _lower_in_parallel(tir_mod: tvm.IRModule, pipeline, jobs: int) -> tvm.IRModu
     # The workers' passes are not seen by the build's instruments: their time is booked here.
     with phases.phase(phases.TIR), ThreadPoolExecutor(count, thread_name_prefix="nnadapter-tvm-tir") as pool:
         lowered = list(pool.map(lower, groups))
-    merged = {gvar: func for part in lowered for gvar, func in part.functions_items()}
-    return tvm.IRModule(merged, attrs=lowered[0].attrs)
+    merged = {gvar.name_hint: (gvar, func) for part in lowered for gvar, func in part.functions_items()}
+    # In the module's own order: ``_split`` deals neighbouring kernels to different LLVM modules.
+    ordered = [merged.pop(gvar.name_hint) for gvar, _ in functions if gvar.name_hint in merged]
+    return tvm.IRModule(dict(ordered + list(merged.values())), attrs=lowered[0].attrs)
 
 
 def _split(host_mod: tvm.IRModule, jobs: int) -> list[tvm.IRModule]:

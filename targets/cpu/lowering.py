@@ -32,7 +32,7 @@ from nnadapter_tvm.targets.relax_passes import static_shape
 log = logging.getLogger("nnadapter_tvm")
 
 #: A Relax constant's class (``relax.const`` builds one).
-CONSTANT = tvm.ir.expr.Constant
+_CONSTANT = tvm.ir.expr.Constant
 
 
 def _shape(expr: relax.Expr) -> list | None:
@@ -122,7 +122,7 @@ class Lowering:
             y = bb.call_te(
                 compute.depthwise_nhwc, x, wp, strides, pads, dilation, ocg, tile, primfunc_name_hint=compute.DEPTHWISE
             )
-        elif self._by_winograd(w, x_shape, strides, dilation, groups):
+        elif self._by_winograd(w, x_shape, strides, dilation, groups, pads):
             y = self._winograd(bb, x, w, pads)
         else:
             # Output channels pad to whole vectors (zero weights) when that is all a block lacks; the
@@ -141,7 +141,7 @@ class Lowering:
             y = bb.call_te(topi.transpose, bb.emit(y), [0, 3, 1, 2], primfunc_name_hint="transpose")
         return y
 
-    def _by_winograd(self, w: relax.Expr, x_shape: list, strides: list, dilation: list, groups: int) -> bool:
+    def _by_winograd(self, w: relax.Expr, x_shape: list, strides: list, dilation: list, groups: int, pads) -> bool:
         """Whether ``_winograd`` lowers a convolution: enabled (``CPU_WINOGRAD``), a constant weight (its
         transform runs at compile time) and a convolution ``winograd.applies`` to.
 
@@ -149,16 +149,17 @@ class Lowering:
         sums of integers are exact there (``CONV_2D_INTEGER``'s and the quantized operations' float
         routes, ``op_converters/quant_dynamic.py``), and the transforms' fractions (1/6, 1/24) would round
         them."""
-        if not self.winograd or not isinstance(w, CONSTANT):
+        if not self.winograd or not isinstance(w, _CONSTANT):
             return False
-        if not winograd.applies(x_shape, static_shape(w.ty), strides, dilation, groups):
+        if not winograd.applies(x_shape, static_shape(w.ty), strides, dilation, groups, pads):
             return False
         weight = w.value.numpy()
         return not np.array_equal(weight, np.round(weight))
 
     def _winograd(self, bb: relax.BlockBuilder, x: relax.Expr, w: relax.Expr, pads: tuple) -> relax.Expr:
         """An NHWC 3x3 convolution by F(4x4, 3x3) (``winograd``): the weight transformed (and packed in
-        channel blocks) by a kernel that ``FoldConstant`` runs at compile time."""
+        channel blocks) by a kernel that ``FoldConstant`` runs at compile time; the weight itself is kept
+        too, for the direct sums of non-finite outputs."""
         k = int(w.ty.shape[0])
         kp = vector_padded(k, self.lanes)
         kb = channel_block(kp, self.lanes)
@@ -167,7 +168,7 @@ class Lowering:
         block = winograd.tile_block(oh, ow, tile_budget(self.registers, max(kb // self.lanes, 1)))
         name = compute.PACK + "winograd_weight"
         u = bb.emit_te(winograd.pack_weight, w, kp, kb, primfunc_name_hint=name)
-        return bb.call_te(winograd.conv_nhwc, x, u, k, pads, block, primfunc_name_hint=winograd.WINOGRAD)
+        return bb.call_te(winograd.conv_nhwc, x, u, w, pads, block, primfunc_name_hint=winograd.WINOGRAD)
 
     # matmul ---------------------------------------------------------------------------
 

@@ -75,14 +75,15 @@ def schedule_prim_func(
         sch = s_tir.Schedule(func)
         try:
             rule(sch)
+            candidate = guard_direct(sch.mod["main"]) if name == WINOGRAD else sch.mod["main"]
         except NotThisRule:
             continue
         except Exception as err:  # a rule that half-matches: try the next
-            log.debug("cpu schedules: rule %s failed: %s", name, str(err).strip().splitlines()[-1:])
+            level = logging.WARNING if name == WINOGRAD else logging.DEBUG
+            # A Winograd kernel under another rule runs its direct fallback for every output: many times
+            # the direct kernel's time, so its failure is worth seeing.
+            log.log(level, "cpu schedules: rule %s failed: %s", name, str(err).strip().splitlines()[-1:])
             continue
-        candidate = sch.mod["main"]
-        if name == WINOGRAD:
-            candidate = guard_direct(candidate)
         if not check_lowering or _lowers(candidate, target):
             return candidate, name
         log.debug("cpu schedules: rule %s produced a function that does not lower", name)

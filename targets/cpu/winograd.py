@@ -14,14 +14,19 @@ Stages, by block name:
 - ``INPUT`` (with ``INPUT + "_rows"``): ``V = B^T d B`` for every tile, ``[N, TH, TW, 6, 6, C]``, from the
   input padded so that whole tiles cover the output (a stage of its own, 2.25x the input);
 - ``PRODUCT``: the 36 products, computed per block of tiles and channel block into a local buffer;
-- ``WINOGRAD`` (the main block) with ``OUTPUT_ROWS``: ``Y = A^T M A`` in the output's own
-  ``[N, OH, OW, K]`` layout, so that the fused epilogue (bias, activation, residual) runs on each tile.
+- ``WINOGRAD`` (the main block) with ``OUTPUT_ROWS``: ``Y = A^T M A`` over whole tiles and channel
+  blocks, ``[N, 4 TH, 4 TW, KP]``;
+- ``LANE_MAX``, ``TILE_MAX``, ``DIRECT``, ``FINITE``: the output cropped to ``[N, OH, OW, K]``, each
+  non-finite output recomputed by the direct sum (``_finite``: otherwise a NaN or an infinity in the
+  input would spread over whole tiles), so that the fused epilogue (bias, activation, residual) runs on
+  each tile, on registers.
 
 The transforms' constant matrices are unrolled into sums of the nonzero terms (a ``Select`` per row that
 the schedule's unrolling resolves), so no multiplication by zero is left and no reduction block with an
 initial value is needed.  The error is larger than a direct convolution's (the transform of the weight
-divides by 6 and 24, and the input transform multiplies by up to 5 and 25): about 1e-6 of the outputs'
-scale in float32, against 1e-7.
+divides by 6 and 24, and the input transform multiplies by up to 5 and 25): 5e-6 to 2e-5 of the outputs'
+scale in float32 for 16 to 512 input channels, against about 1e-7.  A Winograd kernel takes about 0.3 s
+to compile (0.04 s for the direct one): ``applies`` leaves small layers to the direct kernel.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ DIRECT = "nna_winograd_direct"
 FINITE = "nna_winograd_finite"
 LANE_MAX = "nna_winograd_lane_max"
 TILE_MAX = "nna_winograd_tile_max"
+
+#: The annotation ``schedule_winograd`` puts on the direct sums' outermost loop (see ``guard_direct``).
+GUARD_ATTR = "nna_winograd_guard"
 
 #: The bits of float32 infinity: a value whose bits without the sign are at least these is not finite.
 _INF_BITS = 0x7F800000
@@ -75,9 +83,6 @@ _G = np.array(
     ],
     dtype=np.float64,
 )
-# The weight back from its transform, w = L U L^T (G's rows 0, 1, 2 and 5 are g0 / 4, -(g0 + g1 + g2) / 6,
-# -(g0 - g1 + g2) / 6 and g2).
-_L = np.array([[4, 0, 0, 0, 0, 0], [0, -3, 3, 0, 0, 0], [0, 0, 0, 0, 0, 1]], dtype=np.float64)
 _AT = np.array(
     [
         [1, 1, 1, 1, 1, 0],
@@ -132,7 +137,7 @@ MIN_TILES = 8
 MIN_FLOPS = 40e6
 
 
-def applies(x_shape: list, w_shape: list, strides, dilation, groups: int) -> bool:
+def applies(x_shape: list, w_shape: list, strides, dilation, groups: int, pads=(1, 1, 1, 1)) -> bool:
     """Whether a convolution of NHWC ``x_shape`` by OIHW ``w_shape`` runs as F(4x4, 3x3): 3x3, stride 1,
     no dilation, one group, a static input, enough work to pay for its compile (``MIN_FLOPS``), and
     enough tiles to pay for reading the transformed weight (36 / 9 = 4x the weight): on 7x7 outputs (4
@@ -144,9 +149,10 @@ def applies(x_shape: list, w_shape: list, strides, dilation, groups: int) -> boo
     if not all(isinstance(d, int) for d in x_shape):
         return False
     n, h, w, _ = x_shape
-    if h < 3 or w < 3 or 2 * 9 * c * k * n * h * w < MIN_FLOPS:
+    oh, ow = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2  # pads: top, left, bottom, right
+    if h < 3 or w < 3 or oh < 1 or ow < 1 or 2 * 9 * c * k * n * oh * ow < MIN_FLOPS:
         return False
-    return n * tiles(h) * tiles(w) >= MIN_TILES or c * k <= 256 * 256
+    return n * tiles(oh) * tiles(ow) >= MIN_TILES or c * k <= 256 * 256
 
 
 def tile_block(oh: int, ow: int, budget: int) -> tuple[int, int]:
@@ -178,8 +184,7 @@ def pack_weight(w: te.Tensor, kp: int, kb: int) -> te.Tensor:
 
     def body(o, e1, e2, ci, v):
         kk = tirx.min(o * kb + v, k - 1)
-        value = te.sum(g[e1, a] * w[kk, ci, a, b] * g[e2, b], axis=[a, b])
-        return value
+        return te.sum(g[e1, a] * w[kk, ci, a, b] * g[e2, b], axis=[a, b])
 
     u = te.compute((kp // kb, ALPHA, ALPHA, c, kb), body, name=PACK + "winograd_weight_raw")
     return te.compute(
@@ -189,20 +194,21 @@ def pack_weight(w: te.Tensor, kp: int, kb: int) -> te.Tensor:
     )
 
 
-def conv_nhwc(x: te.Tensor, u: te.Tensor, k: int, pads, block: tuple[int, int]) -> te.Tensor:
+def conv_nhwc(x: te.Tensor, u: te.Tensor, w: te.Tensor, pads, block: tuple[int, int]) -> te.Tensor:
     """out[n, y, x, o] = sum over (3 x 3 window, c) of pad(x)[...] * w[o, c, ...], by F(4x4, 3x3) with the
-    transformed weight ``u`` (``pack_weight``); ``k`` output channels (``u`` may pad more).  ``block``:
+    transformed weight ``u`` (``pack_weight``, which may pad the ``K`` output channels of ``w``); ``w``
+    itself (``[K, C, 3, 3]``) serves the direct sums of non-finite outputs (``_finite``).  ``block``:
     the (rows, columns) of tiles per block of the products (``tile_block``; the grid of tiles is padded
     to whole blocks)."""
-    n, h, w, c = (int(d) for d in x.shape)
+    n, h, width, c = (int(d) for d in x.shape)
     dtype = x.dtype
     pad_t, pad_l, pad_b, pad_r = pads
-    oh, ow = h + pad_t + pad_b - 2, w + pad_l + pad_r - 2
+    oh, ow = h + pad_t + pad_b - 2, width + pad_l + pad_r - 2
     rows, cols = block
     th, tw = -(-tiles(oh) // rows) * rows, -(-tiles(ow) // cols) * cols
     # The input padded so that every tile's 6x6 window is inside it.
     ph, pw = th * M_TILE + 2, tw * M_TILE + 2
-    xp = topi.nn.pad(x, [0, pad_t, pad_l, 0], [0, ph - h - pad_t, pw - w - pad_l, 0], name=PAD)
+    xp = topi.nn.pad(x, [0, pad_t, pad_l, 0], [0, ph - h - pad_t, pw - width - pad_l, 0], name=PAD)
 
     def input_rows(b, ty, tx, e1, j, ci):
         return _by_row(e1, _BT, lambda i: xp[b, ty * M_TILE + i, tx * M_TILE + j, ci], dtype)
@@ -237,7 +243,7 @@ def conv_nhwc(x: te.Tensor, u: te.Tensor, k: int, pads, block: tuple[int, int]) 
         ),
         name=WINOGRAD,
     )
-    return _finite(yw, x, (oh, ow, k), (pad_t, pad_l), u)
+    return _finite(yw, x, w, (oh, ow), (pad_t, pad_l), kb)
 
 
 def _magnitude_bits(x: tirx.PrimExpr) -> tirx.PrimExpr:
@@ -250,7 +256,7 @@ def _nonfinite(x: tirx.PrimExpr) -> tirx.PrimExpr:
     return _magnitude_bits(x) >= tirx.const(_INF_BITS, "int32")
 
 
-def _finite(yw: te.Tensor, x: te.Tensor, size: tuple[int, int, int], pads: tuple[int, int], u: te.Tensor) -> te.Tensor:
+def _finite(yw: te.Tensor, x: te.Tensor, w: te.Tensor, size: tuple[int, int], pads: tuple[int, int], kb: int):
     """``yw`` where it is finite, else the direct convolution's value (``DIRECT``) of that element.
 
     A NaN or an infinity in the input reaches, through the transforms, every output of the tiles whose
@@ -262,23 +268,21 @@ def _finite(yw: te.Tensor, x: te.Tensor, size: tuple[int, int, int], pads: tuple
     (as bits: ``LANE_MAX`` over the tile's pixels, vectorized over the channels, then ``TILE_MAX`` over
     them) tells whether any output is not finite; only then do the direct sums run (``guard_direct``
     puts their loops under that test), for the non-finite outputs alone (their block's predicate; TE
-    drops a reduction's ``where``).  Its weight is recovered from
-    ``u`` (``_L``), so no second copy of the weight is kept; its input is read from ``x`` itself (the padded
-    copy is a stage the tile's loops cannot depend on), zero outside it (``pads``: top, left).  ``yw``
-    covers whole tiles and channel blocks; the result is cropped to ``size`` (the output's height, width
-    and channels)."""
+    drops a reduction's ``where``).  They read the weight ``w`` itself: one rebuilt from the transformed
+    weight (``w = L U L^T``) is exact only in exact arithmetic, and a zero tap that came back 1e-8 turned
+    inf x 0 (NaN) into an infinity.  Their input is read from ``x`` itself (the padded copy is a stage the
+    tile's loops cannot depend on), zero outside it (``pads``: top, left).  ``yw`` covers whole tiles and
+    channel blocks of ``kb``; the result is cropped to ``size`` (the output's height and width) and
+    ``w``'s channels."""
     n, _, _, kp = yw.shape
-    oh, ow, k = size
-    _, h, w, _ = (int(d) for d in x.shape)
-    c, kb, dtype = int(u.shape[3]), int(u.shape[-1]), yw.dtype
+    oh, ow = size
+    _, h, width, c = (int(d) for d in x.shape)
+    k, dtype = int(w.shape[0]), yw.dtype
     rh, rw, rc = te.reduce_axis((0, 3), "rh"), te.reduce_axis((0, 3), "rw"), te.reduce_axis((0, c), "rc")
 
-    def weight(o, a, b, ci):
-        return _by_row(a, _L, lambda e1: _by_row(b, _L, lambda e2: u[o // kb, e1, e2, ci, o % kb], dtype), dtype)
-
     def pixel(b, row, col, ci):
-        inside = tirx.all(row >= 0, row < h, col >= 0, col < w)
-        clamped = (b, tirx.max(tirx.min(row, h - 1), 0), tirx.max(tirx.min(col, w - 1), 0), ci)
+        inside = tirx.all(row >= 0, row < h, col >= 0, col < width)
+        clamped = (b, tirx.max(tirx.min(row, h - 1), 0), tirx.max(tirx.min(col, width - 1), 0), ci)
         return tirx.if_then_else(inside, x[clamped], tirx.const(0, dtype))
 
     ri, rj = te.reduce_axis((0, M_TILE), "ri"), te.reduce_axis((0, M_TILE), "rj")
@@ -298,7 +302,7 @@ def _finite(yw: te.Tensor, x: te.Tensor, size: tuple[int, int, int], pads: tuple
     )
 
     def term(b, y, xx, o):
-        value = pixel(b, y + rh - pads[0], xx + rw - pads[1], rc) * weight(o, rh, rw, rc)
+        value = pixel(b, y + rh - pads[0], xx + rw - pads[1], rc) * w[o, rc, rh, rw]
         # The block reads the tests here; ``guard_direct`` makes them the loops' and block's conditions.
         tile = tile_max[b, y // M_TILE, xx // M_TILE, o // kb] >= tirx.const(_INF_BITS, "int32")
         condition = tirx.And(tile, _nonfinite(yw[b, y, xx, o]))
@@ -311,11 +315,13 @@ def _finite(yw: te.Tensor, x: te.Tensor, size: tuple[int, int, int], pads: tuple
 def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
     """The schedule of ``conv_nhwc``'s function (with its fused epilogue), ``block`` its ``WINOGRAD`` block.
 
-    Per block of ``rows`` x TW tiles and channel block (parallel): the products of the block's tiles,
+    Per block of rows x columns of tiles (``BLOCK_ATTR``) and channel block (parallel): the products of
+    the block's tiles,
     a register tile of the block's tiles x ``kb`` channels per transformed position, accumulated over the
-    input channels into a local buffer; then per tile the output transform and the epilogue, on
-    registers.  The input transform runs first, as a parallel stage of its own (each 6x6 window of a
-    channel vector is transformed in registers)."""
+    input channels into a local buffer; then per tile the output transform, the non-finite test (and the
+    direct sums where it fails) and the epilogue, on registers.  The input transform runs first, as a
+    parallel stage of its own (each 6x6 window of a channel vector is transformed in registers).
+    ``guard_direct`` finishes the job on the scheduled function."""
     lanes = vector_lanes(target)
     epilogue = epilogue_blocks(sch, block)
     direct = next(b for b in epilogue if sch.get(b).name_hint.startswith(DIRECT))
@@ -338,7 +344,7 @@ def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> 
     # The outer loop is over what is larger: the blocks of tiles when the transformed input is, the
     # channel blocks when the transformed weight is (each is then read from memory once, the other
     # again per iteration, from cache).
-    weight_first = _weight_bytes(sch, product) > _input_bytes(sch, v_block)
+    weight_first = _elements(sch.get(product).reads[1].source) > _elements(sch.get(v_block).writes[0].source)
     outer = [oo, n, yo, xo] if weight_first else [n, yo, xo, oo]
     sch.reorder(*outer, yt, xt, i, j, oi)
     sch.unroll(i)
@@ -363,6 +369,10 @@ def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> 
         sch.set_scope(stage, 0, "local")
     sch.reverse_compute_at(direct, xt, preserve_unit_loops=True)
     sch.set_scope(direct, 0, "local")
+    # The direct sums' outermost loop, which ``guard_direct`` puts under the tile's test.
+    loops = sch.get_loops(direct)
+    at = next(i for i, lp in enumerate(loops) if sch.get_sref(lp).same_as(sch.get_sref(xt)))
+    sch.annotate(loops[at + 1], GUARD_ATTR, 1)
     tile_epilogue(sch, block, epilogue, xt, lanes)
 
     # The products, at the channel block.
@@ -398,12 +408,9 @@ def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> 
     schedule_spatial(sch, pad, lanes)
 
 
-def _weight_bytes(sch: s_tir.Schedule, product) -> int:
-    return int(np.prod([int(d) for d in sch.get(product).reads[1].source.shape]))
-
-
-def _input_bytes(sch: s_tir.Schedule, v_block) -> int:
-    return int(np.prod([int(d) for d in sch.get(v_block).writes[0].source.shape]))
+def _elements(buffer) -> int:
+    """The number of elements of a buffer of static shape."""
+    return int(np.prod([int(d) for d in buffer.shape]))
 
 
 def _substitute(expr, pairs: list):
@@ -416,10 +423,12 @@ def _substitute(expr, pairs: list):
 
 
 def guard_direct(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with the direct sums of ``_finite`` run only where needed: the loops of ``DIRECT`` (its
-    initialization and update) under the tile's test, and its update block predicated on the output's
-    own, both taken from the ``Select`` of its value (``tile and element``); the reduction loops then
-    run for non-finite outputs only, instead of adding zeros."""
+    """``func`` (scheduled by ``schedule_winograd``) with the direct sums of ``_finite`` run only where
+    needed: their loop nest (its outermost loop annotated ``GUARD_ATTR``) under the tile's test, and
+    their update block predicated on the output's own test, both taken from the ``Select`` of its value
+    (``tile and element``); the reduction loops then run for non-finite outputs only, instead of adding
+    zeros for every output.  Raises ``ValueError`` where the function is not shaped so (the rule then
+    fails: a kernel left to add zeros would be as slow as the direct convolution plus Winograd's)."""
     found = []
 
     def visit(node):
@@ -428,31 +437,34 @@ def guard_direct(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
     tvm_ffi.structural_walk(func.body, [(s_tir.SBlockRealize, visit)], order="pre")
     if len(found) != 1:
-        return func
+        raise ValueError(f"guard_direct: {len(found)} direct update blocks, expected 1")
     update = found[0]
     store = update.block.body
     select = store.value.b if isinstance(store, tirx.BufferStore) and isinstance(store.value, tirx.Add) else None
     if not isinstance(select, tirx.Select) or not isinstance(select.condition, tirx.And):
-        return func
+        raise ValueError("guard_direct: the direct update is not sum + Select(tile and element, ...)")
     binding = [(iv.var, value) for iv, value in zip(update.block.iter_vars, update.iter_values)]
     tile, element = (_substitute(c, binding) for c in (select.condition.a, select.condition.b))
-    # The nest's outermost loop binds the batch (its first spatial axis, a unit or whole loop).
-    outer = update.iter_values[0]
+    wrapped = []
 
     def wrap(node):
         if isinstance(node, s_tir.SBlockRealize):
             if node.same_as(update):
                 return s_tir.SBlockRealize(node.iter_values, tirx.And(node.predicate, element), node.block)
             return node
-        if not node.loop_var.same_as(outer):
+        if GUARD_ATTR not in (node.annotations or {}):
             return node
         inner = []
         tvm_ffi.structural_walk(node, [(tirx.For, lambda f: inner.append((f.loop_var, f.min)))], order="pre")
+        wrapped.append(node)
         # The tile's test at the nest's first iteration: every iteration of the nest is in one tile and
         # channel block.
         return tirx.IfThenElse(_substitute(tile, inner), node, None)
 
-    return func.with_body(tvm_ffi.structural_map(func.body, [(s_tir.SBlockRealize, wrap), (tirx.For, wrap)]))
+    body = tvm_ffi.structural_map(func.body, [(s_tir.SBlockRealize, wrap), (tirx.For, wrap)])
+    if len(wrapped) != 1:
+        raise ValueError(f"guard_direct: {len(wrapped)} loops annotated {GUARD_ATTR}, expected 1")
+    return func.with_body(body)
 
 
 def without_fallback(func: tirx.PrimFunc) -> tirx.PrimFunc:
