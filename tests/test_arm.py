@@ -612,6 +612,80 @@ def test_e2e_module_linked_by_each_toolchain_runs_on_the_board(board, tmp_path, 
             ssh_board(board, f"rm -rf {deploy.remote_path_expr(remote_dir)}")
 
 
+def winograd_model():
+    """Two 3x3 convolutions large enough for Winograd F(4x4, 3x3) (``targets/cpu/winograd.py``), batch 2,
+    sizes that leave partial tiles, asymmetric pads; and its float64 numpy reference."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(12)
+    w1 = (rng.standard_normal((64, 64, 3, 3)) / 24).astype("float32")
+    b1 = rng.standard_normal(64).astype("float32")
+    w2 = (rng.standard_normal((32, 64, 3, 3)) / 24).astype("float32")
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[0, 1, 1, 0]),
+    ]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(w2, "w2")]
+    graph = helper.make_graph(
+        nodes,
+        "winograd",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64, 23, 30])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=inits,
+    )
+
+    def conv(x, w, pads):
+        t, left, b, r = pads
+        xp = np.pad(x, [(0, 0), (0, 0), (t, b), (left, r)])
+        windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+        with np.errstate(invalid="ignore"):
+            return np.einsum("nchwab,kcab->nkhw", windows, w.astype(np.float64))
+
+    def reference(x):
+        r1 = np.maximum(conv(x.astype(np.float64), w1, (1, 1, 1, 1)) + b1.reshape(1, -1, 1, 1), 0)
+        r1[np.isnan(conv(x.astype(np.float64), w1, (1, 1, 1, 1)))] = np.nan  # ReLU keeps NaN
+        return conv(r1, w2, (0, 1, 1, 0))
+
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), reference
+
+
+@pytest.mark.slow
+@needs_cross
+def test_e2e_winograd_runs_on_the_board(board, tmp_path):
+    """Winograd kernels built for NEON (4 lanes: 8-channel blocks) run on the board: the numbers of a
+    float64 numpy reference, and a NaN pixel reaching exactly the outputs the direct convolutions give it."""
+    from nnadapter_tvm.frontends.onnx import import_model
+
+    onnx_model, reference = winograd_model()
+    model = import_model(onnx_model)
+    x = np.random.default_rng(13).standard_normal((2, 64, 23, 30)).astype("float32")
+    x[1, 7, 11, 13] = np.nan
+    remote_dir = f"~/nna-winograd-{os.getpid()}"
+    b = deploy.Board(
+        board["BOARD_HOST"],
+        port=int(board["BOARD_PORT"]),
+        identity=board["BOARD_KEY"],
+        known_hosts=board.get("BOARD_KNOWN_HOSTS") or None,
+        remote_dir=remote_dir,
+        python=board.get("BOARD_PYTHON") or None,
+    )
+    try:
+        info = deploy.preflight(b)
+        _, token, path = deploy.compile_for_arm(model, "ARM_MCPU=cortex-a72;", str(tmp_path))
+        assert b"nna_winograd_conv2d_nhwc" in cache.read_file(path)
+        deploy.push(b, info, token, cache.read_file(path))
+        outputs, _ = deploy.run_on_board(b, info, token, [x], iterations=1, warmup=0)
+        want = reference(x)
+        np.testing.assert_array_equal(np.isnan(outputs[0]), np.isnan(want))
+        finite = np.isfinite(want)
+        assert (~finite).sum() == 5 * 5 * 32  # one pixel through two 3x3 convolutions, every output channel
+        np.testing.assert_allclose(outputs[0][finite], want[finite], rtol=0, atol=2e-5 * np.abs(want[finite]).max())
+    finally:
+        with contextlib.suppress(Exception):
+            ssh_board(board, f"rm -rf {deploy.remote_path_expr(remote_dir)}")
+
+
 def deploy_and_verify(board: dict[str, str], tmp_path, remote_dir: str) -> None:
     argv = deploy_argv(board, "--cache-dir", str(tmp_path), "--remote-dir", remote_dir)
     first = cli(*argv, "--verify", "--properties", "ARM_MCPU=cortex-a72;", "--iterations", "3")
