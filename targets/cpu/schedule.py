@@ -1,5 +1,6 @@
-"""Choosing the schedule of each fused PrimFunc: the rule for its main block (``tiled``), else the generic
-rule (``generic``), else none.
+"""Choosing the schedule of each fused PrimFunc: the rule for its main block (``tiled``, ``winograd``), else
+the generic rule (``generic``), else none.  A rule may return a function that finishes the scheduled
+PrimFunc where schedule primitives cannot (Winograd's ``guard_direct``).
 
 A rule that raises, or whose result does not lower through TVM's TIR pipeline, is dropped for the next
 one; the last resort is the unscheduled function, so a schedule never fails a compile. Checking that a
@@ -24,13 +25,8 @@ from nnadapter_tvm.targets.base import is_scheduled
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE, PAD
 from nnadapter_tvm.targets.cpu.generic import schedule_generic
 from nnadapter_tvm.targets.cpu.loops import BUFFER_LOAD, child_blocks
-from nnadapter_tvm.targets.cpu.tiled import (
-    NotThisRule,
-    schedule_conv,
-    schedule_dense,
-    schedule_depthwise,
-)
-from nnadapter_tvm.targets.cpu.winograd import WINOGRAD, guard_direct, schedule_winograd
+from nnadapter_tvm.targets.cpu.tiled import NotThisRule, schedule_conv, schedule_dense, schedule_depthwise
+from nnadapter_tvm.targets.cpu.winograd import WINOGRAD, schedule_winograd
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -74,8 +70,9 @@ def schedule_prim_func(
     for name, rule in rules:
         sch = s_tir.Schedule(func)
         try:
-            rule(sch)
-            candidate = guard_direct(sch.mod["main"]) if name == WINOGRAD else sch.mod["main"]
+            # A rule may return what finishes the function where schedule primitives cannot.
+            finish = rule(sch)
+            candidate = sch.mod["main"] if finish is None else finish(sch.mod["main"])
         except NotThisRule:
             continue
         except Exception as err:  # a rule that half-matches: try the next

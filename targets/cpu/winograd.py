@@ -31,6 +31,8 @@ to compile (0.04 s for the direct one): ``applies`` leaves small layers to the d
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import tvm
 import tvm_ffi
@@ -312,7 +314,9 @@ def _finite(yw: te.Tensor, x: te.Tensor, w: te.Tensor, size: tuple[int, int], pa
     return te.compute((n, oh, ow, k), lambda *i: tirx.Select(_nonfinite(yw(*i)), direct(*i), yw(*i)), name=FINITE)
 
 
-def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+def schedule_winograd(
+    sch: s_tir.Schedule, block, target: tvm.target.Target
+) -> Callable[[tirx.PrimFunc], tirx.PrimFunc]:
     """The schedule of ``conv_nhwc``'s function (with its fused epilogue), ``block`` its ``WINOGRAD`` block.
 
     Per block of rows x columns of tiles (``BLOCK_ATTR``) and channel block (parallel): the products of
@@ -321,7 +325,8 @@ def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> 
     input channels into a local buffer; then per tile the output transform, the non-finite test (and the
     direct sums where it fails) and the epilogue, on registers.  The input transform runs first, as a
     parallel stage of its own (each 6x6 window of a channel vector is transformed in registers).
-    ``guard_direct`` finishes the job on the scheduled function."""
+    Returns what finishes the scheduled function (``guard_direct``: a loop nest put under a condition,
+    which no schedule primitive does)."""
     lanes = vector_lanes(target)
     epilogue = epilogue_blocks(sch, block)
     direct = next(b for b in epilogue if sch.get(b).name_hint.startswith(DIRECT))
@@ -406,6 +411,7 @@ def schedule_winograd(sch: s_tir.Schedule, block, target: tvm.target.Target) -> 
     sch.vectorize(vci)
     parallel(sch, [vn, vty, vtx], min_elements=1, work=None)
     schedule_spatial(sch, pad, lanes)
+    return guard_direct
 
 
 def _elements(buffer) -> int:
