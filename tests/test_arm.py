@@ -578,14 +578,7 @@ def test_e2e_module_linked_by_each_toolchain_runs_on_the_board(board, tmp_path, 
             pytest.skip("no ziglang wheel here (pip install ziglang)")
         monkeypatch.setenv(toolchain.CXX_ENV, "zig")
     remote_dir = f"~/nna-{linker}-{os.getpid()}"
-    b = deploy.Board(
-        board["BOARD_HOST"],
-        port=int(board["BOARD_PORT"]),
-        identity=board["BOARD_KEY"],
-        known_hosts=board.get("BOARD_KNOWN_HOSTS") or None,
-        remote_dir=remote_dir,
-        python=board.get("BOARD_PYTHON") or None,
-    )
+    b = board_client(board, remote_dir)
     rng = np.random.default_rng(11)
     cases = [
         (softmax_model(), [rng.normal(0, 3, (4, 7)).astype("float32")], softmax_reference),
@@ -662,14 +655,7 @@ def test_e2e_winograd_runs_on_the_board(board, tmp_path):
     x = np.random.default_rng(13).standard_normal((2, 64, 23, 30)).astype("float32")
     x[1, 7, 11, 13] = np.nan
     remote_dir = f"~/nna-winograd-{os.getpid()}"
-    b = deploy.Board(
-        board["BOARD_HOST"],
-        port=int(board["BOARD_PORT"]),
-        identity=board["BOARD_KEY"],
-        known_hosts=board.get("BOARD_KNOWN_HOSTS") or None,
-        remote_dir=remote_dir,
-        python=board.get("BOARD_PYTHON") or None,
-    )
+    b = board_client(board, remote_dir)
     try:
         info = deploy.preflight(b)
         _, token, path = deploy.compile_for_arm(model, "ARM_MCPU=cortex-a72;", str(tmp_path))
@@ -709,14 +695,20 @@ def model_token_llvm() -> str:
     return model_token(builtin_model.build(), nna.Context([nna.Device.acquire("llvm")]))
 
 
-def ssh_board(facts: dict[str, str], command: str) -> str:
-    b = deploy.Board(
+def board_client(facts: dict[str, str], remote_dir: str = deploy.DEFAULT_REMOTE_DIR) -> deploy.Board:
+    """The board of ``facts`` (``board_facts``), its cache in ``remote_dir``."""
+    return deploy.Board(
         facts["BOARD_HOST"],
         port=int(facts["BOARD_PORT"]),
         identity=facts["BOARD_KEY"],
         known_hosts=facts.get("BOARD_KNOWN_HOSTS") or None,
+        remote_dir=remote_dir,
+        python=facts.get("BOARD_PYTHON") or None,
     )
-    proc = b.run(command)
+
+
+def ssh_board(facts: dict[str, str], command: str) -> str:
+    proc = board_client(facts).run(command)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.decode()
 
