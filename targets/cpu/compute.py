@@ -108,7 +108,7 @@ def _pad_nhwc(x: te.Tensor, pads: tuple[int, int, int, int]) -> te.Tensor:
     return topi.nn.pad(x, [0, pad_t, pad_l, 0], [0, pad_b, pad_r, 0], name=PAD)
 
 
-def _out_size(size, before: int, after: int, k: int, stride: int, dilation: int):
+def out_size(size, before: int, after: int, k: int, stride: int, dilation: int):
     return (size + before + after - ((k - 1) * dilation + 1)) // stride + 1
 
 
@@ -121,8 +121,8 @@ def _sliding_window(x: te.Tensor, kh: int, kw: int, oc: int, strides, pads, dila
     padded input and the (clamped) input row and column of the window's top-left tap per stride."""
     n, h, w, _ = x.shape
     (sh, sw), (dh, dw) = strides, dilation
-    oh = _out_size(h, pads[0], pads[2], kh, sh, dh)
-    ow = _out_size(w, pads[1], pads[3], kw, sw, dw)
+    oh = out_size(h, pads[0], pads[2], kh, sh, dh)
+    ow = out_size(w, pads[1], pads[3], kw, sw, dw)
     xp = _pad_nhwc(x, pads)
     owp = _padded(ow, tile)
 

@@ -163,12 +163,10 @@ class Lowering:
         k = int(w.ty.shape[0])
         kp = vector_padded(k, self.lanes)
         kb = channel_block(kp, self.lanes)
-        _, h, width, _ = _shape(x)
-        oh, ow = h + pads[0] + pads[2] - 2, width + pads[1] + pads[3] - 2
-        block = winograd.tile_block(oh, ow, tile_budget(self.registers, max(kb // self.lanes, 1)))
+        budget = tile_budget(self.registers, max(kb // self.lanes, 1))
         name = compute.PACK + "winograd_weight"
         u = bb.emit_te(winograd.pack_weight, w, kp, kb, primfunc_name_hint=name)
-        return bb.call_te(winograd.conv_nhwc, x, u, w, pads, block, primfunc_name_hint=winograd.WINOGRAD)
+        return bb.call_te(winograd.conv_nhwc, x, u, w, pads, budget, primfunc_name_hint=winograd.WINOGRAD)
 
     # matmul ---------------------------------------------------------------------------
 

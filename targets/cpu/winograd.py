@@ -38,7 +38,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, te, tirx, topi
 
-from nnadapter_tvm.targets.cpu.compute import PACK, PAD
+from nnadapter_tvm.targets.cpu.compute import PACK, PAD, out_size
 from nnadapter_tvm.targets.cpu.generic import schedule_spatial
 from nnadapter_tvm.targets.cpu.loops import loop_extent, parallel
 from nnadapter_tvm.targets.cpu.simd import vector_lanes
@@ -125,6 +125,11 @@ def _by_row(index, matrix: np.ndarray, term, dtype: str):
 BLOCK_ATTR = "nna_winograd_block"
 
 
+def output_size(h: int, w: int, pads) -> tuple[int, int]:
+    """A stride-1 3x3 convolution's output height and width (``pads``: top, left, bottom, right)."""
+    return out_size(h, pads[0], pads[2], 3, 1, 1), out_size(w, pads[1], pads[3], 3, 1, 1)
+
+
 def tiles(size: int) -> int:
     """Tiles along an output side of ``size`` pixels."""
     return -(-size // M_TILE)
@@ -151,7 +156,7 @@ def applies(x_shape: list, w_shape: list, strides, dilation, groups: int, pads=(
     if not all(isinstance(d, int) for d in x_shape):
         return False
     n, h, w, _ = x_shape
-    oh, ow = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2  # pads: top, left, bottom, right
+    oh, ow = output_size(h, w, pads)
     if h < 3 or w < 3 or oh < 1 or ow < 1 or 2 * 9 * c * k * n * oh * ow < MIN_FLOPS:
         return False
     return n * tiles(oh) * tiles(ow) >= MIN_TILES or c * k <= 256 * 256
@@ -196,17 +201,17 @@ def pack_weight(w: te.Tensor, kp: int, kb: int) -> te.Tensor:
     )
 
 
-def conv_nhwc(x: te.Tensor, u: te.Tensor, w: te.Tensor, pads, block: tuple[int, int]) -> te.Tensor:
+def conv_nhwc(x: te.Tensor, u: te.Tensor, w: te.Tensor, pads, budget: int) -> te.Tensor:
     """out[n, y, x, o] = sum over (3 x 3 window, c) of pad(x)[...] * w[o, c, ...], by F(4x4, 3x3) with the
     transformed weight ``u`` (``pack_weight``, which may pad the ``K`` output channels of ``w``); ``w``
-    itself (``[K, C, 3, 3]``) serves the direct sums of non-finite outputs (``_finite``).  ``block``:
-    the (rows, columns) of tiles per block of the products (``tile_block``; the grid of tiles is padded
-    to whole blocks)."""
+    itself (``[K, C, 3, 3]``) serves the direct sums of non-finite outputs (``_finite``).  ``budget``:
+    the tiles a register tile of the products may hold (``tile_block`` picks the block of tiles; the grid
+    of tiles is padded to whole blocks)."""
     n, h, width, c = (int(d) for d in x.shape)
     dtype = x.dtype
-    pad_t, pad_l, pad_b, pad_r = pads
-    oh, ow = h + pad_t + pad_b - 2, width + pad_l + pad_r - 2
-    rows, cols = block
+    pad_t, pad_l = pads[0], pads[1]
+    oh, ow = output_size(h, width, pads)
+    rows, cols = tile_block(oh, ow, budget)
     th, tw = -(-tiles(oh) // rows) * rows, -(-tiles(ow) // cols) * cols
     # The input padded so that every tile's 6x6 window is inside it.
     ph, pw = th * M_TILE + 2, tw * M_TILE + 2
