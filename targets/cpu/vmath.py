@@ -29,10 +29,20 @@ def _f(value: float) -> tirx.PrimExpr:
     return tirx.const(value, _F32)
 
 
+#: The bits of float32 infinity: ``magnitude_bits`` above them is NaN, equal to them infinite.
+INF_BITS = 0x7F800000
+
+
+def magnitude_bits(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """float32 ``x``'s bits without the sign, as int32: ordered as the magnitudes, infinity at
+    ``INF_BITS`` and NaN above.  Tests of NaN and infinity made of it vectorize as integer compares (TVM's
+    simplifier folds ``x != x`` to false)."""
+    return tirx.reinterpret("int32", x) & tirx.const(0x7FFFFFFF, "int32")
+
+
 def _is_nan(x: tirx.PrimExpr) -> tirx.PrimExpr:
-    """NaN from the bits (TVM's simplifier folds ``x != x`` to false; the integer compare vectorizes)."""
-    bits = tirx.reinterpret("int32", x) & tirx.const(0x7FFFFFFF, "int32")
-    return bits > tirx.const(0x7F800000, "int32")
+    """Whether float32 ``x`` is NaN (its magnitude's bits above infinity's)."""
+    return magnitude_bits(x) > tirx.const(INF_BITS, "int32")
 
 
 def _pow2(n: tirx.PrimExpr) -> tirx.PrimExpr:

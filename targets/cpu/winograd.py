@@ -43,6 +43,7 @@ from nnadapter_tvm.targets.cpu.generic import schedule_spatial
 from nnadapter_tvm.targets.cpu.loops import loop_extent, parallel
 from nnadapter_tvm.targets.cpu.simd import vector_lanes
 from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, tile_epilogue
+from nnadapter_tvm.targets.cpu.vmath import INF_BITS, magnitude_bits
 
 WINOGRAD = "nna_winograd_conv2d_nhwc"
 INPUT = "nna_winograd_input"
@@ -56,8 +57,6 @@ TILE_MAX = "nna_winograd_tile_max"
 #: The annotation ``schedule_winograd`` puts on the direct sums' outermost loop (see ``guard_direct``).
 GUARD_ATTR = "nna_winograd_guard"
 
-#: The bits of float32 infinity: a value whose bits without the sign are at least these is not finite.
-_INF_BITS = 0x7F800000
 
 #: Output pixels per tile side (m) and the transformed tile's side (alpha = m + 3 - 1).
 M_TILE, ALPHA = 4, 6
@@ -253,14 +252,9 @@ def conv_nhwc(x: te.Tensor, u: te.Tensor, w: te.Tensor, pads, budget: int) -> te
     return _finite(yw, x, w, (oh, ow), (pad_t, pad_l), kb)
 
 
-def _magnitude_bits(x: tirx.PrimExpr) -> tirx.PrimExpr:
-    """float32 ``x``'s bits without the sign: ordered as the magnitudes, NaN and infinity at the top."""
-    return tirx.reinterpret("int32", x) & tirx.const(0x7FFFFFFF, "int32")
-
-
 def _nonfinite(x: tirx.PrimExpr) -> tirx.PrimExpr:
     """Whether float32 ``x`` is NaN or infinite, from its bits (TVM's simplifier folds ``x != x``)."""
-    return _magnitude_bits(x) >= tirx.const(_INF_BITS, "int32")
+    return magnitude_bits(x) >= tirx.const(INF_BITS, "int32")
 
 
 def _finite(yw: te.Tensor, x: te.Tensor, w: te.Tensor, size: tuple[int, int], pads: tuple[int, int], kb: int):
@@ -296,7 +290,7 @@ def _finite(yw: te.Tensor, x: te.Tensor, w: te.Tensor, size: tuple[int, int], pa
     lane_max = te.compute(
         (n, tiles(oh), tiles(ow), kp),
         lambda b, ty, tx, o: te.max(
-            _magnitude_bits(yw[b, ty * M_TILE + ri, tx * M_TILE + rj, o]),
+            magnitude_bits(yw[b, ty * M_TILE + ri, tx * M_TILE + rj, o]),
             axis=[ri, rj],
         ),
         name=LANE_MAX,
@@ -311,7 +305,7 @@ def _finite(yw: te.Tensor, x: te.Tensor, w: te.Tensor, size: tuple[int, int], pa
     def term(b, y, xx, o):
         value = pixel(b, y + rh - pads[0], xx + rw - pads[1], rc) * w[o, rc, rh, rw]
         # The block reads the tests here; ``guard_direct`` makes them the loops' and block's conditions.
-        tile = tile_max[b, y // M_TILE, xx // M_TILE, o // kb] >= tirx.const(_INF_BITS, "int32")
+        tile = tile_max[b, y // M_TILE, xx // M_TILE, o // kb] >= tirx.const(INF_BITS, "int32")
         condition = tirx.And(tile, _nonfinite(yw[b, y, xx, o]))
         return te.sum(tirx.Select(condition, value, tirx.const(0, dtype)), axis=[rh, rw, rc])
 
