@@ -28,6 +28,7 @@ time). ``_split`` keeps them apart.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -127,11 +128,9 @@ def _lower_in_parallel(tir_mod: tvm.IRModule, pipeline, jobs: int) -> tvm.IRModu
 
     def lower(group: tvm.IRModule) -> tvm.IRModule:
         # PassContext and Target are per thread: the worker gets the build's options (not its instruments).
-        with tvm.transform.PassContext(opt_level=context.opt_level, config=config):
-            if target is None:
-                return pipeline(group)
-            with target:
-                return pipeline(group)
+        in_target = target if target is not None else contextlib.nullcontext()
+        with tvm.transform.PassContext(opt_level=context.opt_level, config=config), in_target:
+            return pipeline(group)
 
     # The workers' passes are not seen by the build's instruments: their time is booked here.
     with phases.phase(phases.TIR), ThreadPoolExecutor(count, thread_name_prefix="nnadapter-tvm-tir") as pool:
