@@ -319,17 +319,18 @@ def schedule_winograd(
     """The schedule of ``conv_nhwc``'s function (with its fused epilogue), ``block`` its ``WINOGRAD`` block.
 
     Per block of rows x columns of tiles (``BLOCK_ATTR``) and channel block (parallel): the products of
-    the block's tiles,
-    a register tile of the block's tiles x ``kb`` channels per transformed position, accumulated over the
-    input channels into a local buffer; then per tile the output transform, the non-finite test (and the
-    direct sums where it fails) and the epilogue, on registers.  The input transform runs first, as a
-    parallel stage of its own (each 6x6 window of a channel vector is transformed in registers).
+    the block's tiles, a register tile of the block's tiles x ``kb`` channels per transformed position,
+    accumulated over the input channels into a local buffer; then per tile the output transform, the
+    non-finite test (and the direct sums where it fails) and the epilogue, on registers.  The input
+    transform runs first, as a parallel stage of its own (each 6x6 window of a channel vector is
+    transformed in registers).
     Returns what finishes the scheduled function (``guard_direct``: a loop nest put under a condition,
     which no schedule primitive does)."""
     lanes = vector_lanes(target)
-    epilogue = epilogue_blocks(sch, block)
-    direct = next(b for b in epilogue if sch.get(b).name_hint.startswith(DIRECT))
-    epilogue = [b for b in epilogue if not b.same_as(direct)]
+    # After the main block: the non-finite tests and direct sums (``_finite``), then the fused epilogue.
+    direct, epilogue = _take(sch, epilogue_blocks(sch, block), DIRECT)
+    lane_max, epilogue = _take(sch, epilogue, LANE_MAX)
+    tile_max, epilogue = _take(sch, epilogue, TILE_MAX)
     product = sch.get_producers(sch.get_producers(block)[0])[0]
     t2 = sch.get_producers(block)[0]
     v_block = next(p for p in sch.get_producers(product) if sch.get(p).name_hint.startswith(INPUT))
@@ -361,9 +362,6 @@ def schedule_winograd(
     sch.unroll(te2)
     sch.vectorize(to)
     # The tests and the direct sums of non-finite outputs (``_finite``), on the tile before the epilogue.
-    lane_max = next(b for b in epilogue if sch.get(b).name_hint.startswith(LANE_MAX))
-    tile_max = next(b for b in epilogue if sch.get(b).name_hint.startswith(TILE_MAX))
-    epilogue = [b for b in epilogue if not (b.same_as(lane_max) or b.same_as(tile_max))]
     sch.reverse_compute_at(lane_max, xt, preserve_unit_loops=True)
     *_, lo, li, lj = sch.get_loops(lane_max)
     sch.reorder(li, lj, lo)
@@ -411,6 +409,12 @@ def schedule_winograd(
     parallel(sch, [vn, vty, vtx], min_elements=1, work=None)
     schedule_spatial(sch, pad, lanes)
     return guard_direct
+
+
+def _take(sch: s_tir.Schedule, blocks: list, prefix: str) -> tuple:
+    """The block of ``blocks`` whose name starts with ``prefix``, and the others."""
+    found = next(b for b in blocks if sch.get(b).name_hint.startswith(prefix))
+    return found, [b for b in blocks if not b.same_as(found)]
 
 
 def _elements(buffer) -> int:
