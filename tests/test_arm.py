@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 import pytest
+from oputil import conv2d_ref
 
 import nnadapter_tvm as nna
 from nnadapter_tvm.runtime import cache
@@ -628,17 +629,10 @@ def winograd_model():
         initializer=inits,
     )
 
-    def conv(x, w, pads):
-        t, left, b, r = pads
-        xp = np.pad(x, [(0, 0), (0, 0), (t, b), (left, r)])
-        windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
-        with np.errstate(invalid="ignore"):
-            return np.einsum("nchwab,kcab->nkhw", windows, w.astype(np.float64))
-
     def reference(x):
-        r1 = np.maximum(conv(x.astype(np.float64), w1, (1, 1, 1, 1)) + b1.reshape(1, -1, 1, 1), 0)
-        r1[np.isnan(conv(x.astype(np.float64), w1, (1, 1, 1, 1)))] = np.nan  # ReLU keeps NaN
-        return conv(r1, w2, (0, 1, 1, 0))
+        # oputil.conv2d_ref's pads: top, bottom, left, right; np.maximum keeps NaN, as Relu does.
+        r1 = np.maximum(conv2d_ref(x, w1, b1, [1, 1, 1, 1], [1, 1], [1, 1], 1), 0)
+        return conv2d_ref(r1, w2, None, [0, 1, 1, 0], [1, 1], [1, 1], 1)
 
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), reference
 
