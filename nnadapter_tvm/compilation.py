@@ -19,7 +19,7 @@ from nnadapter_tvm import extensions
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail, tvm_error_text
 from nnadapter_tvm.model import Model
-from nnadapter_tvm.runtime import cache, phases
+from nnadapter_tvm.runtime import cache, phases, weights
 from nnadapter_tvm.runtime.partition import assign_devices, split_by_device
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.targets import DRIVERS, Driver, Program
@@ -125,7 +125,7 @@ class Compilation:
         codegen = cache.json_properties(self.context.codegen_properties())
         out_dims: dict[int, list[int]] = {}
         steps, blobs, records = [], [], []
-        for n, sub in enumerate(subgraphs):
+        for sub in subgraphs:
             driver = self.context.devices[sub.device_index].driver
             # Relax's BlockBuilder and TVM's build keep process-wide state: one compile at a time.
             checks: list[RuntimeCheck] = []
@@ -140,6 +140,7 @@ class Compilation:
                         f"TVM failed to build for {driver.name}: {tvm_error_text(err)}",
                         ResultCode.DEVICE_INTERNAL_ERROR,
                     )
+            lifted = getattr(executable, "weights", None)  # kept out of the module (runtime.weights)
             with phases.phase(phases.EXPORT), tempfile.TemporaryDirectory(prefix="nnadapter-tvm-") as tmp:
                 path = os.path.join(tmp, "module.so")
                 try:
@@ -153,18 +154,22 @@ class Compilation:
             step = _Step(driver, [o.index for o in sub.inputs], [o.index for o in sub.outputs], blob, checks)
             steps.append(step)
             blobs.append(blob)
-            records.append(
-                cache.SubgraphRecord(
-                    device=driver.name,
-                    target=str(driver.tvm_target(props)),
-                    target_key=json.loads(json.dumps(driver.target_key(props))),  # as a load reads it back
-                    blob=n,
-                    inputs=step.inputs,
-                    outputs=step.outputs,
-                    properties=codegen,
-                    checks=checks,
-                )
+            record = cache.SubgraphRecord(
+                device=driver.name,
+                target=str(driver.tvm_target(props)),
+                target_key=json.loads(json.dumps(driver.target_key(props))),  # as a load reads it back
+                blob=len(blobs) - 1,
+                inputs=step.inputs,
+                outputs=step.outputs,
+                properties=codegen,
+                checks=checks,
             )
+            if lifted:
+                packed, record.weights = weights.pack(lifted)
+                record.weights_blob = len(blobs)
+                blobs.append(packed)
+                step.weights = weights.views(packed, record.weights)
+            records.append(record)
         self._steps = steps
         self._model_inputs = [o.index for o in model.inputs]
         self._model_outputs = [o.index for o in model.outputs]
@@ -219,6 +224,7 @@ class Compilation:
                     raise cache.CacheError(f"{source}: built for target {record.target}, the context targets {target}")
             steps.append(_Step(driver, record.inputs, record.outputs, container.blobs[record.blob], record.checks))
             steps[-1].path = paths.get(record.blob)
+            steps[-1].weights = _weight_views(container, record, source, copy=not self.context.weights_in_place)
         if self.model is not None and not _same_io(self.model, manifest.input_types, manifest.output_types):
             raise cache.CacheError(f"{source}: its inputs/outputs differ from the model's")
         self._steps, self._model_inputs, self._model_outputs = steps, manifest.model_inputs, manifest.model_outputs
@@ -356,6 +362,7 @@ class _Step:
         self.checks = list(checks)
         self.program: Program | None = None
         self.path: str | None = None  # the blob already written out, while a cached load stages it
+        self.weights: list[np.ndarray] | None = None  # main's last parameter (runtime.weights)
 
     def execution_error(self, arguments: Sequence[object], err: BaseException) -> NNAdapterError:
         """What a failed run of this subgraph means: a runtime check of an operation that the inputs'
@@ -380,7 +387,7 @@ class _Step:
     def load(self, props: dict) -> None:
         # The file a cached load staged, else the library's bytes (the driver writes them out for dlopen).
         try:
-            self.program = self.driver.load(self.path or memoryview(self.blob), props)
+            self.program = self.driver.load(self.path or memoryview(self.blob), props, self.weights)
         except (*TVM_ERRORS, OSError) as err:
             fail(
                 f"the {self.driver.name} module does not load: {tvm_error_text(err)}",
@@ -426,6 +433,27 @@ def _verify_and_stage(
     if failed:
         raise failed[0]
     return container, paths
+
+
+def _weight_views(
+    container: cache.Container, record: cache.SubgraphRecord, source: str, copy: bool = False
+) -> list[np.ndarray] | None:
+    """The weights ``record``'s module takes, as arrays over the container's bytes (no copy), or with
+    ``copy`` over an aligned copy of their blob (``CACHE_WEIGHTS_IN_PLACE=0``); None where the module
+    keeps them. A record that does not fit its blob is a ``CacheError``."""
+    if record.weights_blob is None:
+        return None
+    if not 0 <= record.weights_blob < len(container.blobs):
+        raise cache.CacheError(f"{source}: malformed metadata (no weights blob {record.weights_blob})")
+    blob = container.blobs[record.weights_blob]
+    if copy:
+        owned = weights.aligned_empty(len(blob))
+        owned[:] = np.frombuffer(blob, np.uint8)
+        blob = owned
+    try:
+        return weights.views(blob, weights.check_records(record.weights, len(blob)))
+    except ValueError as err:
+        raise cache.CacheError(f"{source}: malformed metadata ({err})") from None
 
 
 def _runnable_blobs(container: cache.Container) -> list[int]:

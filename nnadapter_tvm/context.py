@@ -10,7 +10,7 @@ from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check, fail
 from nnadapter_tvm.runtime.tuning_database import TUNING_DATABASE
 from nnadapter_tvm.targets import DRIVERS, Property
-from nnadapter_tvm.targets.base import TVM_NUM_THREADS, TVM_OPT_LEVEL
+from nnadapter_tvm.targets.base import TVM_NUM_THREADS, TVM_OPT_LEVEL, switch
 from nnadapter_tvm.types import OperationType
 
 
@@ -45,10 +45,26 @@ CACHE_KEY_FILE = Property(
     "CACHE_KEY_FILE", "file holding the HMAC-SHA256 key that signs and checks .nnc caches", _key_file, codegen=False
 )
 CACHE_KEY_ENV = Property("CACHE_KEY_ENV", "environment variable holding the cache signing key", _key_env, codegen=False)
+CACHE_WEIGHTS_IN_PLACE = Property(
+    "CACHE_WEIGHTS_IN_PLACE",
+    "1: a model loaded from a cache file reads its weights from the mapped file for as long as it runs (no copy; "
+    "a file changed in place afterwards changes them, a truncated one crashes the process); 0: they are copied "
+    "into the process's memory at load (default: 1, and 0 where CACHE_KEY_FILE or CACHE_KEY_ENV is set: a "
+    "signature is checked once, at load)",
+    switch,
+    codegen=False,
+)
 
 #: The properties every context accepts, whatever its devices. Each device's own are in its driver's
 #: ``properties``. A setting is read as ``PROPERTY.read(context.properties)`` (typed, or its default).
-COMMON_PROPERTIES = (TVM_OPT_LEVEL, TVM_NUM_THREADS, CACHE_KEY_FILE, CACHE_KEY_ENV, TUNING_DATABASE)
+COMMON_PROPERTIES = (
+    TVM_OPT_LEVEL,
+    TVM_NUM_THREADS,
+    CACHE_KEY_FILE,
+    CACHE_KEY_ENV,
+    CACHE_WEIGHTS_IN_PLACE,
+    TUNING_DATABASE,
+)
 
 
 def _operations(text: str) -> frozenset[OperationType]:
@@ -139,6 +155,12 @@ class Context:
     def cache_key(self) -> CacheKey | None:
         """The signing key, when CACHE_KEY_FILE or CACHE_KEY_ENV names one."""
         return CACHE_KEY_FILE.read(self.properties) or CACHE_KEY_ENV.read(self.properties)
+
+    @property
+    def weights_in_place(self) -> bool:
+        """Whether a cached load leaves the weights in the mapped file (CACHE_WEIGHTS_IN_PLACE)."""
+        value = CACHE_WEIGHTS_IN_PLACE.read(self.properties)
+        return self.cache_key is None if value is None else value
 
     def device_accepts(self, index: int, op_type: OperationType) -> bool:
         only = self.properties.get(f"DEVICE_{index}_SUPPORTED_OPERATIONS")

@@ -16,6 +16,9 @@ import os
 import platform
 import shutil
 import struct
+from collections.abc import Sequence
+
+import numpy as np
 
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
@@ -133,7 +136,7 @@ class ArmDriver(LlvmDriver):
             return
         executable.export_library(path, workspace_dir=os.path.dirname(path), fcompile=self.cross_compiler(props))
 
-    def load(self, path: str, props: dict) -> Program:
+    def load(self, path: str, props: dict, weights: Sequence[np.ndarray] | None = None) -> Program:
         # The runtime loads only what can_run_here() allows; this guards direct callers.
         if not host_is_aarch64():
             fail(
@@ -141,7 +144,7 @@ class ArmDriver(LlvmDriver):
                 "or deploy it to a board (nnadapter-tvm deploy MODEL --host user@board --verify)",
                 ResultCode.DEVICE_NOT_FOUND,
             )
-        return super().load(path, props)
+        return super().load(path, props, weights)
 
 
 @functools.lru_cache(maxsize=8)

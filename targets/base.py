@@ -28,6 +28,7 @@ import tvm_ffi
 
 from nnadapter_tvm.runtime import tvm_runtime
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
+from nnadapter_tvm.runtime.weights import host_tensors
 from nnadapter_tvm.types import DeviceType, OperationType
 
 #: The attribute a scheduled kernel carries: MetaSchedule's applied records, dlight's GPU schedules.
@@ -65,6 +66,16 @@ def _opt_level(text: str) -> int:
     return level
 
 
+def switch(text: str) -> bool:
+    """A ``1``/``0`` (``on``/``off``, ``true``/``false``, ``yes``/``no``) property's value."""
+    value = text.strip().lower()
+    if value in ("1", "true", "on", "yes"):
+        return True
+    if value in ("0", "false", "off", "no"):
+        return False
+    raise ValueError("must be 1 or 0")
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -87,16 +98,25 @@ class Program:
     contiguous, writable and 64-byte aligned is passed to the VM without a copy (DLPack); any other
     is copied once into the staging buffer, because TVM's kernels assume 64-byte aligned data
     (``tvm.runtime.from_dlpack`` requires it: the generated code does not guard misaligned access).
+
+    ``weights``: the arrays a CPU build kept out of the module (``runtime.weights``), passed to every
+    call of ``main`` as its last argument, one tuple of tensors made once (views of the mapped cache).
     """
 
     ALIGNMENT = 64
 
-    def __init__(self, module: tvm_ffi.Module, device: tvm_ffi.Device):
+    def __init__(self, module: tvm_ffi.Module, device: tvm_ffi.Device, weights: Sequence[np.ndarray] | None = None):
         self.module = module
         self.device = device
         self._local = threading.local()
         # On the host a numpy array and a CPU tensor share memory both ways (DLPack).
         self._on_host = device.dlpack_device_type() == _HOST
+        self._weights: tuple = ()
+        if weights:
+            if self._on_host:
+                self._weights = (host_tensors(weights),)
+            else:
+                self._weights = (tvm_ffi.convert([tvm.runtime.tensor(w, device) for w in weights]),)
 
     @property
     def vm(self) -> tvm_runtime.VirtualMachine:
@@ -138,7 +158,7 @@ class Program:
                     staged = [*(staged or []), k]
                     continue
             arguments.append(tvm.runtime.tensor(x, self.device))  # another device, or no DLPack (bfloat16)
-        results = main(*arguments)
+        results = main(*arguments, *self._weights)
         if isinstance(results, tvm_ffi.Tensor):
             results = [results]
         else:  # a tuple: read through the FFI directly (the Array's Python iterator costs ~1.5 us an item)
@@ -248,7 +268,9 @@ class Driver(abc.ABC):
         return op_type in supported_operations()
 
     def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
-        """``tvm.compile``'s default pipeline, legalizing with this project's rules (``relax_passes``)."""
+        """``tvm.compile``'s default pipeline, legalizing with this project's rules (``relax_passes``).
+        An executable may carry ``weights`` (``codegen.WeightedExecutable``): arrays kept out of the
+        module, which ``main`` takes as its last parameter; the cache stores them beside the module."""
         from nnadapter_tvm.targets.relax_passes import default_pipeline
 
         target = self.tvm_target(props)
@@ -258,9 +280,10 @@ class Driver(abc.ABC):
     def export(self, executable: relax.VMExecutable, path: str) -> None:
         executable.export_library(path, workspace_dir=os.path.dirname(path))
 
-    def load(self, path: str | bytes | memoryview, props: dict) -> Program:
+    def load(self, path: str | bytes | memoryview, props: dict, weights: Sequence[np.ndarray] | None = None) -> Program:
         """The program of an exported module: a file's ``path``, or the library's bytes (written to a
-        temporary file: tvm_runtime.load_module_bytes). Needs only TVM's runtime library."""
+        temporary file: tvm_runtime.load_module_bytes), with the ``weights`` its build kept out of it
+        (``runtime.weights``). Needs only TVM's runtime library."""
         threads = TVM_NUM_THREADS.read(props)
         if threads:
             # Process-wide: TVM has one worker pool.  Mode 1 = use the big cores first.
@@ -269,7 +292,7 @@ class Driver(abc.ABC):
             module = tvm_runtime.load_module(os.fspath(path))
         else:
             module = tvm_runtime.load_module_bytes(path)
-        return Program(module, self.tvm_device())
+        return Program(module, self.tvm_device(), weights)
 
     def lower_for_tuning(self, mod: tvm.IRModule, props: dict) -> tvm.IRModule:
         """The fused, unscheduled module whose kernels MetaSchedule tunes (targets that tune override it)."""

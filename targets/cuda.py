@@ -16,6 +16,9 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Sequence
+
+import numpy as np
 
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.runtime.tvm_runtime import tvm  # imported on first use: a context needs none of it
@@ -87,7 +90,7 @@ class CudaDriver(GpuDriver):
     def tvm_device(self) -> tvm.runtime.Device:
         return tvm.cuda(0)
 
-    def load(self, path: str, props: dict) -> Program:
+    def load(self, path: str, props: dict, weights: Sequence[np.ndarray] | None = None) -> Program:
         """Load an exported module onto GPU 0; fails with DEVICE_NOT_FOUND where no GPU is usable."""
         ok, why = self.can_run_here()
         if not ok:
@@ -98,4 +101,4 @@ class CudaDriver(GpuDriver):
                 "(pip install cuda-bindings) nor nvcc (a CUDA toolkit on PATH) is available",
                 ResultCode.FEATURE_NOT_SUPPORTED,
             )
-        return super().load(path, props)
+        return super().load(path, props, weights)

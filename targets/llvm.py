@@ -13,7 +13,7 @@ import tvm_ffi
 
 from nnadapter_tvm.runtime import tuning_database, tvm_runtime
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
-from nnadapter_tvm.targets.base import TVM_OPT_LEVEL, Driver, Property
+from nnadapter_tvm.targets.base import TVM_OPT_LEVEL, Driver, Property, switch
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -57,28 +57,19 @@ def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def _switch(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "on", "yes"):
-        return True
-    if value in ("0", "false", "off", "no"):
-        return False
-    raise ValueError("must be 1 or 0")
-
-
 #: Read by the ``llvm`` and ``arm`` drivers (both build through ``LlvmDriver.build``); declared once, here.
 CPU_SCHEDULES = Property(
     "CPU_SCHEDULES",
     "1: default CPU schedules (NHWC, packed weights, tiled, vectorized, parallel); 0: TVM's unscheduled loops "
     "(default: 1)",
-    _switch,
+    switch,
     True,
 )
 CPU_WINOGRAD = Property(
     "CPU_WINOGRAD",
     "1: stride-1 3x3 convolutions with constant weights by Winograd F(4x4, 3x3), 1.5-2.8x faster, their "
     "weights 5x the bytes in the compiled model; 0: direct kernels (default: 1)",
-    _switch,
+    switch,
     True,
 )
 LLVM_MCPU = Property("LLVM_MCPU", "CPU model for code generation, e.g. skylake-avx512 (default: the host's)", str)
@@ -127,7 +118,9 @@ class LlvmDriver(Driver):
                 return tvm.compile(mod, target, relax_pipeline=default_pipeline())
         database = tuning_database.TUNING_DATABASE.read(props)
         tuned = (lambda fused: tuning_database.apply(fused, target, database)) if database is not None else None
-        executable, report = _cpu_pipeline().build(mod, target, opt_level, tuned, winograd=CPU_WINOGRAD.read(props))
+        executable, report = _cpu_pipeline().build(
+            mod, target, opt_level, tuned, winograd=CPU_WINOGRAD.read(props), lift=True
+        )
         log.debug("%s schedules: %s", self.name, report)
         return executable
 

@@ -10,6 +10,10 @@ runs only where TVM's runtime was built with OpenCL (``USE_OPENCL=ON``); see doc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.runtime.tvm_runtime import tvm  # imported on first use: a context needs none of it
 from nnadapter_tvm.targets.base import Program, Property
@@ -57,7 +61,7 @@ class OpenclDriver(GpuDriver):
     def tvm_device(self) -> tvm.runtime.Device:
         return tvm.opencl(0)
 
-    def load(self, path: str, props: dict) -> Program:
+    def load(self, path: str, props: dict, weights: Sequence[np.ndarray] | None = None) -> Program:
         """Load an exported module onto OpenCL device 0.
 
         Fails with FEATURE_NOT_SUPPORTED where the module's host code is for another CPU or the
@@ -74,4 +78,4 @@ class OpenclDriver(GpuDriver):
             runtime = tvm.runtime.enabled("opencl")
             code = ResultCode.DEVICE_NOT_FOUND if runtime else ResultCode.FEATURE_NOT_SUPPORTED
             fail(f"opencl modules cannot run here: {why}", code)
-        return super().load(path, props)
+        return super().load(path, props, weights)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import numpy as np
 import tvm
 from tvm import relax, topi
 
 from nnadapter_tvm.errors import TVM_ERRORS
+from nnadapter_tvm.runtime import weights
 
 LegalizeFunc = Callable[[relax.BlockBuilder, relax.Call], relax.Expr]
 
@@ -438,3 +440,57 @@ def order_symbolic_definitions(mod: tvm.IRModule, _ctx: tvm.transform.PassContex
     for gvar, func in out.items():
         mod[gvar] = func
     return mod
+
+
+# -- weights out of the module ------------------------------------------------------------------
+
+
+@relax.expr_functor.mutator
+class _LiftConstants(relax.PyExprMutator):
+    """Each liftable constant -> a variable bound (by the caller) to an item of the weights tuple."""
+
+    def __init__(self, mod: tvm.IRModule):
+        super().__init__(mod)
+        self.arrays: list[np.ndarray] = []
+        self.vars: list[relax.Var] = []
+        self.index: dict = {}  # constant -> its position (a constant object used twice is lifted once)
+
+    def visit_generic_const_(self, const: tvm.ir.GenericConst) -> relax.Expr:
+        if const in self.index:
+            return self.vars[self.index[const]]
+        value = const.value
+        if not isinstance(value, tvm.runtime.Tensor) or not isinstance(const.ty, relax.TensorType):
+            return const
+        if not weights.liftable(str(value.dtype), _nbytes(value)):
+            return const
+        self.index[const] = len(self.arrays)
+        self.arrays.append(value.numpy())
+        self.vars.append(relax.Var(f"weight{len(self.vars)}", const.ty))
+        return self.vars[-1]
+
+
+def _nbytes(value: tvm.runtime.Tensor) -> int:
+    count = 1
+    for d in value.shape:
+        count *= int(d)
+    return count * tvm.DataType(str(value.dtype)).itemsize
+
+
+def lift_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray]]:
+    """``mod`` with every constant of ``main`` that ``runtime.weights.liftable`` accepts taken out: ``main``
+    gets one more, last, parameter, a tuple of them, and binds its items first; and the arrays, in the
+    tuple's order. Run on the lowered module, right before the VM's code generation (after
+    ``VMShapeLower``): the tuple then gets no check of its types per call, which its fixed contents
+    (the compiled model's own weights, ``Program``) do not need."""
+    func = mod["main"]
+    lifter = _LiftConstants(mod)
+    body = lifter.visit_expr(func.body)
+    if not lifter.arrays:
+        return mod, []
+    tuple_var = relax.Var("weights", relax.TupleType([v.ty for v in lifter.vars]))
+    bindings = [relax.VarBinding(v, relax.TupleGetItem(tuple_var, k)) for k, v in enumerate(lifter.vars)]
+    body = relax.SeqExpr([relax.BindingBlock(bindings), *body.blocks], body.body)
+    lifted = relax.Function([*func.params, tuple_var], body, func.ret_ty, func.is_pure, func.attrs, func.span)
+    out = tvm.IRModule({**dict(mod.functions_items())}, attrs=mod.attrs, global_infos=mod.global_infos)
+    out[mod.get_global_var("main")] = lifted
+    return out, lifter.arrays

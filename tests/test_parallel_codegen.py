@@ -140,8 +140,8 @@ def test_split_build_runs_from_the_cache(tmp_path, monkeypatch):
     built: list[int] = []
     original = codegen.build
 
-    def counting(mod, target, jobs=None):
-        executable = original(mod, target, jobs)
+    def counting(mod, target, jobs=None, lift=False):
+        executable = original(mod, target, jobs, lift)
         built.append(len(executable.mod._collect_dso_modules()))
         return executable
 

@@ -3,8 +3,12 @@
 Layout (little endian)::
 
     magic "NNATVMC\\0" | u32 format version | u64 payload length | sha256(payload)
-    payload = u32 metadata length | metadata (JSON, UTF-8) | blob 0 | blob 1 | ...
+    payload = u32 metadata length | metadata (JSON, UTF-8) | pad | blob 0 | pad | blob 1 | ...
     [signature trailer: "NNATVMS\\0" | HMAC-SHA256(key, header + payload)]   (when a key is set)
+
+From format version 2 each blob starts at a multiple of ``BLOB_ALIGNMENT`` bytes in the file (the pads
+are zeros): a subgraph's weights blob (``runtime.weights``) is handed to TVM in place, from the mapped
+file. Version 1 (no pads) is still read.
 
 The metadata is a ``Manifest`` (JSON through ``to_json``/``from_json``): the model's input/output
 operand types and operand indices, the library versions, the token, and per subgraph a
@@ -39,7 +43,9 @@ from nnadapter_tvm.version import __version__
 
 MAGIC = b"NNATVMC\0"
 SIGNATURE_MAGIC = b"NNATVMS\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+BLOB_ALIGNMENT = 64  # TVM's kernels assume 64-byte aligned data (runtime.weights.ALIGNMENT)
 _HEADER = struct.Struct("<8sIQ32s")
 _TRAILER_SIZE = len(SIGNATURE_MAGIC) + 32
 _TOKEN = re.compile(r"[0-9A-Za-z]{32}")
@@ -90,8 +96,9 @@ class Container:
 @dataclass
 class SubgraphRecord:
     """One compiled subgraph in a manifest: the device and target it was built for, the codegen
-    properties it was built with (JSON values), which blob holds its exported module, the operand
-    indices it reads and writes, and the run-time checks that explain its failures."""
+    properties it was built with (JSON values), which blob holds its exported module (and which its
+    weights, where they are kept out of it), the operand indices it reads and writes, and the run-time
+    checks that explain its failures."""
 
     device: str
     target: str
@@ -103,6 +110,10 @@ class SubgraphRecord:
     # What the target was made from (Driver.target_key): a load whose context gives the same key needs no
     # tvm.target.Target to check ``target``. None in caches written before it was recorded.
     target_key: list | None = None
+    # The blob of the weights lifted out of the module (runtime.weights), and [dtype, shape, offset] per
+    # weight, in the order ``main`` takes them; None where the module keeps all its constants.
+    weights_blob: int | None = None
+    weights: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -114,6 +125,7 @@ class SubgraphRecord:
             "inputs": self.inputs,
             "outputs": self.outputs,
             "checks": [c.to_json() for c in self.checks],
+            **({"weights_blob": self.weights_blob, "weights": self.weights} if self.weights_blob is not None else {}),
         }
 
     @classmethod
@@ -127,6 +139,8 @@ class SubgraphRecord:
             properties=dict(data.get("properties", {})),
             checks=[RuntimeCheck.from_json(c) for c in data.get("checks", [])],
             target_key=None if data.get("target_key") is None else list(data["target_key"]),
+            weights_blob=None if data.get("weights_blob") is None else int(data["weights_blob"]),
+            weights=list(data.get("weights", [])),
         )
 
 
@@ -207,24 +221,32 @@ def _signature(key: bytes, signed: bytes) -> bytes:
 
 def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
     """The container bytes; signed with HMAC-SHA256 when ``key`` is given."""
-    meta = dict(meta, format_version=FORMAT_VERSION, blob_lengths=[len(b) for b in blobs])
+    lengths = [memoryview(b).nbytes for b in blobs]
+    meta = dict(meta, format_version=FORMAT_VERSION, blob_lengths=lengths)
     meta_bytes = json.dumps(meta, sort_keys=True).encode()
-    payload = b"".join([struct.pack("<I", len(meta_bytes)), meta_bytes, *blobs])
+    pieces: list = [struct.pack("<I", len(meta_bytes)), meta_bytes]
+    position = _HEADER.size + 4 + len(meta_bytes)
+    for blob, n in zip(blobs, lengths):
+        pad = -position % BLOB_ALIGNMENT
+        pieces += [bytes(pad), blob]
+        position += pad + n
+    payload = b"".join(pieces)
     data = _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest()) + payload
     return data + SIGNATURE_MAGIC + _signature(key, data) if key else data
 
 
-def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[memoryview, int, bytes]:
-    """The container's bytes as a view, where its payload ends and the payload's recorded digest; the
-    header, the length and the trailer's shape checked (not yet the digest nor the signature)."""
+def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[memoryview, int, bytes, int]:
+    """The container's bytes as a view, where its payload ends, the payload's recorded digest and the
+    format version; the header, the length and the trailer's shape checked (not yet the digest nor the
+    signature)."""
     data = memoryview(data).cast("B")  # slices below are views: a module of 100s of MB is not copied
     if len(data) < _HEADER.size:
         raise CacheError(f"{source}: {len(data)} bytes is too short for an .nnc header (truncated or not a cache)")
     magic, version, length, digest = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CacheError(f"{source}: not an nnadapter-tvm cache (bad magic {magic!r})")
-    if version != FORMAT_VERSION:
-        raise CacheError(f"{source}: cache format version {version}, this library reads {FORMAT_VERSION}")
+    if version not in READABLE_VERSIONS:
+        raise CacheError(f"{source}: cache format version {version}, this library reads {READABLE_VERSIONS}")
     end = _HEADER.size + length
     trailer = data[end:]
     if trailer and (len(trailer) != _TRAILER_SIZE or bytes(trailer[: len(SIGNATURE_MAGIC)]) != SIGNATURE_MAGIC):
@@ -233,7 +255,7 @@ def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[mem
         raise CacheError(f"{source}: unsigned, and this context requires caches signed with its key")
     if len(data) < end:
         raise CacheError(f"{source}: payload is {len(data) - _HEADER.size} bytes, header says {length} (truncated?)")
-    return data, end, digest
+    return data, end, digest, version
 
 
 def verify(data: bytes | mmap.mmap, source: str, key: bytes | None = None) -> None:
@@ -241,7 +263,7 @@ def verify(data: bytes | mmap.mmap, source: str, key: bytes | None = None) -> No
     then the payload's SHA-256. Every defect is a ``CacheError`` naming ``source``. These are the passes
     over every byte: ``unpack(..., integrity=False)`` leaves them to a caller that runs them beside other
     work (a load writes the module out meanwhile) and acts on nothing before they pass."""
-    data, end, digest = _frame(data, source, key)
+    data, end, digest, _ = _frame(data, source, key)
     if key is not None and not hmac.compare_digest(
         bytes(data[end + len(SIGNATURE_MAGIC) :]), _signature(key, data[:end])
     ):
@@ -258,7 +280,7 @@ def unpack(data: bytes | mmap.mmap, source: str, key: bytes | None = None, integ
     itself, before it uses anything of the container."""
     if integrity:
         verify(data, source, key)
-    data, end, _ = _frame(data, source, key)
+    data, end, _, version = _frame(data, source, key)
     payload = data[_HEADER.size : end]
     try:
         (meta_len,) = struct.unpack_from("<I", payload)
@@ -266,15 +288,17 @@ def unpack(data: bytes | mmap.mmap, source: str, key: bytes | None = None, integ
         lengths = [int(n) for n in meta["blob_lengths"]]
     except (struct.error, ValueError, KeyError, TypeError) as err:
         raise CacheError(f"{source}: unreadable metadata ({err})") from None
-    offset = 4 + meta_len
-    if offset + sum(lengths) != len(payload) or any(n < 0 for n in lengths):
-        raise CacheError(f"{source}: blob lengths do not add up to the payload")
-    blobs, offsets = [], []
+    align = BLOB_ALIGNMENT if version >= 2 else 1
+    position = _HEADER.size + 4 + meta_len  # in the file
+    starts = []
     for n in lengths:
-        blobs.append(payload[offset : offset + n])
-        offsets.append(_HEADER.size + offset)
-        offset += n
-    return Container(meta, blobs, offsets)
+        position += -position % align
+        starts.append(position)
+        position += n
+    if position != end or any(n < 0 for n in lengths):
+        raise CacheError(f"{source}: blob lengths do not add up to the payload")
+    blobs = [data[start : start + n] for start, n in zip(starts, lengths)]
+    return Container(meta, blobs, starts)
 
 
 def read_file(path: str) -> bytes:
@@ -288,7 +312,7 @@ def read_file(path: str) -> bytes:
 
 
 class MappedFile(mmap.mmap):
-    """A file mapped read-only that keeps a descriptor of the file it maps until ``release`` (or until
+    """A file mapped (``map_file``) that keeps a descriptor of the file it maps until ``release`` (or until
     it is collected): a load copies its module out of that very file in the kernel (``copy_out``), not
     out of a file that may have replaced it at the same path since."""
 
@@ -330,10 +354,13 @@ def copy_out(source: bytes | mmap.mmap, offset: int, length: int, target: str) -
 
 
 def map_file(path: str) -> mmap.mmap | bytes:
-    """The file at ``path`` mapped read-only, as ``read_file`` refuses a symlink: a load hashes and
-    slices the pages the kernel already caches instead of copying hundreds of MB into a ``bytes``
-    first (vgg19's 548 MB ``.nnc``: a 0.3 s copy, and a second copy of the model held for the
-    compilation's lifetime). Our writers replace a cache by renaming (``write_atomic``): the mapped
+    """The file at ``path`` mapped, as ``read_file`` refuses a symlink: a load hashes and slices the
+    pages the kernel already caches instead of copying hundreds of MB into a ``bytes`` first (vgg19's
+    548 MB ``.nnc``: a 0.3 s copy, and a second copy of the model held for the compilation's lifetime),
+    and hands its weights to TVM in place (``runtime.weights``). The mapping is private (copy-on-write):
+    writable, which TVM requires of a tensor's memory, while the file itself is never written through
+    it, and its pages stay the shared page cache until something writes one (nothing does). Our
+    writers replace a cache by renaming (``write_atomic``): the mapped
     file itself never changes under the mapping. An empty file is ``b""`` (it cannot be mapped)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -346,7 +373,7 @@ def map_file(path: str) -> mmap.mmap | bytes:
         if info.st_size == 0:
             return b""
         try:
-            mapped = MappedFile(fd, 0, access=mmap.ACCESS_READ)
+            mapped = MappedFile(fd, 0, access=mmap.ACCESS_COPY)
         except (OSError, ValueError):  # a file system that cannot map: read it
             with os.fdopen(os.dup(fd), "rb") as f:
                 return f.read()

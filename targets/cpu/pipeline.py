@@ -89,13 +89,15 @@ def build(
     tuned: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
     jobs: int | None = None,
     winograd: bool = True,
+    lift: bool = False,
 ) -> tuple[relax.VMExecutable, dict]:
     """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``, its LLVM code generated in up to
     ``jobs`` threads (``codegen.build``; default: one per CPU).
 
     The schedules are not checked one by one to lower (that ran each kernel's TIR pipeline twice): the
     build is tried first, and only where it fails is every kernel scheduled again with the check, which
-    drops a rule whose result does not lower for the next, and built again."""
+    drops a rule whose result does not lower for the next, and built again. ``lift``: the weights leave
+    the module (``codegen.build``)."""
     with target, tvm.transform.PassContext(opt_level=opt_level, instruments=phases.instruments()):
         mod = lower(mod, target, winograd)
         with phases.phase(phases.SCHEDULE):
@@ -105,7 +107,7 @@ def build(
             mod, report = schedule_module(mod, target, check_lowering=False)
         with phases.phase(phases.CODEGEN):  # its TIR passes are booked to TIR lowering
             try:
-                return codegen.build(mod, target, jobs), report
+                return codegen.build(mod, target, jobs, lift), report
             except TVM_ERRORS as err:
                 if all(rule in ("none", "tuned") for rule in report.values()):
                     raise  # no default schedule to blame
@@ -115,4 +117,4 @@ def build(
                 mod[gvar] = func
             mod, report = schedule_module(mod, target, check_lowering=True)
         with phases.phase(phases.CODEGEN):
-            return codegen.build(mod, target, jobs), report
+            return codegen.build(mod, target, jobs, lift), report

@@ -1,0 +1,109 @@
+"""Weights kept out of a compiled module: their layout in the cache, and tensors over them at load.
+
+A CPU build lifts every constant of at least ``MIN_BYTES`` out of ``main`` (``relax_passes.lift_weights``):
+``main`` takes them as one more, last, parameter, a tuple. The cache stores them beside the module as
+one blob per subgraph, each array at an offset that is a multiple of ``ALIGNMENT`` (the container puts
+the blob itself at such an offset, ``cache.pack``), described by ``[dtype, shape, offset]`` records.
+
+Why: a constant inside the module is part of the shared library's bytes. A load then writes the whole
+library to a temporary file (dlopen needs one), and TVM deserializes every constant into memory of its
+own: resnet50's 100 MB of weights were written, mapped and copied once per load. A weight outside the
+module is a view of the mapped cache file, handed to TVM without a copy (DLPack): the kernels read the
+page cache, shared by every process that loads the model. The mapping is private and copy-on-write
+(``cache.map_file``): TVM needs writable memory to accept it, and the kernels never write a weight.
+
+This module needs numpy and ``tvm_ffi`` only (a load never imports TVM's compiler).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tvm_ffi
+
+#: TVM's kernels assume 64-byte aligned data and do not guard misaligned access.
+ALIGNMENT = 64
+#: Smaller constants stay in the module: each lifted weight costs a tuple read per call (about 0.05 us).
+MIN_BYTES = 4096
+#: Element types a weight may have outside the module: those numpy shares with TVM over DLPack.
+DTYPES = frozenset(
+    ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+)
+
+
+def liftable(dtype: str, nbytes: int) -> bool:
+    """Whether a constant of ``dtype`` and ``nbytes`` leaves the module."""
+    return nbytes >= MIN_BYTES and dtype in DTYPES
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """A new uint8 buffer of ``nbytes`` whose data starts at a multiple of ``ALIGNMENT``."""
+    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+    offset = -raw.ctypes.data % ALIGNMENT
+    return raw[offset : offset + nbytes]
+
+
+def layout(arrays: Sequence[np.ndarray]) -> tuple[int, list[list]]:
+    """The blob's size and a ``[dtype, shape, offset]`` record per array: each at the next aligned offset."""
+    records, size = [], 0
+    for array in arrays:
+        size += -size % ALIGNMENT
+        records.append([str(array.dtype), [int(d) for d in array.shape], size])
+        size += array.nbytes
+    return size, records
+
+
+def pack(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, list[list]]:
+    """The arrays in one aligned uint8 buffer (the cache's blob), and their records."""
+    size, records = layout(arrays)
+    buffer = aligned_empty(size)
+    buffer[:] = 0  # the padding too: the cache's bytes are a function of the model
+    for array, (_, _, offset) in zip(arrays, records):
+        buffer[offset : offset + array.nbytes] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return buffer, records
+
+
+def check_records(records: object, blob_size: int) -> list[list]:
+    """``records`` as read from a cache's metadata, each checked to lie inside a blob of ``blob_size``
+    bytes at an aligned offset; ``ValueError`` naming the first that does not."""
+    if not isinstance(records, list):
+        raise ValueError(f"weights must be a list of [dtype, shape, offset], got {type(records).__name__}")
+    checked = []
+    for k, record in enumerate(records):
+        try:
+            dtype, shape, offset = record
+            dtype, shape, offset = str(dtype), [int(d) for d in shape], int(offset)
+        except (TypeError, ValueError):
+            raise ValueError(f"weight {k}: {record!r} is not [dtype, shape, offset]") from None
+        if dtype not in DTYPES or any(d < 0 for d in shape) or offset < 0 or offset % ALIGNMENT:
+            raise ValueError(
+                f"weight {k}: {record!r} has an unknown element type, a negative size or a misaligned offset"
+            )
+        if offset + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize > blob_size:
+            raise ValueError(f"weight {k}: {record!r} ends past the weights' {blob_size} bytes")
+        checked.append([dtype, shape, offset])
+    return checked
+
+
+def views(blob: np.ndarray | memoryview | bytes, records: Sequence[list]) -> list[np.ndarray]:
+    """Each weight as an array over ``blob`` (no copy), from records ``check_records`` passed."""
+    data = blob if isinstance(blob, np.ndarray) else np.frombuffer(blob, np.uint8)
+    out = []
+    for dtype, shape, offset in records:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        out.append(data[offset : offset + nbytes].view(dtype).reshape(shape))
+    return out
+
+
+def host_tensors(arrays: Sequence[np.ndarray]) -> tvm_ffi.Array:
+    """The tuple ``main`` takes: a CPU tensor per array, sharing its memory where it is aligned and
+    writable (a view of the mapped cache), else over an aligned copy (a cache handed over as bytes)."""
+    tensors = []
+    for array in arrays:
+        if not (array.flags.writeable and array.flags.c_contiguous and array.ctypes.data % ALIGNMENT == 0):
+            copy = aligned_empty(array.nbytes).view(array.dtype).reshape(array.shape)
+            np.copyto(copy, array)
+            array = copy
+        tensors.append(tvm_ffi.from_dlpack(array))
+    return tvm_ffi.convert(tensors)
