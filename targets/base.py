@@ -28,7 +28,7 @@ import tvm_ffi
 
 from nnadapter_tvm.runtime import tvm_runtime
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
-from nnadapter_tvm.runtime.weights import host_tensors
+from nnadapter_tvm.runtime.weights import ALIGNMENT, aligned_empty, host_tensors
 from nnadapter_tvm.types import DeviceType, OperationType
 
 #: The attribute a scheduled kernel carries: MetaSchedule's applied records, dlight's GPU schedules.
@@ -103,7 +103,7 @@ class Program:
     call of ``main`` as its last argument, one tuple of tensors made once (views of the mapped cache).
     """
 
-    ALIGNMENT = 64
+    ALIGNMENT = ALIGNMENT
 
     def __init__(self, module: tvm_ffi.Module, device: tvm_ffi.Device, weights: Sequence[np.ndarray] | None = None):
         self.module = module
@@ -175,12 +175,7 @@ class Program:
         if entry is not None and entry.shape == x.shape and entry.dtype == x.dtype:
             np.copyto(entry.view, x)
             return entry.tensor
-        if entry is None or entry.buffer.size < x.nbytes:
-            raw = np.empty(x.nbytes + self.ALIGNMENT, np.uint8)
-            offset = -_from_dlpack(raw).data_ptr() % self.ALIGNMENT
-            buffer = raw[offset : offset + x.nbytes]
-        else:
-            buffer = entry.buffer
+        buffer = aligned_empty(x.nbytes) if entry is None or entry.buffer.size < x.nbytes else entry.buffer
         view = buffer[: x.nbytes].view(x.dtype).reshape(x.shape)
         np.copyto(view, x)
         tensor = _from_dlpack(view)
