@@ -20,13 +20,13 @@ from nnadapter_tvm.targets.cpu import pipeline
 
 OP = nna.OperationType
 TOKEN = "w" * 32
-W = rand(96, 64, seed=1)  # FULLY_CONNECTED's weight [num_units, input size]: 24 KB, lifted
-B = rand(96, seed=2)  # 384 bytes: stays in the module
-X = rand(2, 64, seed=3)
+W = rand(160, 128, seed=1)  # FULLY_CONNECTED's weight [num_units, input size]: 80 KB, lifted
+B = rand(160, seed=2)  # 640 bytes: stays in the module
+X = rand(2, 128, seed=3)
 
 
 def _model() -> nna.Model:
-    return build_model(OP.FULLY_CONNECTED, [In(X), f32(W), f32(B), fuse(0)], [Out()], [(2, 96)])
+    return build_model(OP.FULLY_CONNECTED, [In(X), f32(W), f32(B), fuse(0)], [Out()], [(2, 160)])
 
 
 def _reference() -> np.ndarray:
@@ -168,10 +168,10 @@ def test_a_version_1_container_is_still_read(tmp_path):
 def test_lift_takes_large_constants_once_each():
     """One large constant read twice is one weight; a small one stays in the module; the results are
     those of the build that keeps every constant."""
-    big = rand(4, 1024, seed=4)  # 16 KB
-    small = rand(4, 8, seed=5)
+    big = rand(32, 1024, seed=4)  # 128 KB
+    small = rand(32, 8, seed=5)
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType([4, 1024], "float32"))
+    x = relax.Var("x", relax.TensorType([32, 1024], "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
             c = relax.const(big)
@@ -185,7 +185,7 @@ def test_lift_takes_large_constants_once_each():
     lifted, _ = pipeline.build(bb.get(), target, lift=True)
     assert not hasattr(kept, "weights")
     assert len(lifted.weights) == 1 and np.array_equal(lifted.weights[0], big)
-    xv = rand(4, 1024, seed=6)
+    xv = rand(32, 1024, seed=6)
     want = relax.VirtualMachine(kept, tvm.cpu())["main"](tvm.runtime.tensor(xv)).numpy()
     tensors = weights_layout.host_tensors(lifted.weights)
     got = relax.VirtualMachine(lifted, tvm.cpu())["main"](tvm.runtime.tensor(xv), tensors).numpy()
