@@ -148,3 +148,24 @@ def test_token_changes_with_what_changes_code(llvm_context):
     assert model_token(build_add_relu(), opt1) != base
     threads = nna.Context([nna.Device.acquire("llvm")], "TVM_NUM_THREADS=1;")
     assert model_token(build_add_relu(), threads) == base  # runtime-only property
+
+
+def test_format_2_digest_is_the_sha256_of_its_chunks_sha256s(monkeypatch):
+    """The header's digest, computed here from its definition, over a payload of many chunks (hashed in
+    threads); a byte changed in any chunk is refused."""
+    import hashlib
+    import struct
+
+    monkeypatch.setattr(cache, "DIGEST_CHUNK", 1000)
+    blobs = [bytes(range(256)) * 20, b"x" * 3333]
+    data = cache.pack({"k": 1}, blobs)
+    _, version, length, digest = struct.unpack_from("<8sIQ32s", data)
+    payload = data[-length:]
+    parts = b"".join(hashlib.sha256(payload[k : k + 1000]).digest() for k in range(0, length, 1000))
+    assert version == 2 and length > 5 * 1000 and digest == hashlib.sha256(parts).digest()
+    assert [bytes(b) for b in cache.unpack(data, "test").blobs] == blobs
+    for position in (len(data) - length + 10, len(data) - length // 2, len(data) - 1):
+        damaged = bytearray(data)
+        damaged[position] ^= 1
+        with pytest.raises(cache.CacheError, match="checksum mismatch"):
+            cache.unpack(bytes(damaged), "test")

@@ -8,7 +8,10 @@ Layout (little endian)::
 
 From format version 2 each blob starts at a multiple of ``BLOB_ALIGNMENT`` bytes in the file (the pads
 are zeros): a subgraph's weights blob (``runtime.weights``) is handed to TVM in place, from the mapped
-file. Version 1 (no pads) is still read.
+file. The header's digest is the SHA-256 of the SHA-256s of the payload's ``DIGEST_CHUNK``-byte chunks,
+hashed in parallel (one SHA-256 stream is one core: vgg19's 895 MB took 0.4 s of its 0.67 s load), and
+the signature covers the header, digest included. Version 1 (no pads, one SHA-256 of the payload, the
+signature over header and payload) is still read.
 
 The metadata is a ``Manifest`` (JSON through ``to_json``/``from_json``): the model's input/output
 operand types and operand indices, the library versions, the token, and per subgraph a
@@ -31,13 +34,14 @@ import stat
 import struct
 import tempfile
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import tvm_ffi
 
 from nnadapter_tvm.errors import check
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
-from nnadapter_tvm.runtime.tvm_runtime import tvm_version
+from nnadapter_tvm.runtime.tvm_runtime import tvm_version, usable_cpus
 from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
 from nnadapter_tvm.version import __version__
 
@@ -46,6 +50,7 @@ SIGNATURE_MAGIC = b"NNATVMS\0"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 BLOB_ALIGNMENT = 64  # TVM's kernels assume 64-byte aligned data (runtime.weights.ALIGNMENT)
+DIGEST_CHUNK = 16 << 20  # format 2's digest: chunks of 16 MB hashed in parallel
 _HEADER = struct.Struct("<8sIQ32s")
 _TRAILER_SIZE = len(SIGNATURE_MAGIC) + 32
 _TOKEN = re.compile(r"[0-9A-Za-z]{32}")
@@ -219,6 +224,31 @@ def _signature(key: bytes, signed: bytes) -> bytes:
     return hmac.new(key, signed, hashlib.sha256).digest()
 
 
+def _signed(data: memoryview, end: int, version: int) -> memoryview:
+    """What the signature covers: the header (whose digest covers the payload), or in format 1 all of it."""
+    return data[: _HEADER.size] if version >= 2 else data[:end]
+
+
+def _sha256(chunk: memoryview) -> bytes:
+    return hashlib.sha256(chunk).digest()
+
+
+def _digest(payload: memoryview | bytes, version: int) -> bytes:
+    """The header's digest of ``payload``: format 2 hashes its chunks in threads (``hashlib`` releases the
+    GIL while it hashes), then their digests; format 1 is one SHA-256 of the whole."""
+    if version < 2:
+        return _sha256(payload)
+    view = memoryview(payload).cast("B")
+    chunks = [view[k : k + DIGEST_CHUNK] for k in range(0, len(view), DIGEST_CHUNK)] or [view]
+    workers = min(len(chunks), usable_cpus())
+    if workers == 1:
+        parts = [_sha256(c) for c in chunks]
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="nnadapter-tvm-digest") as pool:
+            parts = list(pool.map(_sha256, chunks))
+    return _sha256(b"".join(parts))
+
+
 def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
     """The container bytes; signed with HMAC-SHA256 when ``key`` is given."""
     lengths = [memoryview(b).nbytes for b in blobs]
@@ -231,8 +261,9 @@ def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
         pieces += [bytes(pad), blob]
         position += pad + n
     payload = b"".join(pieces)
-    data = _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest()) + payload
-    return data + SIGNATURE_MAGIC + _signature(key, data) if key else data
+    header = _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), _digest(payload, FORMAT_VERSION))
+    data = header + payload
+    return data + SIGNATURE_MAGIC + _signature(key, header) if key else data
 
 
 def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[memoryview, int, bytes, int]:
@@ -260,15 +291,15 @@ def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[mem
 
 def verify(data: bytes | mmap.mmap, source: str, key: bytes | None = None) -> None:
     """The integrity checks: with ``key``, the signature (an unsigned or mis-signed container is refused);
-    then the payload's SHA-256. Every defect is a ``CacheError`` naming ``source``. These are the passes
+    then the payload's digest (``_digest``). Every defect is a ``CacheError`` naming ``source``. These are the passes
     over every byte: ``unpack(..., integrity=False)`` leaves them to a caller that runs them beside other
     work (a load writes the module out meanwhile) and acts on nothing before they pass."""
-    data, end, digest, _ = _frame(data, source, key)
+    data, end, digest, version = _frame(data, source, key)
     if key is not None and not hmac.compare_digest(
-        bytes(data[end + len(SIGNATURE_MAGIC) :]), _signature(key, data[:end])
+        bytes(data[end + len(SIGNATURE_MAGIC) :]), _signature(key, _signed(data, end, version))
     ):
         raise CacheError(f"{source}: signature mismatch (signed with another key, or tampered with)")
-    if hashlib.sha256(data[_HEADER.size : end]).digest() != digest:
+    if _digest(data[_HEADER.size : end], version) != digest:
         raise CacheError(f"{source}: checksum mismatch (the file is corrupted)")
 
 

@@ -121,6 +121,14 @@ def cpu(index: int = 0) -> tvm_ffi.Device:
     return tvm_ffi.device("cpu", index)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; the machine's count where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def config_threadpool(threads: int) -> None:
     """The runtime's one worker pool: ``threads`` workers, big cores first (mode 1)."""
     global_func("runtime.config_threadpool")(1, threads)

@@ -22,6 +22,7 @@ import tvm_ffi
 
 from nnadapter_tvm.errors import fail, tvm_error_text
 from nnadapter_tvm.runtime.tuning_database import APPLIED, RECORDS, WORKLOADS, TuningDatabase, apply
+from nnadapter_tvm.runtime.tvm_runtime import usable_cpus
 from nnadapter_tvm.targets.toolchain import Linker
 from nnadapter_tvm.types import ResultCode
 
@@ -89,7 +90,7 @@ def with_core_count(target: tvm.target.Target, cores: int | None = None) -> tvm.
     if "num-cores" in target.attrs and cores is None:
         return target
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cores = usable_cpus()
     config = dict(target.export())
     config["num-cores"] = int(cores)
     return tvm.target.Target(config)

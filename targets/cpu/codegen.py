@@ -44,6 +44,7 @@ from tvm.tirx.build import codegen_build, split_host_device_mods, tir_to_runtime
 
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.runtime import phases
+from nnadapter_tvm.runtime.tvm_runtime import usable_cpus
 from nnadapter_tvm.targets.relax_passes import guard_reshape_analysis, lift_weights
 from nnadapter_tvm.types import ResultCode
 
@@ -63,10 +64,7 @@ def default_jobs() -> int:
             return max(1, int(value))
         except ValueError:
             fail(f"{THREADS_ENV} must be a whole number of threads, got {value!r}", ResultCode.INVALID_PARAMETER)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 class WeightedExecutable(relax.VMExecutable):
