@@ -150,22 +150,28 @@ def test_token_changes_with_what_changes_code(llvm_context):
     assert model_token(build_add_relu(), threads) == base  # runtime-only property
 
 
-def test_format_2_digest_is_the_sha256_of_its_chunks_sha256s(monkeypatch):
-    """The header's digest, computed here from its definition, over a payload of many chunks (hashed in
-    threads); a byte changed in any chunk is refused."""
+def test_format_2_signs_the_header_whose_digest_covers_the_payload():
+    """The signature is the HMAC of the header (magic, version, length, the payload's SHA-256), computed
+    here from its definition; a byte changed anywhere in the payload is refused by the digest."""
     import hashlib
+    import hmac
     import struct
 
-    monkeypatch.setattr(cache, "DIGEST_CHUNK", 1000)
+    key = b"k" * 32
     blobs = [bytes(range(256)) * 20, b"x" * 3333]
-    data = cache.pack({"k": 1}, blobs)
-    _, version, length, digest = struct.unpack_from("<8sIQ32s", data)
-    payload = data[-length:]
-    parts = b"".join(hashlib.sha256(payload[k : k + 1000]).digest() for k in range(0, length, 1000))
-    assert version == 2 and length > 5 * 1000 and digest == hashlib.sha256(parts).digest()
-    assert [bytes(b) for b in cache.unpack(data, "test").blobs] == blobs
-    for position in (len(data) - length + 10, len(data) - length // 2, len(data) - 1):
+    data = cache.pack({"k": 1}, blobs, key=key)
+    header = data[: struct.calcsize("<8sIQ32s")]
+    _, version, length, digest = struct.unpack("<8sIQ32s", header)
+    payload = data[len(header) : len(header) + length]
+    assert version == 2 and digest == hashlib.sha256(payload).digest()
+    assert data[len(header) + length :] == cache.SIGNATURE_MAGIC + hmac.new(key, header, hashlib.sha256).digest()
+    assert [bytes(b) for b in cache.unpack(data, "test", key=key).blobs] == blobs
+    for position in (len(header) + 10, len(header) + length // 2, len(header) + length - 1):
         damaged = bytearray(data)
         damaged[position] ^= 1
         with pytest.raises(cache.CacheError, match="checksum mismatch"):
-            cache.unpack(bytes(damaged), "test")
+            cache.unpack(bytes(damaged), "test", key=key)
+    damaged = bytearray(data)
+    damaged[20] ^= 1  # in the header's digest: the signature no longer matches
+    with pytest.raises(cache.CacheError, match="signature mismatch"):
+        cache.unpack(bytes(damaged), "test", key=key)

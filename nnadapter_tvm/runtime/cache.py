@@ -8,10 +8,8 @@ Layout (little endian)::
 
 From format version 2 each blob starts at a multiple of ``BLOB_ALIGNMENT`` bytes in the file (the pads
 are zeros): a subgraph's weights blob (``runtime.weights``) is handed to TVM in place, from the mapped
-file. The header's digest is the SHA-256 of the SHA-256s of the payload's ``DIGEST_CHUNK``-byte chunks,
-hashed in parallel (one SHA-256 stream is one core: vgg19's 895 MB took 0.4 s of its 0.67 s load), and
-the signature covers the header, digest included. Version 1 (no pads, one SHA-256 of the payload, the
-signature over header and payload) is still read.
+file; and the signature covers the header, which holds the payload's SHA-256, instead of every byte a
+second time. Version 1 (no pads, the signature over header and payload) is still read.
 
 The metadata is a ``Manifest`` (JSON through ``to_json``/``from_json``): the model's input/output
 operand types and operand indices, the library versions, the token, and per subgraph a
@@ -34,14 +32,13 @@ import stat
 import struct
 import tempfile
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import tvm_ffi
 
 from nnadapter_tvm.errors import check
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
-from nnadapter_tvm.runtime.tvm_runtime import tvm_version, usable_cpus
+from nnadapter_tvm.runtime.tvm_runtime import tvm_version
 from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
 from nnadapter_tvm.version import __version__
 
@@ -50,7 +47,6 @@ SIGNATURE_MAGIC = b"NNATVMS\0"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 BLOB_ALIGNMENT = 64  # TVM's kernels assume 64-byte aligned data (runtime.weights.ALIGNMENT)
-DIGEST_CHUNK = 16 << 20  # format 2's digest: chunks of 16 MB hashed in parallel
 _HEADER = struct.Struct("<8sIQ32s")
 _TRAILER_SIZE = len(SIGNATURE_MAGIC) + 32
 _TOKEN = re.compile(r"[0-9A-Za-z]{32}")
@@ -229,26 +225,6 @@ def _signed(data: memoryview, end: int, version: int) -> memoryview:
     return data[: _HEADER.size] if version >= 2 else data[:end]
 
 
-def _sha256(chunk: memoryview) -> bytes:
-    return hashlib.sha256(chunk).digest()
-
-
-def _digest(payload: memoryview | bytes, version: int) -> bytes:
-    """The header's digest of ``payload``: format 2 hashes its chunks in threads (``hashlib`` releases the
-    GIL while it hashes), then their digests; format 1 is one SHA-256 of the whole."""
-    if version < 2:
-        return _sha256(payload)
-    view = memoryview(payload).cast("B")
-    chunks = [view[k : k + DIGEST_CHUNK] for k in range(0, len(view), DIGEST_CHUNK)] or [view]
-    workers = min(len(chunks), usable_cpus())
-    if workers == 1:
-        parts = [_sha256(c) for c in chunks]
-    else:
-        with ThreadPoolExecutor(workers, thread_name_prefix="nnadapter-tvm-digest") as pool:
-            parts = list(pool.map(_sha256, chunks))
-    return _sha256(b"".join(parts))
-
-
 def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
     """The container bytes; signed with HMAC-SHA256 when ``key`` is given."""
     lengths = [memoryview(b).nbytes for b in blobs]
@@ -261,7 +237,7 @@ def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
         pieces += [bytes(pad), blob]
         position += pad + n
     payload = b"".join(pieces)
-    header = _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), _digest(payload, FORMAT_VERSION))
+    header = _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest())
     data = header + payload
     return data + SIGNATURE_MAGIC + _signature(key, header) if key else data
 
@@ -291,7 +267,7 @@ def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[mem
 
 def verify(data: bytes | mmap.mmap, source: str, key: bytes | None = None) -> None:
     """The integrity checks: with ``key``, the signature (an unsigned or mis-signed container is refused);
-    then the payload's digest (``_digest``). Every defect is a ``CacheError`` naming ``source``. These are the passes
+    then the payload's SHA-256. Every defect is a ``CacheError`` naming ``source``. These are the passes
     over every byte: ``unpack(..., integrity=False)`` leaves them to a caller that runs them beside other
     work (a load writes the module out meanwhile) and acts on nothing before they pass."""
     data, end, digest, version = _frame(data, source, key)
@@ -299,7 +275,7 @@ def verify(data: bytes | mmap.mmap, source: str, key: bytes | None = None) -> No
         bytes(data[end + len(SIGNATURE_MAGIC) :]), _signature(key, _signed(data, end, version))
     ):
         raise CacheError(f"{source}: signature mismatch (signed with another key, or tampered with)")
-    if _digest(data[_HEADER.size : end], version) != digest:
+    if hashlib.sha256(data[_HEADER.size : end]).digest() != digest:
         raise CacheError(f"{source}: checksum mismatch (the file is corrupted)")
 
 
