@@ -103,8 +103,6 @@ class Program:
     call of ``main`` as its last argument, one tuple of tensors made once (views of the mapped cache).
     """
 
-    ALIGNMENT = ALIGNMENT
-
     def __init__(self, module: tvm_ffi.Module, device: tvm_ffi.Device, weights: Sequence[np.ndarray] | None = None):
         self.module = module
         self.device = device
@@ -141,7 +139,7 @@ class Program:
                 # The common case: a host array shared as it is when TVM's kernels may read it in place.
                 if x.flags.c_contiguous and x.flags.writeable and x.size:
                     tensor = _from_dlpack(x)
-                    if tensor is not None and tensor.data_ptr() % self.ALIGNMENT == 0:
+                    if tensor is not None and tensor.data_ptr() % ALIGNMENT == 0:
                         arguments.append(tensor)
                         continue
             elif isinstance(x, tvm_ffi.Tensor):

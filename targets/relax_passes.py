@@ -461,19 +461,12 @@ class _LiftConstants(relax.PyExprMutator):
         value = const.value
         if not isinstance(value, tvm.runtime.Tensor) or not isinstance(const.ty, relax.TensorType):
             return const
-        if not weights.liftable(str(value.dtype), _nbytes(value)):
+        if not weights.liftable(str(value.dtype), value.shape):
             return const
         self.index[const] = len(self.arrays)
         self.arrays.append(value.numpy())
         self.vars.append(relax.Var(f"weight{len(self.vars)}", const.ty))
         return self.vars[-1]
-
-
-def _nbytes(value: tvm.runtime.Tensor) -> int:
-    count = 1
-    for d in value.shape:
-        count *= int(d)
-    return count * tvm.DataType(str(value.dtype)).itemsize
 
 
 def lift_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray]]:

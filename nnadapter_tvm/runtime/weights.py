@@ -17,6 +17,7 @@ This module needs numpy and ``tvm_ffi`` only (a load never imports TVM's compile
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,9 +35,14 @@ DTYPES = frozenset(
 )
 
 
-def liftable(dtype: str, nbytes: int) -> bool:
-    """Whether a constant of ``dtype`` and ``nbytes`` leaves the module."""
-    return nbytes >= MIN_BYTES and dtype in DTYPES
+def nbytes(dtype: str, shape: Sequence[int]) -> int:
+    """The bytes of an array of ``dtype`` (one of ``DTYPES``) and ``shape`` (Python integers: no overflow)."""
+    return math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+
+
+def liftable(dtype: str, shape: Sequence[int]) -> bool:
+    """Whether a constant of ``dtype`` and ``shape`` leaves the module."""
+    return dtype in DTYPES and nbytes(dtype, shape) >= MIN_BYTES
 
 
 def aligned_empty(nbytes: int) -> np.ndarray:
@@ -83,7 +89,7 @@ def check_records(records: object, blob_size: int) -> list[list]:
             raise ValueError(
                 f"weight {k}: {record!r} has an unknown element type, a negative size or a misaligned offset"
             )
-        if offset + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize > blob_size:
+        if offset + nbytes(dtype, shape) > blob_size:
             raise ValueError(f"weight {k}: {record!r} ends past the weights' {blob_size} bytes")
         checked.append([dtype, shape, offset])
     return checked
@@ -92,11 +98,7 @@ def check_records(records: object, blob_size: int) -> list[list]:
 def views(blob: np.ndarray | memoryview | bytes, records: Sequence[list]) -> list[np.ndarray]:
     """Each weight as an array over ``blob`` (no copy), from records ``check_records`` passed."""
     data = blob if isinstance(blob, np.ndarray) else np.frombuffer(blob, np.uint8)
-    out = []
-    for dtype, shape, offset in records:
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        out.append(data[offset : offset + nbytes].view(dtype).reshape(shape))
-    return out
+    return [data[offset : offset + nbytes(dtype, shape)].view(dtype).reshape(shape) for dtype, shape, offset in records]
 
 
 def host_tensors(arrays: Sequence[np.ndarray]) -> tvm_ffi.Array:
