@@ -36,9 +36,8 @@ import sys
 import time
 from collections.abc import Callable
 
-# Before TVM is imported: with the context property TVM_NUM_THREADS=1 alone (runtime.config_threadpool
-# at load) each kernel launch still pays ~15 us for TVM's thread pool on a 2-core machine; the variable
-# read at import removes that. ``--property-only`` measures without it.
+# The variable before TVM is imported, or the context property alone (``--property-only``): the driver sets
+# the variable when a module loads (TVM reads it at each parallel launch), so both should measure the same.
 if "--property-only" in sys.argv:
     os.environ.pop("TVM_NUM_THREADS", None)
 else:

@@ -1,6 +1,7 @@
 """Context settings read through their declared ``Property`` (typed value or declared default), and the
 runtime's independence from the offline tools (the tuning search in particular)."""
 
+import os
 import subprocess
 import sys
 
@@ -74,3 +75,26 @@ def test_a_compile_imports_no_tool():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_thread_property_reaches_every_kernel_launch():
+    """TVM splits each parallel loop by ``TVM_NUM_THREADS`` as read from the environment at every launch,
+    not by the pool's size: the property must set it, whatever was imported before, or a one-thread
+    context still hands each kernel to a worker (docs/performance.md, per-call latency)."""
+    code = (
+        "import os, numpy as np, tvm, nnadapter_tvm as nna\n"
+        "assert 'TVM_NUM_THREADS' not in os.environ\n"
+        "m = nna.Model()\n"
+        "x = m.add_operand(nna.OperandType(nna.Precision.FLOAT32, [2]))\n"
+        "y = m.add_operand(nna.OperandType(nna.Precision.FLOAT32, [2]))\n"
+        "m.add_operation(nna.OperationType.RELU, [x], [y])\n"
+        "m.identify_inputs_and_outputs([x], [y]); m.finish()\n"
+        "c = nna.Compilation(m, nna.Context([nna.Device.acquire('llvm')], 'TVM_NUM_THREADS=1;')); c.finish()\n"
+        "e = nna.Execution(c); out = np.empty(2, 'float32')\n"
+        "e.set_input(0, np.array([-1, 2], 'float32')); e.set_output(0, out); e.compute()\n"
+        "print(os.environ.get('TVM_NUM_THREADS'), out.tolist())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "1 [0.0, 2.0]"

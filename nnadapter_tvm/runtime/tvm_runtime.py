@@ -130,7 +130,14 @@ def usable_cpus() -> int:
 
 
 def config_threadpool(threads: int) -> None:
-    """The runtime's one worker pool: ``threads`` workers, big cores first (mode 1)."""
+    """The runtime's one worker pool: ``threads`` workers, big cores first (mode 1).
+
+    The pool's size alone is not enough: each parallel loop asks TVM's ``MaxConcurrency``, which reads
+    ``TVM_NUM_THREADS`` from the environment at every launch, how many tasks to split into; unset, that
+    is the core count, so a pool of one still hands every kernel to a worker and waits for it (about
+    3 us a launch, 15 us a small model's call on 2 cores). With the variable set too, one thread runs
+    the kernels inline and more threads split them as configured, whatever the order of the imports."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)
     global_func("runtime.config_threadpool")(1, threads)
 
 
