@@ -610,6 +610,29 @@ def test_decode_step_products_over_an_unknown_batch():
     _check_symbolic(body, list(sizes[0]), [(0,), (0, 1)], sizes, DENSE)
 
 
+def test_attention_over_heads_tiles_the_packed_operand_columns():
+    """[B, heads, S, D] attention as transformers' exports write it (two batch axes, B unknown): the
+    register tile of Q K^T and P V is as wide as the packed right operand's block (at most two vectors),
+    not the left operand's last axis (P's S, which made a 1500-wide "tile" of a 64-column product:
+    Whisper's encoder ran at 0.3 GFLOP/s)."""
+
+    def body(bb, q, k):
+        scores = bb.emit(relax.op.matmul(q, bb.emit(relax.op.permute_dims(k, [0, 1, 3, 2]))))
+        return bb.emit(relax.op.matmul(bb.emit(relax.op.nn.softmax(scores)), k))
+
+    sizes = [[(2, 3, 40, 16), (2, 3, 40, 16)], [(1, 3, 40, 16), (1, 3, 40, 16)]]
+    _check_symbolic(body, list(sizes[0]), [(0,), (0,)], sizes, DENSE)
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        prepared, report = pipeline.prepare(_symbolic_module(sizes[0], [(0,), (0,)], body), TARGET)
+    widths = []
+    for name in (n for n, rule in report.items() if rule == DENSE):
+        text = prepared[name].script(show_meta=False)
+        widths += [int(w) for w in re.findall(r"T\.vectorized\(T\.int64\((\d+)\)\)", text)]
+        assert re.search(r"T\.parallel\(\w+ \* T\.int64\((\d+)\)\)", text), text  # batch and heads fused
+    lanes = vector_lanes(TARGET)
+    assert widths and max(widths) <= 2 * lanes, (widths, report)
+
+
 def test_static_rows_ending_in_1_tile_the_rows_before():
     """[2, 77, 1, 64] x [64, 96]: rows whose tile would straddle batches are not fused, and the tile runs
     along the 77, not the 1; the same results as TVM's unscheduled loops."""
