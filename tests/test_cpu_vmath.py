@@ -74,3 +74,51 @@ def test_float64_exp_keeps_tvm_lowering():
     executable, _ = pipeline.build(bb.finalize(), TARGET)
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(values)).numpy()
     np.testing.assert_allclose(got, np.exp(values), rtol=1e-15)
+
+
+def test_erf_within_ulps_of_float64_with_ieee_special_values():
+    """GELU's erf (``vmath.erf_f32``): near-faithful over the whole range, erf(+-inf) = +-1, NaN kept, -0
+    kept, and no call of TVM's erf left (libm's erff, one call per element)."""
+    import math
+
+    rng = np.random.default_rng(1)
+    values = np.concatenate(
+        [np.linspace(-7, 7, 200_001), rng.standard_normal(50_000) * 2, [1e-30, -1e-30, 1e-8, -4e-39, 0.927734375]]
+    ).astype(np.float32)
+    values = np.concatenate([values, np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 3.9, 4.0, 4.1, 1e30], "float32")])
+    got, lowered = _run(relax.op.erf, values)
+    finite = np.isfinite(values)
+    want = np.array([math.erf(v) for v in values[finite].astype(np.float64)])
+    want32 = want.astype(np.float32)
+    normal = np.abs(want32) >= np.finfo(np.float32).tiny
+    ulps = np.abs(got[finite][normal].astype(np.float64) - want[normal]) / np.spacing(np.abs(want32[normal]))
+    assert ulps.max() <= 2.0, (ulps.max(), values[finite][normal][np.argmax(ulps)])
+    assert np.abs(got[finite][~normal].astype(np.float64) - want[~normal]).max() <= np.finfo(np.float32).tiny
+    assert np.isnan(got[np.isnan(values)]).all()
+    assert got[values == np.inf].tolist() == [1.0] and got[values == -np.inf].tolist() == [-1.0]
+    zeros = got[values == 0]
+    assert (zeros == 0).all() and np.signbit(zeros).tolist() == np.signbit(values[values == 0]).tolist()
+    text = "\n".join(f.script() for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    assert "T.erf(" not in text, "TVM's erf is one libm call per element"
+
+
+def test_tanh_within_ulps_of_float64_with_ieee_special_values():
+    """GPT-2's GELU tanh (``vmath.tanh_f32``) against numpy's float64 tanh, IEEE's special values kept, and
+    no call of TVM's tanh left."""
+    rng = np.random.default_rng(2)
+    values = np.concatenate(
+        [np.linspace(-12, 12, 200_001), rng.standard_normal(50_000) * 3, [1e-30, -1e-30, 1e-8, 0.625, -0.625, 50.0]]
+    ).astype(np.float32)
+    values = np.concatenate([values, np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30], "float32")])
+    got, lowered = _run(relax.op.tanh, values)
+    want = np.tanh(values.astype(np.float64))
+    want32 = want.astype(np.float32)
+    normal = np.isfinite(values) & (np.abs(want32) >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[normal].astype(np.float64) - want[normal]) / np.spacing(np.abs(want32[normal]))
+    assert ulps.max() <= 3.0, (ulps.max(), values[normal][np.argmax(ulps)])
+    assert np.isnan(got[np.isnan(values)]).all()
+    assert got[np.isinf(values)].tolist() == [1.0, -1.0] and got[np.abs(values) == 1e30].tolist() == [1.0, -1.0]
+    zeros = got[values == 0]
+    assert (zeros == 0).all() and np.signbit(zeros).tolist() == np.signbit(values[values == 0]).tolist()
+    text = "\n".join(f.script() for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    assert "T.tanh(" not in text, "TVM's tanh is one libm call per element"

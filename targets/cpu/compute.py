@@ -7,14 +7,17 @@ function's main block by that name.  Weights are packed into blocked layouts by 
 ``[N / nb, K, nb]`` for matrix products (``[..., N / nb, K, nb]``, at run time, for a product of two
 run-time tensors).
 
-A symbolic extent that a register tile runs along (a width, a row count) is padded to whole tiles: the
-compute reads a clamped index past the end and a crop stage keeps the valid part (see ``_padded``).
+A symbolic extent that a register tile runs along (a width, a row count), or a static one that no tile
+within the register budget divides (197 tokens), is padded to whole tiles: the compute reads a clamped
+index past the end and a crop stage keeps the valid part (see ``_padded``).
 """
 
 from __future__ import annotations
 
 import tvm
 from tvm import te, tirx, topi
+
+from nnadapter_tvm.targets.cpu.simd import padded_rows
 
 CONV = "nna_conv2d_nhwc"
 DEPTHWISE = "nna_depthwise_conv2d_nhwc"
@@ -82,15 +85,23 @@ def _is_static(expr) -> bool:
     return isinstance(expr, int) or isinstance(tvm.sym.Analyzer().simplify(expr), tirx.IntImm)
 
 
-def _padded(extent, tile: int):
-    """``extent`` rounded up to a multiple of ``tile`` when it is symbolic (else unchanged).
+def _padded(extent, tile: int, budget: int = 0):
+    """``extent`` rounded up to a multiple of ``tile`` when it is symbolic; a static one to what
+    ``simd.padded_rows`` gives for a register tile of at most ``budget`` rows (unchanged when it has a good
+    divisor, or without a ``budget``). The same object is returned when nothing is padded.
 
     A symbolic loop split by a tile that may not divide it gets a predicate inside the tile, and TVM then
     keeps the whole accumulator row in memory instead of the tile in registers (the predicate defeats
     buffer compaction).  The computes therefore run whole tiles past the end, reading a clamped index
     (the last valid row or column, so every load stays in bounds and costs no branch), and a crop stage
     (``CROP``) keeps the valid part."""
-    if tile <= 1 or _is_static(extent):
+    if _is_static(extent):
+        if budget <= 1:
+            return extent
+        value = int(tvm.sym.Analyzer().simplify(extent)) if not isinstance(extent, int) else extent
+        padded = padded_rows(value, budget)
+        return extent if padded == value else padded
+    if tile <= 1:
         return extent
     return (extent + tile - 1) // tile * tile
 
@@ -115,7 +126,9 @@ def out_size(size, before: int, after: int, k: int, stride: int, dilation: int):
 # -- convolutions -------------------------------------------------------------------------
 
 
-def _sliding_window(x: te.Tensor, kh: int, kw: int, oc: int, strides, pads, dilation, tile: int, name: str, term):
+def _sliding_window(
+    x: te.Tensor, kh: int, kw: int, oc: int, strides, pads, dilation, tile: int, budget: int, name: str, term
+):
     """The NHWC output ``[n, oh, ow, oc]`` of a window of ``kh`` x ``kw`` sliding over ``pad(x)``, its
     width padded to whole tiles: ``term(xp, y, x, o)`` is the sum at one output element, given the
     padded input and the (clamped) input row and column of the window's top-left tap per stride."""
@@ -124,7 +137,7 @@ def _sliding_window(x: te.Tensor, kh: int, kw: int, oc: int, strides, pads, dila
     oh = out_size(h, pads[0], pads[2], kh, sh, dh)
     ow = out_size(w, pads[1], pads[3], kw, sw, dw)
     xp = _pad_nhwc(x, pads)
-    owp = _padded(ow, tile)
+    owp = _padded(ow, tile, budget)
 
     def body(b, y, xx, o):
         col = xx if owp is ow else tirx.min(xx, ow - 1)
@@ -133,7 +146,9 @@ def _sliding_window(x: te.Tensor, kh: int, kw: int, oc: int, strides, pads, dila
     return _crop(te.compute((n, oh, owp, oc), body, name=name), [n, oh, ow, oc], CROP)
 
 
-def conv_nhwc(x: te.Tensor, wp: te.Tensor, oc: int, strides, pads, dilation, groups: int, tile: int = 1) -> te.Tensor:
+def conv_nhwc(
+    x: te.Tensor, wp: te.Tensor, oc: int, strides, pads, dilation, groups: int, tile: int = 1, budget: int = 0
+) -> te.Tensor:
     """out[n, y, x, o] = sum over (kh, kw, ic of o's group) of pad(x)[...] * wp[o // ob, kh, kw, ic, o % ob]."""
     _, kh, kw, icg, ob = (int(d) for d in wp.shape)
     (sh, sw), (dh, dw) = strides, dilation
@@ -148,10 +163,12 @@ def conv_nhwc(x: te.Tensor, wp: te.Tensor, oc: int, strides, pads, dilation, gro
             xp[b, y * sh + rh * dh, col * sw + rw * dw, channel] * wp[o // ob, rh, rw, ri, o % ob], axis=[rh, rw, ri]
         )
 
-    return _sliding_window(x, kh, kw, oc, strides, pads, dilation, tile, CONV, term)
+    return _sliding_window(x, kh, kw, oc, strides, pads, dilation, tile, budget, CONV, term)
 
 
-def depthwise_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, multiplier: int, tile: int = 1) -> te.Tensor:
+def depthwise_nhwc(
+    x: te.Tensor, wp: te.Tensor, strides, pads, dilation, multiplier: int, tile: int = 1, budget: int = 0
+) -> te.Tensor:
     """out[n, y, x, o] = sum over (kh, kw) of pad(x)[..., o // multiplier] * wp[kh, kw, o]."""
     kh, kw, oc = (int(d) for d in wp.shape)
     (sh, sw), (dh, dw) = strides, dilation
@@ -161,7 +178,7 @@ def depthwise_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, multipl
         channel = o if multiplier == 1 else o // multiplier
         return te.sum(xp[b, y * sh + rh * dh, col * sw + rw * dw, channel] * wp[rh, rw, o], axis=[rh, rw])
 
-    return _sliding_window(x, kh, kw, oc, strides, pads, dilation, tile, DEPTHWISE, term)
+    return _sliding_window(x, kh, kw, oc, strides, pads, dilation, tile, budget, DEPTHWISE, term)
 
 
 # -- matrix products ----------------------------------------------------------------------
@@ -181,7 +198,7 @@ def row_axis(extents: list) -> int:
     return len(extents) - 1
 
 
-def dense_packed(a: te.Tensor, bp: te.Tensor, n: int, tile: int = 1) -> te.Tensor:
+def dense_packed(a: te.Tensor, bp: te.Tensor, n: int, tile: int = 1, budget: int = 0) -> te.Tensor:
     """out[..., m, j] = sum_k a[..., m, k] * bp[j // nb, k, j % nb].
 
     A symbolic row count (batch, sequence) runs whole tiles of rows (see ``_padded``), along the row
@@ -191,7 +208,7 @@ def dense_packed(a: te.Tensor, bp: te.Tensor, n: int, tile: int = 1) -> te.Tenso
     batch = list(a.shape[:-1])
     axis = row_axis(batch) if batch else None
     rows = batch[axis] if batch else None
-    padded = _padded(rows, tile) if rows is not None else None
+    padded = _padded(rows, tile, budget) if rows is not None else None
 
     def body(*idx):
         *index, j = idx
@@ -205,12 +222,12 @@ def dense_packed(a: te.Tensor, bp: te.Tensor, n: int, tile: int = 1) -> te.Tenso
     return _crop(te.compute((*shape, n), body, name=DENSE), [*batch, n], CROP)
 
 
-def batch_matmul_packed(a: te.Tensor, bp: te.Tensor, n, tile: int = 1) -> te.Tensor:
+def batch_matmul_packed(a: te.Tensor, bp: te.Tensor, n, tile: int = 1, budget: int = 0) -> te.Tensor:
     """out[..., m, j] = sum_k a[..., m, k] * bp[..., j // nb, k, j % nb] (``bp`` packed per batch)."""
     *batch, rows, _ = a.shape
     k, nb = bp.shape[-2], int(bp.shape[-1])
     r = te.reduce_axis((0, k), "k")
-    rows_p = _padded(rows, tile)
+    rows_p = _padded(rows, tile, budget)
     cols_p = bp.shape[-3] * nb
 
     def body(*idx):

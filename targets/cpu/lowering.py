@@ -84,9 +84,12 @@ class Lowering:
             lowered = None
         return lowered if lowered is not None else self._default[op](bb, call)
 
-    def _tile(self, block: int) -> int:
-        """Register-tile rows along a symbolic axis for a tile ``block`` channels (columns) wide."""
-        return symbolic_tile(self.registers, max(block // self.lanes, 1))
+    def _tile(self, block: int) -> tuple[int, int]:
+        """Register-tile rows for a tile ``block`` channels (columns) wide: the rows a symbolic axis is
+        padded to a multiple of, and the most rows the registers hold (a static axis no tile within it
+        divides is padded to suit one)."""
+        vectors = max(block // self.lanes, 1)
+        return symbolic_tile(self.registers, vectors), tile_budget(self.registers, vectors)
 
     # conv2d ---------------------------------------------------------------------------
 
@@ -120,7 +123,7 @@ class Lowering:
             wp = bb.emit_te(compute.pack_depthwise_weight, w, primfunc_name_hint=name)
             tile = self._tile(channel_block(oc, self.lanes))
             y = bb.call_te(
-                compute.depthwise_nhwc, x, wp, strides, pads, dilation, ocg, tile, primfunc_name_hint=compute.DEPTHWISE
+                compute.depthwise_nhwc, x, wp, strides, pads, dilation, ocg, *tile, primfunc_name_hint=compute.DEPTHWISE
             )
         elif self._by_winograd(w, x_shape, strides, dilation, groups, pads):
             y = self._winograd(bb, x, w, pads)
@@ -133,7 +136,7 @@ class Lowering:
             wp = bb.emit_te(compute.pack_conv_weight, w, ocp, ob, primfunc_name_hint=name)
             tile = self._tile(ob)
             y = bb.call_te(
-                compute.conv_nhwc, x, wp, ocp, strides, pads, dilation, groups, tile, primfunc_name_hint=compute.CONV
+                compute.conv_nhwc, x, wp, ocp, strides, pads, dilation, groups, *tile, primfunc_name_hint=compute.CONV
             )
             if ocp != oc:
                 y = relax.op.strided_slice(bb.emit(y), axes=[3], begin=[0], end=[oc])
@@ -188,7 +191,7 @@ class Lowering:
         nb = channel_block(npad, self.lanes)
         name = compute.PACK + "dense_weight"
         bp = bb.emit_te(compute.pack_dense_weight, b, npad, nb, primfunc_name_hint=name)
-        y = bb.call_te(compute.dense_packed, a, bp, npad, self._tile(nb), primfunc_name_hint=compute.DENSE)
+        y = bb.call_te(compute.dense_packed, a, bp, npad, *self._tile(nb), primfunc_name_hint=compute.DENSE)
         if npad != n:
             y = relax.op.strided_slice(bb.emit(y), axes=[len(a_shape) - 1], begin=[0], end=[n])
         return y
@@ -218,4 +221,4 @@ class Lowering:
         # The sizes reach the compute through the closure, not as arguments of emit_te: the kernel then
         # takes a symbolic N as a parameter of its own (emit_te leaves an argument's vars out of it).
         bp = bb.emit_te(lambda t: compute.pack_batch_operand(t, b_shape, npad, nb), b, primfunc_name_hint=name)
-        return bb.call_te(compute.batch_matmul_packed, a, bp, n, self._tile(nb), primfunc_name_hint=compute.DENSE)
+        return bb.call_te(compute.batch_matmul_packed, a, bp, n, *self._tile(nb), primfunc_name_hint=compute.DENSE)

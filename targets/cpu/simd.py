@@ -71,6 +71,20 @@ def symbolic_tile(registers: int, vectors: int) -> int:
     return min(tile_budget(registers, vectors), SYMBOLIC_TILE)
 
 
+def padded_rows(extent: int, budget: int, lo: int = 4) -> int:
+    """A static extent that no register tile of ``lo`` to ``budget`` rows divides, rounded up to the multiple
+    of the tile in that range that wastes least (the largest tile on a tie); else ``extent`` itself.
+
+    The tile of such an extent was one row (``row_tile``): ViT's 197 tokens (prime) ran its products at
+    a quarter of the tiled speed, and with AVX2's budget of 6 rows a 7- or 14-pixel row of output (deep
+    3x3 convolutions) had one-column tiles.  Padded (clamped reads, then a crop: ``compute._padded``),
+    197 computes 198 rows in tiles of 11 (AVX-512) and 7 computes 8 in tiles of 4 (AVX2)."""
+    if budget < lo or extent <= budget or row_tile(extent, budget, lo) >= lo:
+        return extent
+    tile = min(range(lo, budget + 1), key=lambda t: (-(-extent // t) * t, -t))
+    return -(-extent // tile) * tile
+
+
 def row_tile(extent: int | None, budget: int, lo: int = 4) -> int:
     """Rows of a register tile: the largest divisor of ``extent`` within ``budget`` (at least ``lo``
     when one exists), or ``extent`` itself when it is small."""
