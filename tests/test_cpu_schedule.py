@@ -372,6 +372,44 @@ def test_dense_and_elementwise_schedules_apply():
     assert "T.parallel" in text and "T.vectorized" in text
 
 
+AVX2 = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})  # 8 lanes, 16 registers: a 6-row tile budget
+PADDED_ROW_CASES = {
+    "conv 3x3 on 7x7": ([(1, 64, 7, 7)], lambda bb, x: _conv(bb, x, 64, 3)),
+    "conv 3x3 on 14x14": ([(1, 32, 14, 14)], lambda bb, x: _conv(bb, x, 32, 3)),
+    "dense over 197 rows": ([(197, 96)], lambda bb, a: bb.emit(relax.op.matmul(a, _const(96, 64)))),
+    "batched dense over [2, 197] rows": ([(2, 197, 48)], lambda bb, a: bb.emit(relax.op.matmul(a, _const(48, 32)))),
+    "attention P V over 197 rows": (
+        [(1, 2, 197, 197), (1, 2, 197, 32)],
+        lambda bb, p, v: bb.emit(relax.op.matmul(p, v)),
+    ),
+}
+
+
+@pytest.mark.parametrize("target", [TARGET, AVX2], ids=["host", "avx2"])
+@pytest.mark.parametrize("name", list(PADDED_ROW_CASES))
+def test_rows_no_tile_divides_are_padded_to_whole_tiles(name, target):
+    """Extents with no divisor within the register budget (prime 197; 7 and 14 with AVX2's 6 rows) run
+    tiles of several rows over a padded, cropped extent instead of one-row tiles, and compute what TVM's
+    unscheduled loops compute. The AVX2 build runs on any x86-64 CPU with AVX2 (this is how its tiles are
+    checked on an AVX-512 machine)."""
+    if target is AVX2 and not tvm.target.codegen.target_has_features("avx2", TARGET):
+        pytest.skip("the host CPU cannot run AVX2 code")
+    shapes, body = PADDED_ROW_CASES[name]
+    mod = _module(shapes, body)
+    inputs = [RNG.standard_normal(s).astype("float32") for s in shapes]
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        want = _run(tvm.compile(mod, TARGET), inputs)
+    executable, report = pipeline.build(mod, target, winograd=False)
+    np.testing.assert_allclose(_run(executable, inputs), want, rtol=1e-4, atol=1e-4)
+    with target, tvm.transform.PassContext(opt_level=3):
+        prepared, report = pipeline.prepare(mod, target, winograd=False)
+    tiled = [n for n, rule in report.items() if rule in (CONV, DENSE)]
+    assert tiled, report
+    for kernel in tiled:
+        unrolled = [int(n) for n in re.findall(r"T\.unroll\(T\.int64\((\d+)\)\)", prepared[kernel].script())]
+        assert unrolled and max(unrolled) >= 4, (kernel, unrolled)
+
+
 def test_failing_rule_leaves_the_function_unscheduled(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("rule bug")
