@@ -156,16 +156,16 @@ def _whisper_encoder():
 
 
 MODELS: dict[str, Export] = {
-    "whisper_encoder": Export(_whisper_encoder, [["input_features=1,80,3000"], ["input_features=2,80,3000"]]),
-    "vit": Export(_vit, [["pixel_values=1,3,224,224"], ["pixel_values=2,3,224,224"]]),
-    "bert": Export(_bert, [["input_ids=1,128", "attention_mask=1,128"], ["input_ids=2,37", "attention_mask=2,37"]]),
+    "whisper_encoder": Export(_whisper_encoder, [["input_features=1x80x3000"], ["input_features=2x80x3000"]]),
+    "vit": Export(_vit, [["pixel_values=1x3x224x224"], ["pixel_values=2x3x224x224"]]),
+    "bert": Export(_bert, [["input_ids=1x128", "attention_mask=1x128"], ["input_ids=2x37", "attention_mask=2x37"]]),
     "gpt2_step": Export(_GPT2Step.build, [["past=32"], ["past=100"]]),
-    "resnet18": Export(_torchvision("resnet18", 224), [["input=1,3,224,224"], ["input=2,3,160,160"]]),
+    "resnet18": Export(_torchvision("resnet18", 224), [["input=1x3x224x224"], ["input=2x3x160x160"]]),
     "mobilenet_v3_large": Export(
-        _torchvision("mobilenet_v3_large", 224), [["input=1,3,224,224"], ["input=2,3,160,160"]]
+        _torchvision("mobilenet_v3_large", 224), [["input=1x3x224x224"], ["input=2x3x160x160"]]
     ),
-    "efficientnet_b0": Export(_torchvision("efficientnet_b0", 224), [["input=1,3,224,224"], ["input=2,3,160,160"]]),
-    "convnext_tiny": Export(_torchvision("convnext_tiny", 224), [["input=1,3,224,224"], ["input=2,3,160,160"]]),
+    "efficientnet_b0": Export(_torchvision("efficientnet_b0", 224), [["input=1x3x224x224"], ["input=2x3x160x160"]]),
+    "convnext_tiny": Export(_torchvision("convnext_tiny", 224), [["input=1x3x224x224"], ["input=2x3x160x160"]]),
 }
 
 
@@ -197,8 +197,8 @@ def export(name: str, exporter: str, out: Path) -> Path:
 
 
 def _gpt2_shapes(past: int, inputs: list[str]) -> list[str]:
-    shapes = ["input_ids=1,1", f"attention_mask=1,{past + 1}"]
-    return shapes + [f"{n}=1,12,{past},64" for n in inputs[2:]]
+    shapes = ["input_ids=1x1", f"attention_mask=1x{past + 1}"]
+    return shapes + [f"{n}=1x12x{past}x64" for n in inputs[2:]]
 
 
 def main(argv: list[str] | None = None) -> int:

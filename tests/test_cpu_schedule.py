@@ -345,6 +345,33 @@ def test_static_rows_without_a_vector_sized_divisor_are_vectorized(op, shape):
     _check(mod, [shape])
 
 
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("rows, n", [((2, 3), 37), ((4,), 64), ((2, 5), 1500)], ids=str)
+def test_softmax_runs_row_by_row_with_its_producers(rows, n, log):
+    """A softmax along a static last axis, fused with the scale and the additive mask before it (attention's
+    scores), computed row by row: one parallel loop over the rows with every stage under it, whole vectors
+    of each row vectorized; the same results as TVM's unscheduled loops, also at a second batch of a
+    symbolic build."""
+    op = relax.op.nn.log_softmax if log else relax.op.nn.softmax
+    mask = _const(n)
+
+    def body(bb, x):
+        scaled = bb.emit(relax.op.add(bb.emit(relax.op.multiply(x, relax.const(0.125, "float32"))), mask))
+        return bb.emit(op(scaled, axis=-1))
+
+    shape = (*rows, n)
+    report = _check(_module([shape], body), [shape])
+    assert "softmax-rows" in report.values(), report
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        prepared, report = pipeline.prepare(_module([shape], body), TARGET)
+    name = next(k for k, rule in report.items() if rule == "softmax-rows")
+    text = prepared[name].script(show_meta=False)
+    assert text.count("T.parallel(") == 1 and "T.vectorized(" in text, text
+    if len(rows) > 1:
+        sizes = [[(1, *rows[1:], n)], [(3, *rows[1:], n)]]
+        _check_symbolic(body, list(sizes[0]), [(0,)], sizes, "softmax-rows")
+
+
 def _scheduled_function(mod: tvm.IRModule, prefix: str) -> str:
     with TARGET, tvm.transform.PassContext(opt_level=3):
         prepared, report = pipeline.prepare(mod, TARGET, winograd=False)

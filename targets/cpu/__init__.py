@@ -34,6 +34,10 @@ turns a Relax module into a legalized, fused module whose every PrimFunc carries
    checked through TVM's TIR pipeline, and a rule that raises or does not lower dropped for the next
    one; the last resort is the unscheduled function, so a schedule never fails a compile.
 
+   A static extent the register tile runs along that no tile within the register budget divides (197
+   tokens; a 7- or 14-pixel row with AVX2's 6-row budget) is padded the same way as a symbolic one
+   below (``simd.padded_rows``): a few rows computed past the end beat one-row tiles.
+
 5. **Symbolic extents** (batch, height, width, sequence length unknown until execution; channels
    static) get the same rules: a register tile along a symbolic axis runs whole tiles past the end
    (``compute._padded``: clamped reads, then a crop), vector loops over a symbolic axis are partitioned
@@ -49,7 +53,7 @@ driver gives the target this machine's CPU so that LLVM can use it.
 
 Modules, in the order a build uses them: ``simd`` (lanes, registers, block and tile sizes), ``layout``,
 ``compute`` (the TE computes and weight packing), ``lowering`` (the ``LegalizeOps`` overrides, with
-``vmath``'s exp and sigmoid, ``softmax``'s softmax and log_softmax and ``winograd``'s F(4x4, 3x3)
+``vmath``'s exp, sigmoid, erf and tanh, ``softmax``'s softmax and log_softmax and ``winograd``'s F(4x4, 3x3)
 convolutions, whose schedule lives beside their compute), ``loops``
 (loop-level steps the rules share), ``generic`` and ``tiled`` (the rules), ``schedule`` (a rule per
 function), ``pipeline`` (``lower``, ``prepare``, ``build``), ``codegen`` (TIR lowering, LLVM code

@@ -25,6 +25,9 @@ from nnadapter_tvm.targets.base import is_scheduled
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE, PAD
 from nnadapter_tvm.targets.cpu.generic import schedule_generic
 from nnadapter_tvm.targets.cpu.loops import BUFFER_LOAD, child_blocks
+from nnadapter_tvm.targets.cpu.simd import vector_lanes
+from nnadapter_tvm.targets.cpu.softmax import RULE as SOFTMAX_ROWS
+from nnadapter_tvm.targets.cpu.softmax import NotRows, schedule_rows
 from nnadapter_tvm.targets.cpu.tiled import NotThisRule, schedule_conv, schedule_dense, schedule_depthwise
 from nnadapter_tvm.targets.cpu.winograd import WINOGRAD, schedule_winograd
 
@@ -62,6 +65,7 @@ def schedule_prim_func(
     )
     for name, fn in main_rules:
         rules.append((name, lambda sch, n=name, f=fn: f(sch, _require(_main_block(sch, n)), target)))
+    rules.append((SOFTMAX_ROWS, lambda sch: schedule_rows(sch, vector_lanes(target))))
     if _has_bool(func):
         # LLVM miscompiles some vectors of i1 (bool casts and comparisons came out wrong): scalar loops.
         rules = [("generic-scalar", lambda sch: schedule_generic(sch, target, vectorize=False))]
@@ -73,7 +77,7 @@ def schedule_prim_func(
             # A rule may return what finishes the function where schedule primitives cannot.
             finish = rule(sch)
             candidate = sch.mod["main"] if finish is None else finish(sch.mod["main"])
-        except NotThisRule:
+        except (NotThisRule, NotRows):
             continue
         except Exception as err:  # a rule that half-matches: try the next
             level = logging.WARNING if name == WINOGRAD else logging.DEBUG
