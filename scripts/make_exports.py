@@ -70,14 +70,16 @@ def _bert():
             super().__init__()
             self.bert = bert
 
-        def forward(self, input_ids, attention_mask):
-            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return out.last_hidden_state
 
     ids = torch.randint(0, 30522, (1, 128))
     mask = torch.ones(1, 128, dtype=torch.int64)
+    types = torch.zeros(1, 128, dtype=torch.int64)
     axes = {0: "batch", 1: "sequence"}
-    inputs = ["input_ids", "attention_mask"]
-    return Encoder().eval(), (ids, mask), inputs, ["last_hidden_state"], {"input_ids": axes, "attention_mask": axes}
+    inputs = ["input_ids", "attention_mask", "token_type_ids"]
+    return Encoder().eval(), (ids, mask, types), inputs, ["last_hidden_state"], dict.fromkeys(inputs, axes)
 
 
 class _GPT2Step:
@@ -158,7 +160,13 @@ def _whisper_encoder():
 MODELS: dict[str, Export] = {
     "whisper_encoder": Export(_whisper_encoder, [["input_features=1x80x3000"], ["input_features=2x80x3000"]]),
     "vit": Export(_vit, [["pixel_values=1x3x224x224"], ["pixel_values=2x3x224x224"]]),
-    "bert": Export(_bert, [["input_ids=1x128", "attention_mask=1x128"], ["input_ids=2x37", "attention_mask=2x37"]]),
+    "bert": Export(
+        _bert,
+        [
+            ["input_ids=1x128", "attention_mask=1x128", "token_type_ids=1x128"],
+            ["input_ids=2x37", "attention_mask=2x37", "token_type_ids=2x37"],
+        ],
+    ),
     "gpt2_step": Export(_GPT2Step.build, [["past=32"], ["past=100"]]),
     "resnet18": Export(_torchvision("resnet18", 224), [["input=1x3x224x224"], ["input=2x3x160x160"]]),
     "mobilenet_v3_large": Export(
