@@ -2,7 +2,7 @@
 GFLOP/s against the machine's measured peak, so that the gap to a peer shows where it is.
 
     nnadapter-tvm profile MODEL.onnx [--threads 2] [--repeat 10] [--top 30] [--as-shipped]
-                                     [--shape [INPUT=]DIMS ...]
+                                     [--shape [INPUT=]DIMS ...] [--properties "KEY=VALUE;..."]
 
 It first prints the compile's time per phase (``runtime.phases``: wall and CPU seconds), then the kernels.
 
@@ -15,8 +15,10 @@ estimate (``tvm.s_tir.analysis.estimate_tir_flops``) of each fused kernel as the
 does, its transforms and 36 products a tile, not the direct convolution's: ``winograd.without_fallback``
 leaves out the direct sums it runs for non-finite outputs only); kernels whose extents are symbolic show no
 FLOPs (TVM's estimate would take a symbolic extent as 1) and the total says how many it leaves out.  The
-peak is measured, not looked up: numpy's float32 GEMM (OpenBLAS, ``--threads`` threads) on 2048x2048
-matrices, the best of five, which comes within a few percent of what a core's FMA units give.
+peak is measured, not looked up, by a kernel built for the same target as the model
+(``targets/cpu/peak.py``: independent vector multiply-adds of the target's width in registers, ``--threads``
+threads), so that "% of peak" means the same on every machine and for an AVX2 build on an AVX-512 one
+(``--properties "LLVM_MATTR=-avx512f;"``); numpy's GEMM, used before, ran whatever width its BLAS picked.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -38,22 +39,15 @@ from nnadapter_tvm.tools.benchmark import add_shape_option
 BUILTIN_PREFIX = "vm.builtin."
 BUILTINS = "(VM builtins: allocation, shape checks)"
 
-_PEAK_CODE = """
-import time, numpy as np
-n = 2048
-a, b = np.random.rand(n, n).astype("float32"), np.random.rand(n, n).astype("float32")
-a @ b
-best = min((lambda s: (a @ b, time.perf_counter() - s)[1])(time.perf_counter()) for _ in range(5))
-print(2 * n**3 / best / 1e9)
-"""
 
+def peak_gflops(threads: int, properties: str = "") -> float:
+    """float32 FMA GFLOP/s of a kernel built for the ``llvm`` target that ``properties`` describe
+    (``targets.cpu.peak``), with ``threads`` threads."""
+    from nnadapter_tvm.context import parse_properties
+    from nnadapter_tvm.targets.cpu.peak import fma_peak_gflops
+    from nnadapter_tvm.targets.llvm import LlvmDriver
 
-def peak_gflops(threads: int) -> float:
-    """float32 GEMM GFLOP/s of numpy's BLAS with ``threads`` threads, in a fresh process (the thread count
-    is read when the BLAS library loads)."""
-    env = dict(os.environ, **{k: str(threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
-    out = subprocess.run([sys.executable, "-c", _PEAK_CODE], capture_output=True, text=True, check=True, env=env)
-    return float(out.stdout.split()[-1])
+    return fma_peak_gflops(LlvmDriver().tvm_target(parse_properties(properties)), threads)
 
 
 def kernel_flops(compilation) -> dict[str, float | None]:
@@ -145,7 +139,7 @@ def report(timer: KernelTimer, whole_s: float, flops: dict, repeat: int, peak: f
     kernels_ms = sum(timer.seconds.values()) / repeat * 1000
     lines = [
         f"one inference: {whole_s * 1000:.3f} ms uninstrumented; kernels and VM calls sum to {kernels_ms:.3f} ms "
-        f"instrumented; peak {peak:.1f} GFLOP/s (numpy float32 GEMM, measured)",
+        f"instrumented; peak {peak:.1f} GFLOP/s (float32 FMA loop built for the target, measured)",
         f"{'kernel':<52}{'calls':>6}{'ms':>9}{'share':>7}{'GFLOP':>8}{'GFLOP/s':>9}{'peak':>6}",
     ]
     total_flops = 0.0
@@ -182,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=10, help="inferences timed (%(default)s)")
     parser.add_argument("--top", type=int, default=30, help="kernels listed (%(default)s); the rest in one row")
     parser.add_argument("--as-shipped", action="store_true", help="profile the file as it is (no rewrite)")
+    parser.add_argument(
+        "--properties",
+        default="",
+        help='context properties of the build, e.g. "LLVM_MATTR=-avx512f;" (an AVX2 build); the peak is '
+        "measured for the same target",
+    )
     add_shape_option(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))  # before TVM's pool starts
@@ -193,10 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.as_shipped:
         model, _ = optimizable(model)
     with phases.recording(lead=phases.IMPORT) as compile_times:
-        predictor = nna.Predictor(model, context_properties=f"TVM_NUM_THREADS={args.threads}", host_fallback=True)
+        properties = f"TVM_NUM_THREADS={args.threads};{args.properties}"
+        predictor = nna.Predictor(model, context_properties=properties, host_fallback=True)
     timer, whole_s, flops = profile(predictor, model_inputs(model, parse_shapes(args.shape)), args.repeat)
     print(compile_times.format())
-    print(report(timer, whole_s, flops, args.repeat, peak_gflops(args.threads), args.top))
+    print(report(timer, whole_s, flops, args.repeat, peak_gflops(args.threads, args.properties), args.top))
     return 0
 
 
