@@ -27,7 +27,7 @@ from nnadapter_tvm.targets.cpu.generic import schedule_generic
 from nnadapter_tvm.targets.cpu.loops import BUFFER_LOAD, child_blocks
 from nnadapter_tvm.targets.cpu.simd import vector_lanes
 from nnadapter_tvm.targets.cpu.softmax import RULE as SOFTMAX_ROWS
-from nnadapter_tvm.targets.cpu.softmax import NotRows, schedule_rows
+from nnadapter_tvm.targets.cpu.softmax import schedule_rows
 from nnadapter_tvm.targets.cpu.tiled import NotThisRule, schedule_conv, schedule_dense, schedule_depthwise
 from nnadapter_tvm.targets.cpu.winograd import WINOGRAD, schedule_winograd
 
@@ -77,7 +77,7 @@ def schedule_prim_func(
             # A rule may return what finishes the function where schedule primitives cannot.
             finish = rule(sch)
             candidate = sch.mod["main"] if finish is None else finish(sch.mod["main"])
-        except (NotThisRule, NotRows):
+        except NotThisRule:
             continue
         except Exception as err:  # a rule that half-matches: try the next
             level = logging.WARNING if name == WINOGRAD else logging.DEBUG

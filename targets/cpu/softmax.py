@@ -27,6 +27,7 @@ import tvm
 from tvm import relax, s_tir, te, tirx
 
 from nnadapter_tvm.targets.cpu.loops import child_blocks, iter_kinds, loop_extent, vectorize_inner
+from nnadapter_tvm.targets.cpu.tiled import NotThisRule
 from nnadapter_tvm.targets.cpu.vmath import exp_f32
 
 _F32 = "float32"
@@ -110,22 +111,18 @@ ROW_STAGE = "softmax_exp"
 RULE = "softmax-rows"
 
 
-class NotRows(Exception):
-    """Not a softmax along a static last axis: the next schedule rule is tried."""
-
-
 def schedule_rows(sch: s_tir.Schedule, lanes: int) -> None:
     """A function ending in a softmax or log_softmax along a static last axis (``_last_axis``), with any
     element-wise producers fused before it: the rows (all axes but the last, fused) in parallel, and under
     each row every stage, producers included, for that row only; the row's loops vectorized (the
-    reductions per lane, as the ``generic`` rule does them). Raises ``NotRows`` for any other function."""
+    reductions per lane, as the ``generic`` rule does them). Raises ``NotThisRule`` for any other function."""
     blocks = child_blocks(sch)
     if not any(sch.get(b).name_hint == ROW_STAGE for b in blocks):
-        raise NotRows
+        raise NotThisRule
     last = blocks[-1]
     *outer, inner = sch.get_loops(last)
     if not outer or loop_extent(sch, inner) is None or "R" in (iter_kinds(sch, last) or ["R"]):
-        raise NotRows
+        raise NotThisRule
     row = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     for blk in reversed(blocks[:-1]):
         sch.compute_at(blk, row, preserve_unit_loops=False)

@@ -1,4 +1,4 @@
-"""exp, sigmoid and erf of float32 that vectorize on the CPU.
+"""exp, sigmoid, erf and tanh of float32 that vectorize on the CPU.
 
 TVM lowers ``exp`` (and ``sigmoid``, through it) on an LLVM target to ``llvm.exp``, which LLVM turns into
 one call of libm's ``expf`` per element inside a vectorized loop: a SiLU (x * sigmoid(x)) after a 1x1
@@ -36,6 +36,21 @@ def _f(value: float) -> tirx.PrimExpr:
     return tirx.const(value, _F32)
 
 
+def _horner(z: tirx.PrimExpr, coefficients: list[float], acc: tirx.PrimExpr | None = None) -> tirx.PrimExpr:
+    """The polynomial ``coefficients`` (highest degree first) at ``z`` by Horner's rule; with ``acc``, the
+    coefficients continue a polynomial already summed to ``acc``."""
+    if acc is None:
+        acc, coefficients = _f(coefficients[0]), coefficients[1:]
+    for c in coefficients:
+        acc = acc * z + _f(c)
+    return acc
+
+
+def _signed_as(x: tirx.PrimExpr, magnitude: tirx.PrimExpr) -> tirx.PrimExpr:
+    """``magnitude`` with the sign of a nonzero ``x`` (odd functions' large branch)."""
+    return tirx.Select(x < _f(0.0), -magnitude, magnitude)
+
+
 #: The bits of float32 infinity: ``magnitude_bits`` above them is NaN, equal to them infinite.
 INF_BITS = 0x7F800000
 
@@ -62,10 +77,7 @@ def exp_f32(x: tirx.PrimExpr) -> tirx.PrimExpr:
     xc = tirx.max(tirx.min(x, _f(_OVERFLOW)), _f(_UNDERFLOW))
     n = tirx.floor(xc * _f(_LOG2E) + _f(0.5))
     r = xc - n * _f(_LN2_HI) - n * _f(_LN2_LO)
-    p = _f(_POLY[0])
-    for c in _POLY[1:]:
-        p = p * r + _f(c)
-    y = p * (r * r) + r + _f(1.0)
+    y = _horner(r, _POLY) * (r * r) + r + _f(1.0)
     ni = n.astype("int32")  # in [-150, 128]
     half = ni >> tirx.const(1, "int32")
     y = y * _pow2(half) * _pow2(ni - half)
@@ -90,17 +102,10 @@ _ERF_ONE = 4.0
 def erf_f32(x: tirx.PrimExpr) -> tirx.PrimExpr:
     """erf(x) for a float32 ``x`` (see the module docstring): within about 1 ulp of the exact value
     (``tests/test_cpu_vmath.py``), erf(+-inf) = +-1, erf(NaN) = NaN, erf(-0) = -0."""
-    s = x * x
-    small = _f(_ERF_SMALL[0])
-    for c in _ERF_SMALL[1:]:
-        small = small * s + _f(c)
-    small = small * x + x
+    small = _horner(x * x, _ERF_SMALL) * x + x
     t = tirx.min(tirx.abs(x), _f(_ERF_ONE))
     big = (_f(-1.72853470e-5) * t + _f(3.83197126e-4)) * (t * t) + (_f(-3.88396438e-3) * t + _f(2.42546219e-2))
-    for c in _ERF_BIG:
-        big = big * t + _f(c)
-    big = _f(1.0) - exp_f32(big * t - t)
-    big = tirx.Select(x < _f(0.0), -big, big)
+    big = _signed_as(x, _f(1.0) - exp_f32(_horner(t, _ERF_BIG, big) * t - t))
     # NaN compares false: it takes the small branch, which keeps it.
     return tirx.Select(tirx.abs(x) > _f(_ERF_SPLIT), big, small)
 
@@ -113,13 +118,9 @@ def tanh_f32(x: tirx.PrimExpr) -> tirx.PrimExpr:
     """tanh(x) for a float32 ``x`` (see the module docstring): within a few ulp (``tests/test_cpu_vmath.py``),
     tanh(+-inf) = +-1, NaN kept, -0 kept."""
     s = x * x
-    p = _f(_TANH_POLY[0])
-    for c in _TANH_POLY[1:]:
-        p = p * s + _f(c)
-    small = tirx.Select(x == _f(0.0), x, p * s * x + x)
+    small = tirx.Select(x == _f(0.0), x, _horner(s, _TANH_POLY) * s * x + x)
     # e^2|x| overflows to inf past |x| = 44.4, and 2 / inf is 0: the result is then exactly 1.
-    big = _f(1.0) - _f(2.0) / (exp_f32(tirx.abs(x) * _f(2.0)) + _f(1.0))
-    big = tirx.Select(x < _f(0.0), -big, big)
+    big = _signed_as(x, _f(1.0) - _f(2.0) / (exp_f32(tirx.abs(x) * _f(2.0)) + _f(1.0)))
     # NaN compares false: it takes the small branch, which keeps it.
     return tirx.Select(tirx.abs(x) >= _f(_TANH_SPLIT), big, small)
 
