@@ -9,7 +9,7 @@ Without models it runs the nine light models of onnx's backend test data.  A mod
 unknown (a detector's height and width) stays compiled that way by every runner; ``--shape`` gives the
 size fed (unknown dims are 1 otherwise).
 
-How it stays honest (DESIGN.md section 6):
+How it stays honest (docs/performance.md, section 3):
 
 - **The same network, in a form every runner can optimize.** The file is rewritten once for all runners:
   initializers are no longer listed as graph inputs (an input a caller may override is one onnxruntime
