@@ -14,7 +14,7 @@ from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fold_if_empty,
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import OperationType as O
-from nnadapter_tvm.types import PadMode
+from nnadapter_tvm.types import PadMode, Precision
 
 _I32 = np.iinfo(np.int32)
 
@@ -116,19 +116,24 @@ def _positive(ctx: NodeContext, idx: Value, dims: object) -> Value:
     return ctx.emit(O.WHERE, [negative, shifted, idx], dtype=idx.dtype, shape=idx.shape)
 
 
-def _checked(ctx: NodeContext, idx: Value, dim: int, shape: tuple | None = None) -> Value:
+def _checked(ctx: NodeContext, idx: Value, dim: int | Value, shape: tuple | None = None) -> Value:
     """``idx`` (coordinates along an axis of size ``dim``) with negative entries + ``dim``, each checked
-    to lie in [-dim, dim) as ONNX requires: at import for constants, else a GATHER from the constant
-    table 0 .. dim - 1, whose run-time check refuses an out-of-range coordinate by value.  (The
-    element-wise gathers index the flattened input: an unchecked coordinate past its axis would
-    read another row's element.)"""
+    to lie in [-dim, dim) as ONNX requires: at import for constants, else a GATHER from the table
+    0 .. dim - 1 (a constant, or a RANGE where ``dim`` is a scalar Value known at execution), whose
+    run-time check refuses an out-of-range coordinate by value.  (The element-wise gathers index the
+    flattened input: an unchecked coordinate past its axis would read another row's element.)"""
+    out_shape = idx.shape if shape is None else shape
+    if not isinstance(dim, int):
+        parts = [ctx.i32(0), cast(ctx, dim, "int32"), ctx.i32(1)]
+        table = cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), idx.dtype)
+        return ctx.emit(O.GATHER, [table, idx, ctx.i32(0)], dtype=idx.dtype, shape=out_shape)
     if idx.is_const:
         values = np.asarray(idx.const)
         if values.size and (values.min() < -dim or values.max() >= dim):
             ctx.fail(f"indices must lie in [-{dim}, {dim}), got {values.tolist()}")
         return ctx.constant(np.where(values < 0, values + dim, values), idx.dtype)
     table = ctx.constant(np.arange(dim, dtype=idx.dtype))
-    return ctx.emit(O.GATHER, [table, idx, ctx.i32(0)], dtype=idx.dtype, shape=idx.shape if shape is None else shape)
+    return ctx.emit(O.GATHER, [table, idx, ctx.i32(0)], dtype=idx.dtype, shape=out_shape)
 
 
 def _static(ctx: NodeContext, *values: Value) -> None:
@@ -170,38 +175,101 @@ def gather_elements(ctx: NodeContext) -> Value | np.ndarray:
 @onnx_op("GatherND")
 def gather_nd(ctx: NodeContext) -> Value | np.ndarray:
     """GatherND -> GATHER of rows of the input reshaped to [batch * indexed dims, rest...]; the row is
-    the sum of index * stride over the index tuple plus the constant offset of its batch, each index
-    first checked against its own axis (``_checked``: out of [-dim, dim) is an error, as in ONNX)."""
+    the sum of index * stride over the index tuple plus the offset of its batch, each index first
+    checked against its own axis (``_checked``: out of [-dim, dim) is an error, as in ONNX).  Dimensions
+    unknown until execution enter as SHAPE elements, which the converters know as expressions over the
+    symbolic dimensions: the dynamo exporter gathers from an attention mask of [batch, sequence]."""
     x, indices = ctx.input(0), ctx.input(1)
-    _static(ctx, x, indices)
+    rank = rank_of(ctx, x)
+    if indices.shape is None or not indices.shape or indices.shape[-1] is None:
+        ctx.unsupported(f"{indices.describe()}: the length of the index tuples (last dim) must be static")
     b = int(ctx.attr("batch_dims", 0))
     k = indices.shape[-1]
-    if not 1 <= k <= x.rank - b:
+    if not 1 <= k <= rank - b:
         ctx.fail(f"index tuples of length {k} do not fit input {x.describe()} with batch_dims {b}")
     empty = _empty_result(ctx, x)
     if empty is not None:
         return empty
-    batch, indexed, rest = x.shape[:b], x.shape[b : b + k], x.shape[b + k :]
-    rows = math.prod(batch) * math.prod(indexed)
-    table = reshape(ctx, x, [rows, *rest], out_shape=(rows, *rest))
+    dims = _Dims(ctx, x)
+    batch, indexed, rest = dims[:b], dims[b : b + k], dims[b + k :]
+    rows = dims.product(batch + indexed)
+    table = dims.reshape(x, [rows, *rest])
     idx = cast(ctx, indices, "int64")
     lead = indices.shape[:-1]
     row = None
-    for j, (dim, stride) in enumerate(zip(indexed, _strides(indexed))):
+    for j, dim in enumerate(indexed):
         # Each coordinate checked against its own axis (a flat row alone would hide one past its axis).
         column = _slice(ctx, idx, [len(lead)], [j], [j + 1], [1], shape=(*lead, 1)) if k > 1 else idx
-        column = reshape(ctx, column, list(lead) or [1], out_shape=lead or (1,))
+        if lead:
+            column = ctx.emit(O.SQUEEZE, [column, ctx.i32([len(lead)])], shape=lead)
+        else:
+            column = reshape(ctx, column, [1], out_shape=(1,))
         term = _checked(ctx, column, dim)
-        if stride != 1:
-            term = binary(ctx, O.MUL, term, ctx.i64(np.array(stride)), shape=term.shape)
+        stride = dims.product(indexed[j + 1 :])
+        if not (isinstance(stride, int) and stride == 1):
+            term = binary(ctx, O.MUL, term, dims.value(stride), shape=term.shape)
         row = term if row is None else binary(ctx, O.ADD, row, term, shape=term.shape)
     if b:
-        offsets = np.arange(math.prod(batch), dtype="int64").reshape(batch) * math.prod(indexed)
-        offsets = offsets.reshape(batch + (1,) * (len(lead) - b))
-        row = binary(ctx, O.ADD, row, ctx.i64(offsets), shape=row.shape)
-    y = ctx.emit(O.GATHER, [table, row, ctx.i32(0)], shape=(*row.shape, *rest))
-    out = ctx.out_shape()
-    return y if tuple(out) == y.shape else reshape(ctx, y, list(out), out_shape=out)
+        row = binary(ctx, O.ADD, row, _batch_offsets(ctx, dims, batch, indexed, len(lead)), shape=row.shape)
+    y = ctx.emit(O.GATHER, [table, row, ctx.i32(0)], shape=(*row.shape, *x.shape[b + k :]))
+    if lead:
+        return y
+    if len(y.shape) == 1:  # one tuple indexing every axis: a scalar
+        return reshape(ctx, y, [], out_shape=())
+    return ctx.emit(O.SQUEEZE, [y, ctx.i32([0])], shape=tuple(x.shape[b + k :]))
+
+
+def _batch_offsets(ctx: NodeContext, dims: _Dims, batch: list, indexed: list, lead_rank: int) -> Value:
+    """The first row of each batch element in the table, shaped to broadcast over the index tuples:
+    arange(prod(batch)) * prod(indexed), reshaped to batch + [1] * (lead rank - batch rank)."""
+    count, step = dims.product(batch), dims.product(indexed)
+    ones = [1] * (lead_rank - len(batch))
+    if all(isinstance(d, int) for d in (*batch, step)):
+        offsets = np.arange(count, dtype="int64").reshape(batch) * step
+        return ctx.i64(offsets.reshape((*batch, *ones)))
+    limit = cast(ctx, dims.value(count), "int32")
+    parts = [ctx.i32(0), limit, ctx.i32(1)]
+    flat = cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), "int64")
+    flat = binary(ctx, O.MUL, flat, dims.value(step), shape=(None,))
+    return dims.reshape(flat, [*batch, *ones])
+
+
+class _Dims:
+    """``x``'s dimensions, each an int where static, else a scalar INT64 Value read from SHAPE(x) (emitted
+    once); products of them, and a RESHAPE to a list of them (a constant target where all are ints)."""
+
+    def __init__(self, ctx: NodeContext, x: Value):
+        self.ctx, self._shape = ctx, None
+        self.dims = [d if d is not None else self._element(x, axis) for axis, d in enumerate(x.shape)]
+
+    def __getitem__(self, index: slice) -> list:
+        return self.dims[index]
+
+    def _element(self, x: Value, axis: int) -> Value:
+        ctx = self.ctx
+        if self._shape is None:
+            self._shape = ctx.emit(O.SHAPE, [x, ctx.i32(int(Precision.INT64))], dtype="int64", shape=(x.rank,))
+        return ctx.emit(O.GATHER, [self._shape, ctx.i64(axis), ctx.i32(0)], dtype="int64", shape=())
+
+    def value(self, d: int | Value) -> Value:
+        return self.ctx.i64(np.array(d)) if isinstance(d, int) else d
+
+    def product(self, factors: list) -> int | Value:
+        static = math.prod(d for d in factors if isinstance(d, int))
+        result: int | Value = static
+        for d in factors:
+            if not isinstance(d, int):
+                result = d if result == 1 else binary(self.ctx, O.MUL, self.value(result), d, shape=())
+        return result
+
+    def reshape(self, x: Value, target: list) -> Value:
+        ctx = self.ctx
+        if all(isinstance(d, int) for d in target):
+            return reshape(ctx, x, target, out_shape=tuple(target))
+        parts = [ctx.emit(O.UNSQUEEZE, [self.value(d), ctx.i32([0])], shape=(1,)) for d in target]
+        shape = ctx.emit(O.CONCAT, [*parts, ctx.i32(0)], dtype="int64", shape=(len(target),))
+        out = tuple(d if isinstance(d, int) else None for d in target)
+        return ctx.emit(O.RESHAPE, [x, shape], shape=out)
 
 
 _PAD_MODES = {"constant": PadMode.CONSTANT, "reflect": PadMode.REFLECT, "edge": PadMode.EDGE}

@@ -48,9 +48,15 @@ def reshape_(ctx: NodeContext) -> Value | np.ndarray:
 
 def _reshape_computed(ctx: NodeContext, x: Value, target: Value) -> Value:
     length = _shape_length(ctx, target, "shape")
-    known = shape_elements.of(target) or (None,) * length
-    if ctx.attr("allowzero", 0) and (None in known or 0 in known):
-        ctx.const(1)  # RESHAPE reads a 0 as "copy": allowzero needs the shape at import
+    tracked = shape_elements.of(target)
+    known = tracked or (None,) * length
+    # RESHAPE reads a literal 0 as "copy", so allowzero needs the shape's zeros known at import.  Elements
+    # computed from dimensions (tracked: the dynamo exporter writes allowzero=1 on every Reshape to
+    # Concat(Shape(x)[0:2], [12, 64])) reach the converter as expressions over the symbolic dimensions,
+    # which it takes as sizes, never as "copy": a dimension that is 0 at execution gives a 0, as allowzero
+    # says.  Elements read from data reach it as a tensor, whose 0s it copies: those must be constants.
+    if ctx.attr("allowzero", 0) and (tracked is None or 0 in known):
+        ctx.const(1)
     out = ctx.out_shape()
     if out is None or len(out) != length:
         out = tuple(d if d is not None and d > 0 else None for d in known)

@@ -1,0 +1,127 @@
+"""Graphs as today's exporters write them, on symbolic sizes: torch.onnx's dynamo exporter writes every
+Reshape with ``allowzero=1`` to a target concatenated from Shape slices and constants, and gathers from
+an attention mask of [batch, sequence] with GatherND.  Each model is compiled once and run at two sizes
+against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nnadapter_tvm as nna
+from nnadapter_tvm.types import NNAdapterError
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset: int = 20) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _check(model: onnx.ModelProto, feeds_per_size: list[dict]) -> None:
+    predictor = nna.Predictor(model)
+    assert predictor.host_node_count == 0
+    compilations = len(predictor.compilations)
+    session = ort.InferenceSession(model.SerializeToString())
+    for feeds in feeds_per_size:
+        got = predictor.run(feeds)
+        want = session.run(None, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, f"{ {k: v.shape for k, v in feeds.items()} }: {g.shape} != {w.shape}"
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    assert len(predictor.compilations) == compilations  # one compilation serves every size
+
+
+def _heads_model(allowzero: int) -> onnx.ModelProto:
+    """x [N, L, 8] -> Reshape to Concat(Shape(x)[0:1], Shape(x)[1:2], [2, 4]) -> Transpose -> Reshape
+    back to Concat(Shape(x)[0:2], [-1]): the dynamo exporter's multi-head split and merge."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["n"], start=0, end=1),
+        helper.make_node("Shape", ["x"], ["l"], start=1, end=2),
+        helper.make_node("Concat", ["n", "l", "heads"], ["split_shape"], axis=0),
+        helper.make_node("Reshape", ["x", "split_shape"], ["split"], allowzero=allowzero),
+        helper.make_node("Transpose", ["split"], ["t"], perm=[0, 2, 1, 3]),
+        helper.make_node("Mul", ["t", "two"], ["scaled"]),
+        helper.make_node("Transpose", ["scaled"], ["back"], perm=[0, 2, 1, 3]),
+        helper.make_node("Shape", ["x"], ["nl"], start=0, end=2),
+        helper.make_node("Concat", ["nl", "minus_one"], ["merge_shape"], axis=0),
+        helper.make_node("Reshape", ["back", "merge_shape"], ["y"], allowzero=allowzero),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([2, 4], "int64"), "heads"),
+        numpy_helper.from_array(np.array([-1], "int64"), "minus_one"),
+        numpy_helper.from_array(np.array(2.0, "float32"), "two"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "L", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return _model(nodes, [x], [y], inits)
+
+
+@pytest.mark.parametrize("allowzero", [1, 0])
+def test_reshape_to_a_target_computed_from_dimensions(allowzero: int) -> None:
+    rng = np.random.default_rng(0)
+    sizes = [(1, 5), (3, 2)]
+    _check(
+        _heads_model(allowzero), [{"x": rng.standard_normal((n, length, 8)).astype("float32")} for n, length in sizes]
+    )
+
+
+def test_allowzero_reshape_to_a_target_read_from_data_is_refused() -> None:
+    """A target read from data reaches RESHAPE as a tensor whose 0s it copies: allowzero cannot be kept,
+    so the node is refused (naming it) rather than run with the other meaning."""
+    nodes = [helper.make_node("Reshape", ["x", "target"], ["y"], name="the_reshape", allowzero=1)]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    target = helper.make_tensor_value_info("target", TensorProto.INT64, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    with pytest.raises(NNAdapterError, match=r"the_reshape.*must be a constant"):
+        nna.Predictor(_model(nodes, [x, target], [y]))
+
+
+def _gather_nd_model(data_shape, data_type, indices_shape, batch_dims: int) -> onnx.ModelProto:
+    nodes = [helper.make_node("GatherND", ["data", "indices"], ["y"], batch_dims=batch_dims)]
+    data = helper.make_tensor_value_info("data", data_type, data_shape)
+    indices = helper.make_tensor_value_info("indices", TensorProto.INT64, indices_shape)
+    y = helper.make_tensor_value_info("y", data_type, None)
+    return _model(nodes, [data, indices], [y])
+
+
+# (data dims, indices dims, batch_dims, sizes: ({dim name: size}, ...)); dims name their symbols.
+GATHER_ND = {
+    "mask_pairs": (["N", "L"], ["M", 2], 0, ({"N": 2, "L": 5, "M": 3}, {"N": 3, "L": 7, "M": 6})),
+    "rows": (["N", "L", 3], ["M", 1], 0, ({"N": 4, "L": 2, "M": 3}, {"N": 2, "L": 5, "M": 1})),
+    "one_tuple": (["N", "L", "C"], [2], 0, ({"N": 2, "L": 3, "C": 4}, {"N": 3, "L": 5, "C": 2})),
+    "batched": (["N", "L", 3], ["N", "M", 1], 1, ({"N": 2, "L": 4, "M": 3}, {"N": 3, "L": 2, "M": 5})),
+    "batched_pairs": (["N", "L", "C"], ["N", 2], 1, ({"N": 2, "L": 4, "C": 3}, {"N": 3, "L": 2, "C": 5})),
+}
+
+
+@pytest.mark.parametrize("case", list(GATHER_ND.values()), ids=list(GATHER_ND))
+@pytest.mark.parametrize("dtype", ["float32", "bool"])
+def test_gather_nd_on_symbolic_sizes(case, dtype: str) -> None:
+    data_dims, indices_dims, batch_dims, sizes = case
+    data_type = TensorProto.FLOAT if dtype == "float32" else TensorProto.BOOL
+    model = _gather_nd_model(data_dims, data_type, indices_dims, batch_dims)
+    rng = np.random.default_rng(1)
+    feeds = []
+    for size in sizes:
+        data_shape = [size.get(d, d) for d in data_dims]
+        indices_shape = [size.get(d, d) for d in indices_dims]
+        k = indices_shape[-1]
+        bounds = data_shape[batch_dims : batch_dims + k]
+        # Negative coordinates too: they count from the end of their axis.
+        indices = np.stack([rng.integers(-b, b, indices_shape[:-1]) for b in bounds], -1).astype("int64")
+        data = rng.standard_normal(data_shape)
+        feeds.append({"data": (data > 0 if dtype == "bool" else data).astype(dtype), "indices": indices})
+    _check(model, feeds)
+
+
+def test_gather_nd_refuses_a_coordinate_past_its_axis_at_execution() -> None:
+    """A coordinate past its own axis whose flat row still lies in the input ([0, 5] of a [2, 5] input
+    is row 5 of 10) is an error, as in onnxruntime, not another row's element."""
+    predictor = nna.Predictor(_gather_nd_model(["N", "L"], TensorProto.FLOAT, ["M", 2], 0))
+    data = np.arange(10, dtype="float32").reshape(2, 5)
+    np.testing.assert_array_equal(predictor.run([data, np.array([[1, 4]], "int64")])[0], [9.0])
+    with pytest.raises(NNAdapterError):
+        predictor.run([data, np.array([[0, 5]], "int64")])
