@@ -315,30 +315,51 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     NaN ranks above +inf (first when ``largest``, last otherwise, as numpy's sort and onnxruntime's
     TopK), -0 and +0 are equal.  ``sorted`` false lets
     Paddle return the same k elements in any order; this implementation returns them sorted too.
-    ``k`` must be a constant in [1, dim(axis)] (checked at execution where dim(axis) is known only then).
+    ``k`` must lie in [1, dim(axis)] (checked at execution where dim(axis) is known only then): a constant,
+    or computed from the symbolic dimensions (a detector's ``min(1000, anchors)``; its values known as
+    expressions, op_converters.shape_values), whose k elements are then the first k of a stable sort.
     Reference: Paddle's top_k_v2 (paddle.topk).
     """
     x = args.tensor("input")
     shape = args.shape(x)
     rank = len(shape)
-    k = args.int("k")
+    k = _top_k_count(args)
     axis = args.axis("axis", rank)
     largest = args.bool("largest")
     args.bool("sorted")  # the order is always sorted (allowed either way)
     dtype = index_dtype(args, "return_indices_dtype")
-    if k < 1 or (isinstance(shape[axis], int) and k > shape[axis]):
+    if isinstance(k, int) and (k < 1 or (isinstance(shape[axis], int) and k > shape[axis])):
         args.fail(f"k {k} is out of range [1, {shape[axis]}] (the size of axis {axis})", "k")
-    if not isinstance(shape[axis], int):
+    if not isinstance(k, int):
+        in_range = tirx.And(k >= 1, shape[axis] >= k)
+        x = args.require(x, in_range, f"k {k} is out of range [1, {shape[axis]}] at execution", "k")
+    elif not isinstance(shape[axis], int):
         x = args.require(x, shape[axis] >= k, f"k {k} exceeds the size of axis {axis} at execution", "k")
     key = _top_k_key(x, str(x.ty.dtype))
     if key is None and str(x.ty.dtype) in _FLOAT_KEY_BITS:
         key = args.emit_te(_float_order_key, x, primfunc_name_hint="top_k_key")
+    if not isinstance(k, int):
+        # TVM's topk takes k as an attribute: sort the whole axis (stably: ties by smaller index) instead.
+        order = args.emit(relax.op.argsort(x if key is None else key, axis, descending=largest, dtype="int64"))
+        indices = args.emit(relax.op.strided_slice(order, axes=[axis], begin=[0], end=[k], assume_inbound=True))
+        values = relax.op.gather_elements(x, indices, axis)
+        return [values, relax.op.astype(indices, dtype) if dtype != "int64" else indices]
     if key is None:
         both = args.emit(relax.op.topk(x, k, axis, "both", largest, dtype))
         return [relax.TupleGetItem(both, 0), relax.TupleGetItem(both, 1)]
     indices = args.emit(relax.op.topk(key, k, axis, "indices", largest, "int64"))
     values = relax.op.gather_elements(x, indices, axis)
     return [values, relax.op.astype(indices, dtype) if dtype != "int64" else indices]
+
+
+def _top_k_count(args: OpArgs) -> int | tirx.PrimExpr:
+    """TOP_K's k: an int where constant, else its value as an expression over the symbolic dimensions."""
+    if args.operand("k").is_constant:
+        return args.int("k")
+    values = args.shape_values("k")
+    if values is None or len(values) != 1:
+        args.fail("must be a constant or computed from the input dimensions (its value depends on data)", "k")
+    return int(values[0]) if isinstance(values[0], int) else values[0]
 
 
 # A float's bits as a signed integer of its width (float16 widened to int32, which TVM's topk takes).

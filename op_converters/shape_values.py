@@ -264,6 +264,26 @@ rule(O.MAX)(_elementwise(tirx.max))
 rule(O.MIN)(_elementwise(tirx.min))
 
 
+def _reduction(fn: Callable):
+    """A reduction of a 1-D tensor (a shape, a list of counts) to its one element: detectors take the
+    smallest of a constant and a count (``min(1000, anchors)``), written as ReduceMin of a Concat."""
+
+    def apply(r: Reader):
+        values, dims = r.values("input"), r.dims("input")
+        if values is None or not values or dims is None or len(dims) != 1:
+            return None
+        result = values[0]
+        for v in values[1:]:
+            result = fn(result, v)
+        return [[result]]
+
+    return apply
+
+
+rule(O.REDUCE_MAX)(_reduction(tirx.max))
+rule(O.REDUCE_SUM)(_reduction(lambda x, y: x + y))
+
+
 @rule(O.FILL)
 def _fill(r: Reader):
     shape, value = r.const("shape"), r.values("value")

@@ -125,3 +125,64 @@ def test_gather_nd_refuses_a_coordinate_past_its_axis_at_execution() -> None:
     np.testing.assert_array_equal(predictor.run([data, np.array([[1, 4]], "int64")])[0], [9.0])
     with pytest.raises(NNAdapterError):
         predictor.run([data, np.array([[0, 5]], "int64")])
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+def test_top_k_of_a_count_computed_from_dimensions(largest: int) -> None:
+    """Detectors keep ``min(k, anchors)`` boxes per level (torchvision's SSD and RetinaNet: ReduceMin of a
+    Concat): k follows from the input's size.  Ties (the rounded scores) come by smaller index first, as
+    in onnxruntime."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["length"], start=1, end=2),
+        helper.make_node("Concat", ["cap", "length"], ["both"], axis=0),
+        helper.make_node("ReduceMin", ["both"], ["smaller"], keepdims=0),
+        helper.make_node("Reshape", ["smaller", "one"], ["k"]),
+        helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1, largest=largest),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "L"])
+    outputs = [
+        helper.make_tensor_value_info("values", TensorProto.FLOAT, None),
+        helper.make_tensor_value_info("indices", TensorProto.INT64, None),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([6], "int64"), "cap"),
+        numpy_helper.from_array(np.array([1], "int64"), "one"),
+    ]
+    rng = np.random.default_rng(2)
+    # k = 4 (the whole axis) at the first size, 6 (the cap) at the second.
+    sizes = [(2, 4), (3, 40)]
+    _check(
+        _model(nodes, [x], outputs, inits, opset=17),
+        [{"x": np.round(rng.standard_normal(s), 1).astype("float32")} for s in sizes],
+    )
+
+
+def test_top_k_of_the_scores_above_a_threshold() -> None:
+    """SSD's post-processing: the scores above a threshold (NonZero, GatherND: a count known only from the
+    data), then the best min(cap, count) of them."""
+    nodes = [
+        helper.make_node("Greater", ["scores", "threshold"], ["mask"]),
+        helper.make_node("NonZero", ["mask"], ["where"]),
+        helper.make_node("Transpose", ["where"], ["coordinates"], perm=[1, 0]),
+        helper.make_node("GatherND", ["scores", "coordinates"], ["kept"]),
+        helper.make_node("Shape", ["kept"], ["count"]),
+        helper.make_node("Concat", ["cap", "count"], ["both"], axis=0),
+        helper.make_node("ReduceMin", ["both"], ["k"], keepdims=1),
+        helper.make_node("TopK", ["kept", "k"], ["values", "indices"]),
+    ]
+    scores = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["L"])
+    outputs = [
+        helper.make_tensor_value_info("values", TensorProto.FLOAT, None),
+        helper.make_tensor_value_info("indices", TensorProto.INT64, None),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array(0.0, "float32"), "threshold"),
+        numpy_helper.from_array(np.array([5], "int64"), "cap"),
+    ]
+    rng = np.random.default_rng(3)
+    # 3 of 6 scores above 0 (k = 3), then many (k = 5, the cap).
+    first = np.array([0.5, -1.0, 0.2, -0.1, 0.9, -2.0], "float32")
+    _check(
+        _model(nodes, [scores], outputs, inits, opset=17),
+        [{"scores": first}, {"scores": rng.standard_normal(50).astype("float32")}],
+    )

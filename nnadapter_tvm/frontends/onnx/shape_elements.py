@@ -145,6 +145,26 @@ def _truncdiv(x: int, y: int) -> int:
     return q if (x >= 0) == (y >= 0) else -q
 
 
+def _reduction(fn: Callable[[int, int], int]):
+    """A 1-D tensor reduced to its one element (axes: all, or axis 0, as attribute or input)."""
+
+    def apply(inputs, attrs):
+        data = of(inputs[0])
+        if data is None or not data or inputs[0].shape is None or len(inputs[0].shape) != 1:
+            return None
+        axes = of(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else tuple(attrs.get("axes", (0,)))
+        if axes is None or tuple(axes) not in ((), (0,), (-1,)) or (not axes and attrs.get("noop_with_empty_axes")):
+            return None
+        if None in data:
+            return (None,)
+        result = data[0]
+        for v in data[1:]:
+            result = fn(result, v)
+        return (result,)
+
+    return apply
+
+
 def _constant_of_shape(inputs, attrs):
     shape = of(inputs[0])
     value = attrs.get("value")
@@ -177,6 +197,9 @@ _RULES: dict[str, Callable] = {
     "Max": _elementwise(max),
     "Min": _elementwise(min),
     "ConstantOfShape": _constant_of_shape,
+    "ReduceMin": _reduction(min),
+    "ReduceMax": _reduction(max),
+    "ReduceSum": _reduction(lambda x, y: x + y),
 }
 
 #: The op types whose outputs' elements are tracked.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnadapter_tvm.frontends.onnx import shape_elements
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import binary, cast, fold_if_empty, norm_axis, rank_of, reshape, to_rank0
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
@@ -197,17 +198,24 @@ def arg_max_min(ctx: NodeContext) -> Value:
 
 @onnx_op("TopK")
 def top_k(ctx: NodeContext) -> list[Value]:
-    """TopK -> TOP_K (k: attribute before opset 10, constant input after; ties by lower index first;
-    sorted=0 allows any order, TOP_K's sorted order is one of them)."""
+    """TopK -> TOP_K (k: attribute before opset 10, input after: a constant, or computed from dimensions
+    as detectors compute ``min(1000, anchors)``, which TOP_K's converter knows as an expression; ties by
+    lower index first; sorted=0 allows any order, TOP_K's sorted order is one of them)."""
     x = ctx.input(0)
     rank = rank_of(ctx, x)
-    k = ctx.ints_attr_or_input("k", 1, 10)[0]
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank)
     largest = bool(ctx.attr("largest", 1))
     sorted_ = bool(ctx.attr("sorted", 1))
-    if k < 1:
-        ctx.unsupported(f"k = {k}: TOP_K takes k >= 1")
-    inputs = [x, ctx.i64(k), ctx.i32(axis), ctx.boolean(largest), ctx.boolean(sorted_), ctx.i32(int(Precision.INT64))]
+    if ctx.opset >= 10 and not ctx.input(1).is_const and shape_elements.of(ctx.input(1)) is not None:
+        k = ctx.input(1)
+        if k.shape not in ((1,), ()):
+            ctx.fail(f"k {k.describe()} must hold one value")
+    else:
+        k = ctx.ints_attr_or_input("k", 1, 10)[0]
+        if k < 1:
+            ctx.unsupported(f"k = {k}: TOP_K takes k >= 1")
+        k = ctx.i64(k)
+    inputs = [x, k, ctx.i32(axis), ctx.boolean(largest), ctx.boolean(sorted_), ctx.i32(int(Precision.INT64))]
     return ctx.emit(O.TOP_K, inputs, dtype=[x.dtype, "int64"], outputs=2)
 
 
