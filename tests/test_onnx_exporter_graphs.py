@@ -186,3 +186,27 @@ def test_top_k_of_the_scores_above_a_threshold() -> None:
         _model(nodes, [scores], outputs, inits, opset=17),
         [{"scores": first}, {"scores": rng.standard_normal(50).astype("float32")}],
     )
+
+
+def test_float_range_over_a_dimension() -> None:
+    """YOLO's anchor grid: ``arange(float(w)) + 0.5`` from the feature map's width, a float Range whose
+    limit is a cast dimension (computed as the integer RANGE, cast: exact)."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["w"], start=3, end=4),
+        helper.make_node("Squeeze", ["w"], ["w0"]),
+        helper.make_node("Cast", ["w0"], ["wf"], to=TensorProto.FLOAT),
+        helper.make_node("Range", ["zero", "wf", "step"], ["grid"]),
+        helper.make_node("Add", ["grid", "half"], ["centres"]),
+        helper.make_node("ReduceMean", ["x", "axes"], ["mean"], keepdims=0),
+        helper.make_node("Unsqueeze", ["mean", "one"], ["column"]),
+        helper.make_node("Mul", ["column", "centres"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [
+        numpy_helper.from_array(np.array(v, "float32"), n) for n, v in [("zero", 0.0), ("step", 1.0), ("half", 0.5)]
+    ]
+    inits += [numpy_helper.from_array(np.array(v, "int64"), n) for n, v in [("one", [1]), ("axes", [1, 2, 3])]]
+    rng = np.random.default_rng(4)
+    sizes = [(1, 3, 4, 5), (2, 3, 6, 9)]
+    _check(_model(nodes, [x], [y], inits, opset=18), [{"x": rng.standard_normal(s).astype("float32")} for s in sizes])

@@ -40,6 +40,9 @@ class Value:
     elements: tuple | None = None
     # Graph inputs: the ONNX dim_param naming each dimension (None: unnamed), shared across inputs.
     dim_names: tuple | None = None
+    # A float tensor cast from integers computed from dimensions: that integer tensor (the same values,
+    # exactly), so that a float Range over a size (YOLO's anchor grid) is computed as an integer one.
+    from_integer: Value | None = None
 
     @property
     def is_const(self) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from nnadapter_tvm.frontends.onnx import shape_elements
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import cast as cast_to
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
@@ -29,7 +30,10 @@ def cast(ctx: NodeContext) -> Value:
         ctx.unsupported(f"Cast from {x.dtype} to {dtype}: an element type NNAdapter does not define")
     if x.dtype == dtype:
         return ctx.emit(O.ASSIGN, [x], shape=x.shape)
-    return cast_to(ctx, x, dtype)
+    y = cast_to(ctx, x, dtype)
+    if dtype.kind == "f" and not x.is_const and shape_elements.of(x) is not None:
+        y.from_integer = x  # dimensions: exact in any float type (below 2^24)
+    return y
 
 
 @onnx_op("Identity")

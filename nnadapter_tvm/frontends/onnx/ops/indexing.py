@@ -272,6 +272,15 @@ class _Dims:
         return ctx.emit(O.RESHAPE, [x, shape], shape=out)
 
 
+def _as_integers(ctx: NodeContext, v: Value) -> Value | None:
+    """A float scalar as the integer tensor of the same value: a whole constant, or a cast of integers
+    computed from dimensions; None otherwise."""
+    if v.is_const:
+        value = np.asarray(v.const, "float64")
+        return ctx.i64(value.astype("int64")) if value.size == 1 and float(value.reshape(-1)[0]).is_integer() else None
+    return v.from_integer if v.from_integer is not None and shape_elements.of(v.from_integer) is not None else None
+
+
 _PAD_MODES = {"constant": PadMode.CONSTANT, "reflect": PadMode.REFLECT, "edge": PadMode.EDGE}
 
 
@@ -410,8 +419,15 @@ def trilu(ctx: NodeContext) -> Value | np.ndarray:
 @onnx_op("Range")
 def range_(ctx: NodeContext) -> Value:
     """Range -> folded at import when start, limit and delta are constants; else RANGE over integers
-    computed from dimensions (a sequence length, say), whose length the converter derives from them."""
+    computed from dimensions (a sequence length, say), whose length the converter derives from them.  A
+    float Range whose operands are integers (whole constants, casts of dimensions: YOLO's anchor grid
+    ``arange(float(w))``) is that integer RANGE cast to the float type, which is exact."""
     start, limit, delta = (ctx.input(i) for i in range(3))
+    if start.dtype.kind == "f" and delta.is_const and not (start.is_const and limit.is_const):
+        integers = [_as_integers(ctx, v) for v in (start, limit, delta)]
+        if all(v is not None for v in integers):
+            parts = [cast(ctx, v, "int32") for v in integers]
+            return cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), start.dtype)
     if start.dtype.kind not in "iu" or not _from_shapes(ctx, 0, 1, 2):
         for i in range(3):
             ctx.const(i)
