@@ -1,13 +1,16 @@
-"""ai.onnx.ml and signal extensions (codes 2410-2429): BINARIZER, ARRAY_FEATURE_EXTRACTOR, TREE_ENSEMBLE and
-MEL_WEIGHT_MATRIX.
+"""ai.onnx.ml and signal extensions (codes 2410-2429): BINARIZER, ARRAY_FEATURE_EXTRACTOR, TREE_ENSEMBLE,
+MEL_WEIGHT_MATRIX and ONE_HOT_ENCODER.
 
 NNAdapter has no operation for the numeric operators of ONNX's ML domain (Binarizer, ArrayFeatureExtractor,
-TreeEnsemble) nor for MelWeightMatrix, whose output size depends on input values. Each is registered as one
-of nnadapter-tvm's built-in extensions (extensions.register_builtin) and computed by Relax operators and TE.
+TreeEnsemble, OneHotEncoder) nor for MelWeightMatrix, whose output size depends on input values. Each is
+registered as one of nnadapter-tvm's built-in extensions (extensions.register_builtin) and computed by Relax
+operators, TE, or (the tree walk) a TIR kernel. The ONNX importer lowers the older TreeEnsembleClassifier and
+TreeEnsembleRegressor onto TREE_ENSEMBLE too (frontends/onnx/ops/ml_trees.py).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -16,12 +19,13 @@ from tvm import relax, te, tirx
 from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import infer_same_shape
-from nnadapter_tvm.op_schema import ANY, F32, INT32, INT32_64, Arg
+from nnadapter_tvm.op_schema import ANY, BOOL, F32, INT32, INT32_64, Arg
 from nnadapter_tvm.types import Precision as P
 from nnadapter_tvm.types import storage_dtype
 
 NUMBERS = (P.FLOAT32, P.FLOAT64, P.INT32, P.INT64)
 FLOATS = (P.FLOAT32, P.FLOAT64)
+INT64 = (P.INT64,)
 I64 = "int64"
 
 # TreeEnsemble's node modes and aggregate functions (ai.onnx.ml opset 5).
@@ -94,37 +98,143 @@ def array_feature_extractor(args: OpArgs) -> relax.Expr:
     return out
 
 
-def _tree_paths(args: OpArgs) -> list[tuple[list[tuple[int, bool]], int]]:
-    """Every root-to-leaf path of the ensemble as ([(node, branch taken)], leaf index)."""
+def _leaf_child(leaf: int) -> int:
+    """A branch to leaf ``leaf`` as the kernel's tables hold it (a node index is >= 0, a leaf < 0)."""
+    return -1 - leaf
+
+
+def _tree_structure(args: OpArgs, n_leaves: int | None) -> None:
+    """Check the trees: every branch names a node or a leaf in range, and no path from a root comes back
+    to a node on it (the kernel walks each tree until it reaches a leaf). ``n_leaves``: the leaf count;
+    None where any leaf index >= 0 names a leaf (leaf_ids given)."""
     true_ids, false_ids = args.ints("nodes_truenodeids"), args.ints("nodes_falsenodeids")
     true_leafs, false_leafs = args.ints("nodes_trueleafs"), args.ints("nodes_falseleafs")
-    n_nodes, n_leaves = len(args.ints("nodes_featureids")), len(args.ints("leaf_targetids"))
-    for name, values in (("nodes_truenodeids", true_ids), ("nodes_falsenodeids", false_ids)):
+    n_nodes = len(args.ints("nodes_featureids"))
+    for name, values in (
+        ("nodes_truenodeids", true_ids),
+        ("nodes_falsenodeids", false_ids),
+        ("nodes_trueleafs", true_leafs),
+        ("nodes_falseleafs", false_leafs),
+    ):
         if len(values) != n_nodes:
             args.fail(f"has {len(values)} values for {n_nodes} nodes", name)
-    paths: list = []
-
-    def walk(node: int, prefix: list, depth: int) -> None:
-        if depth > n_nodes:
-            args.fail("the nodes form a cycle (a path is longer than the node count)", "nodes_truenodeids")
-        for taken, ids, leafs in ((True, true_ids, true_leafs), (False, false_ids, false_leafs)):
-            target, path = ids[node], [*prefix, (node, taken)]
-            limit, what = (n_leaves, "leaf") if leafs[node] else (n_nodes, "node")
-            if not 0 <= target < limit:
-                args.fail(f"node {node} names {what} {target}, outside [0, {limit})", "nodes_truenodeids")
+    for node in range(n_nodes):
+        for ids, leafs in ((true_ids, true_leafs), (false_ids, false_leafs)):
+            target = ids[node]
             if leafs[node]:
-                paths.append((path, target))
-            else:
-                walk(target, path, depth + 1)
-
+                if target < 0 or (n_leaves is not None and target >= n_leaves):
+                    bound = "" if n_leaves is None else f", outside [0, {n_leaves})"
+                    args.fail(f"node {node} names leaf {target}{bound}", "nodes_truenodeids")
+            elif not 0 <= target < n_nodes:
+                args.fail(f"node {node} names node {target}, outside [0, {n_nodes})", "nodes_truenodeids")
+    # A depth-first walk from every root (iterative: trees may be deep): a node met again while it is on
+    # the current path closes a cycle.
+    state = bytearray(n_nodes)  # 0 unseen, 1 on the current path, 2 done
     for root in args.ints("tree_roots"):
         if not 0 <= root < n_nodes:
             args.fail(f"root {root} is outside [0, {n_nodes})", "tree_roots")
-        if true_leafs[root] and false_leafs[root] and true_ids[root] == false_ids[root]:
-            paths.append(([], true_ids[root]))  # a tree that is one leaf
-        else:
-            walk(root, [], 0)
-    return paths
+        if state[root]:
+            continue
+        state[root] = 1
+        stack = [(root, 0)]
+        while stack:
+            node, branch = stack.pop()
+            if branch == 2:
+                state[node] = 2
+                continue
+            stack.append((node, branch + 1))
+            ids, leafs = (true_ids, true_leafs) if branch == 0 else (false_ids, false_leafs)
+            child = ids[node]
+            if leafs[node] or state[child] == 2:
+                continue
+            if state[child] == 1:
+                args.fail("the nodes form a cycle (a branch leads back to a node on its path)", "nodes_truenodeids")
+            state[child] = 1
+            stack.append((child, 0))
+
+
+def _identity(aggregate: int, dtype: str) -> np.ndarray:
+    """What a target no reached leaf names holds: 0 for SUM and AVERAGE, the type's max for MIN, its min
+    for MAX (onnx's reference)."""
+    if aggregate in (SUM, AVERAGE):
+        return np.zeros((), dtype)
+    info = np.finfo(dtype)
+    return np.array(info.max if aggregate == MIN else info.min, dtype)
+
+
+def _uniform(values: list[int]) -> int | None:
+    """The one value of ``values``, None where they differ (or there are none)."""
+    return values[0] if values and all(v == values[0] for v in values) else None
+
+
+def _tree_kernel_ir(ins, outs, *, n_trees: int, aggregate: int, mode: int | None, tracks: int | None, member: bool):
+    """The trees walked row by row: ``ins`` are x [N, F], the node tables feature, split, true child,
+    false child (a child < 0 is the leaf -1 - child), the roots [T], the leaf table [leaves, K], then the
+    modes [M] where ``mode`` is None (they differ), missing-value flags [M] where ``tracks`` is None, and
+    the MEMBER nodes' hits [N, members] with each node's member position [M] where ``member``.
+
+    Rows are independent: one parallel loop over them; each row walks every tree from its root to a leaf
+    (a while loop: no depth bound needed, the converter rejected cycles) and aggregates the leaf's row of
+    the table into its K accumulators."""
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder import tirx as T
+
+    x, feature, split, true_next, false_next, roots, table = ins[:7]
+    rest = list(ins[7:])
+    (out,) = outs
+    dtype = str(x.dtype)
+    rows, n_targets = out.shape
+    with IRBuilder() as ib, T.serial(0, 1):
+        x, feature, split, true_next, false_next, roots, table, out = (
+            T.buffer_proxy(b) for b in (x, feature, split, true_next, false_next, roots, table, out)
+        )
+        modes = T.buffer_proxy(rest.pop(0)) if mode is None else None
+        flags = T.buffer_proxy(rest.pop(0)) if tracks is None else None
+        hits, member_of = (T.buffer_proxy(rest.pop(0)), T.buffer_proxy(rest.pop(0))) if member else (None, None)
+        init = tirx.const(float(_identity(aggregate, dtype)), dtype)
+        with T.parallel(0, rows) as n:
+            acc = T.buffer_proxy(T.alloc_buffer((n_targets,), dtype, scope="local"))
+            node = T.buffer_proxy(T.alloc_buffer((1,), "int32", scope="local"))
+            with T.serial(0, n_targets) as k:
+                acc[k] = init
+            with T.serial(0, n_trees) as t:
+                node[0] = roots[t]
+                with T.While(node[0] >= 0):
+                    i = node[0]
+                    v, s = x[n, feature[i]], split[i]
+
+                    def holds(m: int, v=v, s=s, i=i, n=n) -> tirx.PrimExpr:
+                        if m == MEMBER:
+                            return hits[n, member_of[i]] != tirx.const(0, "int8")
+                        if m == NEQ:  # NaN differs from everything (an explicit test: LLVM's fcmp one says no)
+                            return tirx.Or(v != s, tirx.Or(tirx.isnan(v), tirx.isnan(s)))
+                        return {LEQ: v <= s, LT: v < s, GTE: v >= s, GT: v > s, EQ: v == s}[m]
+
+                    if mode is not None:
+                        go = holds(mode)
+                    else:
+                        go = tirx.const(False, "bool")
+                        for m in range(MEMBER + 1):
+                            if m != MEMBER or member:
+                                go = tirx.Or(go, tirx.And(modes[i] == m, holds(m)))
+                    if tracks is None:
+                        go = tirx.Or(go, tirx.And(flags[i] != tirx.const(0, "int8"), tirx.isnan(v)))
+                    elif tracks:
+                        go = tirx.Or(go, tirx.isnan(v))
+                    node[0] = tirx.Select(go, true_next[i], false_next[i])
+                leaf = -1 - node[0]
+                with T.serial(0, n_targets) as k:
+                    w = table[leaf, k]
+                    if aggregate in (SUM, AVERAGE):
+                        acc[k] = acc[k] + w
+                    else:
+                        acc[k] = tirx.min(acc[k], w) if aggregate == MIN else tirx.max(acc[k], w)
+            with T.serial(0, n_targets) as k:
+                if aggregate == AVERAGE:
+                    out[n, k] = acc[k] / tirx.const(n_trees, dtype)
+                else:
+                    out[n, k] = acc[k]
+    return ib.get()
 
 
 def tree_ensemble(args: OpArgs) -> relax.Expr:
@@ -132,16 +242,22 @@ def tree_ensemble(args: OpArgs) -> relax.Expr:
     5 NEQ, 6 MEMBER), nodes_splits, nodes_truenodeids, nodes_trueleafs, nodes_falsenodeids,
     nodes_falseleafs, leaf_targetids, leaf_weights, tree_roots, n_targets, aggregate_function (0 AVERAGE,
     1 SUM, 2 MIN, 3 MAX), then optional membership_values (the sets of the MEMBER nodes, in node order,
-    each ended by NaN) and nodes_missing_value_tracks_true -> output [N, n_targets] of the input's
-    precision: per row, the weights of the leaves its trees reach aggregated per target (0 for SUM and
-    AVERAGE, the type's max for MIN and min for MAX where no reached leaf names the target, as onnx's
-    reference does; onnxruntime 1.32 writes 0 there).
+    each ended by NaN), nodes_missing_value_tracks_true and leaf_ids (the leaf each (leaf_targetids,
+    leaf_weights) entry belongs to, so that a leaf may hold several; absent: entry i is leaf i) -> output
+    [N, n_targets] of the input's precision: per row, the weights of the leaves its trees reach aggregated
+    per target (AVERAGE: the sum over the trees divided by their count; 0 for SUM and AVERAGE, the type's
+    max for MIN and min for MAX where no reached leaf names the target, as onnx's reference does;
+    onnxruntime 1.32 writes 0 there).
 
     A node compares input[:, featureid] with its split (or its set); the true branch is taken where the
-    comparison holds, or where the value is NaN and the node's missing_value_tracks_true is set. The
-    trees, constants, become matrices at conversion: every row's comparisons are one take and a few
-    element-wise operations, a leaf is reached where no comparison on its path disagrees (a product with
-    the path matrix), and the aggregation is a product with the leaf-weight matrix (or a masked MIN/MAX).
+    comparison holds, or where the value is NaN and the node's missing_value_tracks_true is set (NaN
+    compares false, except NEQ, which holds). The trees, constants, become tables at conversion (a node's
+    feature, split and two children, a leaf's row of weights per target); the kernel walks every tree of a
+    row from its root to a leaf, one comparison per node, rows in parallel. A cycle in the nodes is
+    refused at conversion.
+
+    The ONNX importer lowers TreeEnsembleClassifier and TreeEnsembleRegressor onto it (their leaves hold a
+    weight per class: leaf_ids).
 
     Reference: ONNX ai.onnx.ml TreeEnsemble (opset 5; onnx.reference's TreeEnsemble, post_transform NONE).
     """
@@ -149,6 +265,7 @@ def tree_ensemble(args: OpArgs) -> relax.Expr:
     dtype = str(x.ty.dtype)
     if len(args.shape(x)) != 2:
         args.fail(f"must be 2-D [N, F], got shape {args.shape(x)}", "input")
+    rows, n_features = args.shape(x)
     features, modes = args.ints("nodes_featureids"), args.ints("nodes_modes")
     splits = np.asarray(args.value("nodes_splits"), dtype=dtype).reshape(-1)
     n_nodes = len(features)
@@ -156,15 +273,17 @@ def tree_ensemble(args: OpArgs) -> relax.Expr:
         args.fail(f"nodes_modes and nodes_splits must have {n_nodes} values (one per node)", "nodes_modes")
     if any(m not in range(7) for m in modes):
         args.fail(f"modes {sorted(set(modes))} must lie in [0, 6]", "nodes_modes")
-    n_features = args.shape(x)[1]
-    if isinstance(n_features, int) and any(not 0 <= f < n_features for f in features):
-        args.fail(f"feature ids {sorted(set(features))} must lie in [0, {n_features})", "nodes_featureids")
+    if any(f < 0 for f in features) or (isinstance(n_features, int) and any(f >= n_features for f in features)):
+        bound = n_features if isinstance(n_features, int) else "F"
+        args.fail(f"feature ids {sorted(set(features))} must lie in [0, {bound})", "nodes_featureids")
     targets, weights = args.ints("leaf_targetids"), np.asarray(args.value("leaf_weights"), dtype).reshape(-1)
     n_targets, aggregate = args.int("n_targets"), args.int("aggregate_function", SUM)
     if aggregate not in (AVERAGE, SUM, MIN, MAX):
         args.fail(
             f"aggregate_function {aggregate} is not 0 (AVERAGE), 1 (SUM), 2 (MIN) or 3 (MAX)", "aggregate_function"
         )
+    if n_targets < 1:
+        args.fail(f"must be >= 1, got {n_targets}", "n_targets")
     if len(weights) != len(targets) or any(not 0 <= t < n_targets for t in targets):
         args.fail(f"must have one target in [0, {n_targets}) per leaf weight", "leaf_targetids")
     membership = np.asarray(args.value("membership_values", np.zeros(0)), dtype).reshape(-1)
@@ -175,66 +294,99 @@ def tree_ensemble(args: OpArgs) -> relax.Expr:
     tracks = args.ints("nodes_missing_value_tracks_true", [0] * n_nodes)
     if len(tracks) != n_nodes:
         args.fail(f"must have {n_nodes} values (one per node)", "nodes_missing_value_tracks_true")
-    paths = _tree_paths(args)
-
-    if n_nodes:
-        value = args.emit(relax.op.take(x, relax.const(np.array(features, I64)), axis=1))  # [N, M]
-        split = _const(splits)
-        compare = {
-            LEQ: relax.op.less_equal,
-            LT: relax.op.less,
-            GTE: relax.op.greater_equal,
-            GT: relax.op.greater,
-            EQ: relax.op.equal,
-            NEQ: relax.op.not_equal,
-        }
-        cond = relax.const(np.zeros(n_nodes, bool))
-        for mode, fn in compare.items():
-            mask = np.array([m == mode for m in modes])
-            if mask.any():
-                cond = relax.op.logical_or(cond, relax.op.logical_and(fn(value, split), relax.const(mask)))
-        if member_nodes:
-            width = max(1, max(len(s) - 1 for s in sets))
-            table = np.full((n_nodes, width), np.nan, dtype)
-            for k, members in zip(member_nodes, sets):
-                table[k, : len(members) - 1] = members[:-1]
-            hits = relax.op.equal(relax.op.expand_dims(value, 2), _const(table))  # NaN never matches
-            cond = relax.op.logical_or(
-                cond, relax.op.greater(relax.op.max(relax.op.astype(hits, "int8"), axis=2), relax.const(0, "int8"))
-            )
-        if any(tracks):
-            missing = relax.op.logical_and(relax.op.isnan(value), relax.const(np.array([bool(t) for t in tracks])))
-            cond = relax.op.logical_or(cond, missing)
-        cond = args.emit(relax.op.astype(cond, "float32"))
-    # disagree[n, p]: the comparisons on path p that row n's values contradict (0: the path is taken).
-    expect_true = np.zeros((max(n_nodes, 1), len(paths)), "float32")
-    expect_false = np.zeros_like(expect_true)
-    for p, (path, _) in enumerate(paths):
-        for node, taken in path:
-            (expect_true if taken else expect_false)[node, p] = 1
-    if n_nodes:
-        disagree = relax.op.add(
-            relax.op.matmul(cond, relax.const(expect_false - expect_true[:n_nodes])),
-            relax.const(expect_true.sum(axis=0)),
-        )
+    if args.has("leaf_ids"):
+        leaf_ids = args.ints("leaf_ids")
+        if len(leaf_ids) != len(targets) or any(i < 0 for i in leaf_ids):
+            args.fail(f"must hold one leaf index >= 0 per leaf weight ({len(targets)})", "leaf_ids")
+        _tree_structure(args, None)
     else:
-        disagree = relax.op.zeros([args.shape(x)[0], len(paths)], "float32")
-    reached = args.emit(relax.op.equal(disagree, relax.const(0, "float32")))  # [N, paths]
-    onehot = np.zeros((len(paths), n_targets), bool)
-    leaf_weight = np.zeros(len(paths), dtype)
-    for p, (_, leaf) in enumerate(paths):
-        onehot[p, targets[leaf]] = True
-        leaf_weight[p] = weights[leaf]
-    if aggregate in (SUM, AVERAGE):
-        matrix = np.where(onehot, leaf_weight[:, None], 0).astype(dtype)
-        if aggregate == AVERAGE:
-            matrix = matrix / max(len(args.ints("tree_roots")), 1)
-        return relax.op.matmul(relax.op.astype(reached, dtype), _const(matrix.astype(dtype)))
-    info = np.finfo(dtype)
-    fill = info.max if aggregate == MIN else info.min
-    table = np.where(onehot, leaf_weight[:, None], fill).astype(dtype)  # [paths, T]
-    masked = relax.op.where(relax.op.expand_dims(reached, 2), _const(table[None]), _const(np.array(fill, dtype)))
-    return (relax.op.min if aggregate == MIN else relax.op.max)(masked, axis=1)
+        leaf_ids = list(range(len(targets)))
+        _tree_structure(args, len(targets))
+    roots = args.ints("tree_roots")
+    if not isinstance(n_features, int) and features:
+        args.require_dims(
+            n_features > max(features),
+            n_features,
+            f"the trees read feature {max(features)}: the input must have more than that many columns",
+            "input",
+        )
+
+    # The leaf table: row l holds leaf l's aggregated weight per target (the identity where it has none).
+    true_ids, false_ids = args.ints("nodes_truenodeids"), args.ints("nodes_falsenodeids")
+    true_leafs, false_leafs = args.ints("nodes_trueleafs"), args.ints("nodes_falseleafs")
+    leaf_refs = [true_ids[k] for k in range(n_nodes) if true_leafs[k]]
+    leaf_refs += [false_ids[k] for k in range(n_nodes) if false_leafs[k]]
+    n_leaves = max([*leaf_ids, *leaf_refs, -1]) + 1
+    table = np.full((max(n_leaves, 1), n_targets), _identity(aggregate, dtype), dtype)
+    combine = {SUM: np.add, AVERAGE: np.add, MIN: np.minimum, MAX: np.maximum}[aggregate]
+    combine.at(table, (np.array(leaf_ids, np.int64), np.array(targets, np.int64)), weights)
+    if not roots:
+        # No tree: every target keeps the aggregation's identity.
+        return relax.op.broadcast_to(_const(_identity(aggregate, dtype)), relax.ShapeExpr([rows, n_targets]))
+
+    def child(ids: list[int], leafs: list[int]) -> np.ndarray:
+        return np.array([_leaf_child(ids[k]) if leafs[k] else ids[k] for k in range(n_nodes)], "int32")
+
+    mode, track = _uniform(modes), _uniform([int(bool(t)) for t in tracks])
+    kernel_ins = [
+        x,
+        relax.const(np.array(features, "int32")),
+        _const(splits),
+        relax.const(child(true_ids, true_leafs)),
+        relax.const(child(false_ids, false_leafs)),
+        relax.const(np.array(roots, "int32")),
+        _const(table),
+    ]
+    if mode is None:
+        kernel_ins.append(relax.const(np.array(modes, "int32")))
+    if track is None:
+        kernel_ins.append(relax.const(np.array([int(bool(t)) for t in tracks], "int8")))
+    if member_nodes:
+        # hits[n, j]: whether row n's value for MEMBER node j lies in its set (one compare with a NaN-padded
+        # table; NaN never matches).
+        value = args.emit(relax.op.take(x, relax.const(np.array([features[k] for k in member_nodes], I64)), axis=1))
+        width = max(1, max(len(s) - 1 for s in sets))
+        table_m = np.full((len(member_nodes), width), np.nan, dtype)
+        for j, members in enumerate(sets):
+            table_m[j, : len(members) - 1] = members[:-1]
+        hits = relax.op.equal(relax.op.expand_dims(value, 2), _const(table_m))
+        kernel_ins.append(args.emit(relax.op.max(relax.op.astype(hits, "int8"), axis=2)))
+        position = np.zeros(n_nodes, "int32")
+        position[member_nodes] = np.arange(len(member_nodes), dtype="int32")
+        kernel_ins.append(relax.const(position))
+    kernel = functools.partial(
+        _tree_kernel_ir, n_trees=len(roots), aggregate=aggregate, mode=mode, tracks=track, member=bool(member_nodes)
+    )
+
+    def compute(*tensors: te.Tensor) -> te.Tensor:
+        return te.extern([(tensors[0].shape[0], n_targets)], list(tensors), kernel, dtype=[dtype], name="tree_ensemble")
+
+    return args.emit_te(compute, *kernel_ins, primfunc_name_hint="tree_ensemble")
+
+
+def one_hot_encoder(args: OpArgs) -> relax.Expr:
+    """input (INT32, INT64, FLOAT32 or FLOAT64; floats truncated toward zero), categories (INT64 [C]), zeros
+    (BOOL8 scalar, true by default) -> output FLOAT32 [..., C]: 1 where the input, as an integer, is the
+    category (the last position of a category listed twice), else 0; with zeros false, an element that is no
+    category fails the execution.
+
+    Reference: ONNX ai.onnx.ml OneHotEncoder (onnxruntime's kernel: other inputs cast to int64).
+    """
+    x = args.raw_tensor("input")
+    cats = np.array(args.ints("categories"), I64)
+    if cats.size == 0:
+        args.fail("must hold at least one category", "categories")
+    values = x if str(x.ty.dtype) == I64 else relax.op.astype(x, I64)
+    match = args.emit(relax.op.equal(relax.op.expand_dims(values, -1), relax.const(cats)))
+    last = np.array([cats[k] not in cats[k + 1 :] for k in range(cats.size)])
+    out = relax.op.astype(match if last.all() else relax.op.logical_and(match, relax.const(last)), "float32")
+    if not args.bool("zeros", True):
+        found = relax.op.max(relax.op.astype(match, I64), axis=-1)
+        unknown = relax.op.sum(relax.op.subtract(relax.const(1, I64), found))
+        unknown = args.emit(relax.op.reshape(unknown, [1]))
+        message = "{value} element(s) are none of the categories (zeros is false)"
+        args.check_value(unknown, lambda v: v == 0, message, "input")
+    return out
 
 
 def mel_weight_matrix(args: OpArgs) -> relax.Expr:
@@ -316,6 +468,11 @@ def _infer_tree_ensemble(shapes: list, values: list) -> list:
     return [(n, None if values[11] is None else int(np.reshape(values[11], -1)[0]))]
 
 
+def _infer_one_hot(shapes: list, values: list) -> list:
+    x, cats = shapes[0], shapes[1]
+    return [None if x is None or cats is None else (*x, cats[0])]
+
+
 def _infer_mel(shapes: list, values: list) -> list:
     mel, dft = values[0], values[1]
     rows = None if dft is None else int(np.reshape(dft, -1)[0]) // 2 + 1
@@ -357,10 +514,20 @@ TREE_ENSEMBLE = register_builtin(
         Arg("aggregate_function", INT32, optional=True),
         Arg("membership_values", FLOATS, optional=True),
         Arg("nodes_missing_value_tracks_true", INT32_64, optional=True),
+        Arg("leaf_ids", INT32_64, optional=True),
     ],
     [Arg("output", FLOATS)],
     tree_ensemble,
     infer=_infer_tree_ensemble,
+    version="2",  # 2: trees walked by a kernel (1: path matrices), several weights a leaf (leaf_ids)
+)
+ONE_HOT_ENCODER = register_builtin(
+    "ONE_HOT_ENCODER",
+    2414,
+    [Arg("input", NUMBERS), Arg("categories", INT64), Arg("zeros", BOOL, optional=True)],
+    [Arg("output", F32)],
+    one_hot_encoder,
+    infer=_infer_one_hot,
 )
 MEL_WEIGHT_MATRIX = register_builtin(
     "MEL_WEIGHT_MATRIX",

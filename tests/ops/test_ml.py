@@ -1,4 +1,5 @@
-"""The extensions BINARIZER, ARRAY_FEATURE_EXTRACTOR, TREE_ENSEMBLE and MEL_WEIGHT_MATRIX (op_converters/ml.py)
+"""The extensions BINARIZER, ARRAY_FEATURE_EXTRACTOR, TREE_ENSEMBLE, ONE_HOT_ENCODER and MEL_WEIGHT_MATRIX
+(op_converters/ml.py)
 against references written from ONNX's definitions: numpy for Binarizer and ArrayFeatureExtractor, a tree walk
 written from TreeEnsemble's text (one node at a time, as the operator describes), and onnx's reference
 evaluator for MelWeightMatrix (a one-node model)."""
@@ -11,7 +12,13 @@ from onnx.reference import ReferenceEvaluator
 from oputil import UNKNOWN, Const, In, Out, P, expect_error, f32, i32, i64, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters.ml import ARRAY_FEATURE_EXTRACTOR, BINARIZER, MEL_WEIGHT_MATRIX, TREE_ENSEMBLE
+from nnadapter_tvm.op_converters.ml import (
+    ARRAY_FEATURE_EXTRACTOR,
+    BINARIZER,
+    MEL_WEIGHT_MATRIX,
+    ONE_HOT_ENCODER,
+    TREE_ENSEMBLE,
+)
 
 PRECISION = {"float32": P.FLOAT32, "float64": P.FLOAT64, "int32": P.INT32, "int64": P.INT64}
 
@@ -120,16 +127,17 @@ def tree_reference(x: np.ndarray, trees: dict, n_targets: int, aggregate: int) -
                     leaf = target
                 else:
                     node = target
-            t, w = trees["leaf_targetids"][leaf], trees["leaf_weights"][leaf]
-            if aggregate == 0:
-                out[row, t] += w / len(trees["tree_roots"])
-            elif aggregate == 1:
-                out[row, t] += w
-            elif aggregate == 2:
-                out[row, t] = min(out[row, t], w)
-            else:
-                out[row, t] = max(out[row, t], w)
-    return out
+            owners = trees.get("leaf_ids", range(len(trees["leaf_weights"])))
+            for t, w, owner in zip(trees["leaf_targetids"], trees["leaf_weights"], owners):
+                if owner != leaf:
+                    continue
+                if aggregate in (0, 1):
+                    out[row, t] += w
+                elif aggregate == 2:
+                    out[row, t] = min(out[row, t], w)
+                else:
+                    out[row, t] = max(out[row, t], w)
+    return out / len(trees["tree_roots"]) if aggregate == 0 else out
 
 
 def tree_inputs(x: In, trees: dict, dtype: str, n_targets: int, aggregate: int) -> list:
@@ -155,6 +163,7 @@ def tree_inputs(x: In, trees: dict, dtype: str, n_targets: int, aggregate: int) 
         i32(aggregate),
         floats("membership_values"),
         ints("nodes_missing_value_tracks_true"),
+        *([ints("leaf_ids")] if "leaf_ids" in trees else []),
     ]
 
 
@@ -177,6 +186,25 @@ def test_tree_ensemble(dtype, aggregate, symbolic):
     assert got.dtype == np.dtype(dtype)
 
 
+# Leaves holding several weights (leaf_ids: the leaf of each entry), one holding none: tree 0's leaf 1 names
+# both targets, leaf 2 target 0 twice, leaf 6 nothing.
+SHARED_LEAVES = {
+    **TREES,
+    "leaf_targetids": [0, 1, 0, 0, 0, 1, 1, 0, 1],
+    "leaf_weights": [1.5, -2.0, 0.75, 4.0, 1.0, 0.25, 8.0, -16.0, 3.0],
+    "leaf_ids": [0, 1, 1, 2, 2, 3, 4, 5, 5],
+}
+
+
+@pytest.mark.parametrize("aggregate", [0, 1, 2, 3], ids=["AVERAGE", "SUM", "MIN", "MAX"])
+def test_tree_ensemble_leaves_with_several_weights(aggregate):
+    x = tree_features("float32")
+    expected = tree_reference(x, SHARED_LEAVES, 2, aggregate)
+    inputs = tree_inputs(In(x, dims=[UNKNOWN, 3]), SHARED_LEAVES, "float32", 2, aggregate)
+    got = run_op(TREE_ENSEMBLE, inputs, [Out(dims=[UNKNOWN, 2])], [expected.shape])[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
 def test_tree_ensemble_bad_feature_id():
     trees = {**TREES, "nodes_featureids": [0, 1, 7, 1, 0]}
     x = tree_features("float32")
@@ -195,6 +223,34 @@ def test_tree_ensemble_cycle():
         lambda: run_op(TREE_ENSEMBLE, tree_inputs(In(x), trees, "float32", 2, 1), [Out()], [(12, 2)]),
         "TREE_ENSEMBLE",
         "cycle",
+    )
+
+
+# -- ONE_HOT_ENCODER ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "float32", "float64"])
+def test_one_hot_encoder(dtype):
+    # 5 is listed twice: its last position holds the 1 (onnxruntime's map keeps the last); -7 is no category.
+    cats = np.array([3, 5, -1, 0, 5], "int64")
+    x = np.array([[3, 5, -7], [0, -1, 5]], dtype)
+    if dtype.startswith("float"):
+        x = x + np.array(0.75, dtype) * np.sign(x)  # truncated toward zero, as onnxruntime casts
+    expected = (np.trunc(x)[..., None] == cats).astype("float32")
+    expected[..., 1] = 0
+    inputs = [In(x, PRECISION[dtype]), i64(cats), Const(np.array(True), P.BOOL8)]
+    got = run_op(ONE_HOT_ENCODER, inputs, [Out(P.FLOAT32)], [expected.shape])[0]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_one_hot_encoder_unknown_category_with_zeros_false():
+    x = np.array([[3, 9], [8, 0]], "int64")
+    inputs = [In(x, P.INT64), i64(np.array([0, 3], "int64")), Const(np.array(False), P.BOOL8)]
+    expect_error(
+        lambda: run_op(ONE_HOT_ENCODER, inputs, [Out(P.FLOAT32)], [(2, 2, 2)]),
+        "ONE_HOT_ENCODER",
+        "2 element(s) are none of the categories",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
     )
 
 
