@@ -266,10 +266,11 @@ def test_nested_if_in_a_loop_body() -> None:
 
 
 def test_an_unsupported_body_node_is_listed_and_runs_under_host_fallback() -> None:
-    """ai.onnx.ml's Scaler has no converter: without host fallback the error names the Loop and the node."""
+    """ai.onnx.ml's FeatureVectorizer has no converter: without host fallback the error names the Loop and
+    the node."""
     body = helper.make_graph(
         [
-            helper.make_node("Scaler", ["m_in"], ["d"], domain="ai.onnx.ml", offset=[0.5], scale=[2.0]),
+            helper.make_node("FeatureVectorizer", ["m_in"], ["d"], domain="ai.onnx.ml", inputdimensions=[2]),
             helper.make_node("Mul", ["m_in", "d"], ["m_out"]),
             helper.make_node("Identity", ["c"], ["c_out"]),
         ],
@@ -283,7 +284,7 @@ def test_an_unsupported_body_node_is_listed_and_runs_under_host_fallback() -> No
         [tensor("m", F, [2, 2])],
         domains=["ai.onnx.ml"],
     )
-    with pytest.raises(nna.NNAdapterError, match=r"Loop.*in its body.*Scaler") as err:
+    with pytest.raises(nna.NNAdapterError, match=r"Loop.*in its body.*FeatureVectorizer") as err:
         nna.Predictor(model)
     assert err.value.code == nna.ResultCode.FEATURE_NOT_SUPPORTED
     feeds = {"M": np.array(3, "int64"), "m0": np.array([[1.0, 0.5], [0.25, 1.0]], "float32")}

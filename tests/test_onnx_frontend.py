@@ -46,23 +46,24 @@ def chain_ref(x: np.ndarray) -> np.ndarray:
 
 
 def host_model() -> onnx.ModelProto:
-    """ai.onnx.ml's Scaler has no converter (Det, then ai.onnx.ml's Binarizer, used here before, became the
-    DET and BINARIZER extensions): it can only run on the host."""
-    ml = {"domain": "ai.onnx.ml", "offset": [0.5], "scale": [2.0]}
+    """ai.onnx.ml's FeatureVectorizer has no converter (Det, then ai.onnx.ml's Binarizer and Scaler, used here
+    before, became the DET and BINARIZER extensions and a composition): it can only run on the host. One
+    input of width 9 with inputdimensions [9] is the identity."""
+    ml = {"domain": "ai.onnx.ml", "inputdimensions": [9]}
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-        helper.make_node("Scaler", ["r"], ["d"], name="scale", **ml),
+        helper.make_node("FeatureVectorizer", ["r"], ["d"], name="scale", **ml),
         helper.make_node("Sigmoid", ["d"], ["y"], name="sigmoid"),
-        helper.make_node("Scaler", ["x"], ["d2"], name="scale2", **ml),
+        helper.make_node("FeatureVectorizer", ["x"], ["d2"], name="scale2", **ml),
     ]
     model = make_model(
         nodes,
-        [helper.make_tensor_value_info("x", F, [2, 3, 3])],
-        [helper.make_tensor_value_info("y", F, [2, 3, 3]), helper.make_tensor_value_info("d2", F, [2, 3, 3])],
+        [helper.make_tensor_value_info("x", F, [2, 9])],
+        [helper.make_tensor_value_info("y", F, [2, 9]), helper.make_tensor_value_info("d2", F, [2, 9])],
     )
     model.opset_import.append(helper.make_opsetid("ai.onnx.ml", 1))
-    # ONNX infers no type for Scaler's output: declare it, as exporters do.
-    model.graph.value_info.append(helper.make_tensor_value_info("d", F, [2, 3, 3]))
+    # Declare FeatureVectorizer's output, as exporters do.
+    model.graph.value_info.append(helper.make_tensor_value_info("d", F, [2, 9]))
     return model
 
 
@@ -103,13 +104,12 @@ def test_unsupported_nodes_are_reported_all_at_once() -> None:
 
 
 def test_host_fallback_runs_unsupported_nodes_on_the_host() -> None:
-    x = np.random.default_rng(1).standard_normal([2, 3, 3]).astype("float32")
+    x = np.random.default_rng(1).standard_normal([2, 9]).astype("float32")
     predictor = nna.Predictor(host_model(), host_fallback=True)
     assert [u.node.name for u in predictor.graph.host_units] == ["scale", "scale2"]
     y, d2 = predictor.run({"x": x})
-    scaled = (np.maximum(x, 0) - np.float32(0.5)) * np.float32(2)  # Scaler: (x - offset) * scale
-    np.testing.assert_allclose(y, 1 / (1 + np.exp(-scaled)), rtol=1e-5)
-    np.testing.assert_allclose(d2, (x - np.float32(0.5)) * np.float32(2), rtol=1e-6)
+    np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-5)
+    np.testing.assert_array_equal(d2, x)
     assert len(predictor.subgraphs) == 2  # relu before the host node, sigmoid after it
 
 

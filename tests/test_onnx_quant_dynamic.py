@@ -229,17 +229,17 @@ def test_qlinear_matmul_symbolic_rows():
 
 
 def foreign_model() -> onnx.ModelProto:
-    """A com.microsoft op (no implementation in onnx's reference evaluator) and an ai.onnx.ml Scaler (no
-    converter, implemented by the reference evaluator)."""
+    """A com.microsoft op (no implementation in onnx's reference evaluator) and an ai.onnx.ml FeatureVectorizer
+    (no converter, implemented by the reference evaluator)."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
         helper.make_node("FusedGemm", ["r", "r"], ["g"], name="fused", domain="com.microsoft"),
-        helper.make_node("Scaler", ["x"], ["d"], name="scale", domain="ai.onnx.ml", offset=[0.5], scale=[2.0]),
+        helper.make_node("FeatureVectorizer", ["x"], ["d"], name="scale", domain="ai.onnx.ml", inputdimensions=[3]),
     ]
     return make_model(
         nodes,
-        [helper.make_tensor_value_info("x", F, [2, 3, 3])],
-        [helper.make_tensor_value_info("g", F, [None] * 3), helper.make_tensor_value_info("d", F, [2, 3, 3])],
+        [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("g", F, [None] * 2), helper.make_tensor_value_info("d", F, [2, 3])],
         domains=["com.microsoft", "ai.onnx.ml"],
     )
 
@@ -247,7 +247,7 @@ def foreign_model() -> onnx.ModelProto:
 @pytest.mark.parametrize("host_fallback", [False, True])
 def test_other_domains_are_named_with_why_they_cannot_run(host_fallback):
     """Every node that cannot run is named in one error; one that onnx's reference evaluator lacks stays an
-    error under host fallback, which says so (Scaler then runs on the host)."""
+    error under host fallback, which says so (FeatureVectorizer then runs on the host)."""
     with pytest.raises(nna.NNAdapterError) as err:
         nna.Predictor(foreign_model(), host_fallback=host_fallback)
     assert err.value.code == nna.ResultCode.FEATURE_NOT_SUPPORTED
@@ -258,10 +258,10 @@ def test_other_domains_are_named_with_why_they_cannot_run(host_fallback):
 
 
 def test_other_domains_run_on_the_host_where_the_reference_evaluator_has_them():
-    """ai.onnx.ml's Scaler under host fallback: the host runs it, the rest compiles."""
+    """ai.onnx.ml's FeatureVectorizer under host fallback: the host runs it, the rest compiles."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("Scaler", ["r"], ["b"], domain="ai.onnx.ml", offset=[0.5], scale=[2.0]),
+        helper.make_node("FeatureVectorizer", ["r"], ["b"], domain="ai.onnx.ml", inputdimensions=[4]),
         helper.make_node("Sigmoid", ["b"], ["y"]),
     ]
     model = make_model(
@@ -270,10 +270,10 @@ def test_other_domains_run_on_the_host_where_the_reference_evaluator_has_them():
         [helper.make_tensor_value_info("y", F, [2, 4])],
         domains=["ai.onnx.ml"],
     )
-    model.graph.value_info.append(helper.make_tensor_value_info("b", F, [2, 4]))  # ONNX infers none for Scaler
+    model.graph.value_info.append(helper.make_tensor_value_info("b", F, [2, 4]))  # declared, as exporters do
     with pytest.raises(nna.NNAdapterError, match=r"domain 'ai\.onnx\.ml'"):
         nna.Predictor(model)
     predictor = nna.Predictor(model, host_fallback=True)
     x = np.random.default_rng(0).normal(0, 1, (2, 4)).astype("float32")
     np.testing.assert_allclose(predictor.run({"x": x})[0], ort_run(model, {"x": x})[0], rtol=1e-6)
-    assert [u.node.op_type for u in predictor.graph.host_units] == ["Scaler"]
+    assert [u.node.op_type for u in predictor.graph.host_units] == ["FeatureVectorizer"]
