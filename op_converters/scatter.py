@@ -137,8 +137,9 @@ def _dims_match(args: OpArgs, a, b, message: str, name: str) -> None:
     if _static(a) and _static(b):
         if a != b:
             args.fail(message, name)
-    else:
-        args.require_dims(tirx.EQ(a, b), a if not _static(a) else b, message, name)
+    else:  # a Python int would become an int32 constant beside the int64 dimension
+        wide = [tirx.const(d, "int64") if isinstance(d, int) else d.astype("int64") for d in (a, b)]
+        args.require_dims(tirx.EQ(*wide), a if not _static(a) else b, message, name)
 
 
 def _dims_at_most(args: OpArgs, a, b, message: str, name: str) -> None:

@@ -39,12 +39,25 @@ def _local(T, dtype: str):
     return T.buffer_proxy(T.alloc_buffer((1,), dtype, scope="local"))
 
 
-def _bind_count(args: OpArgs, count: relax.Expr, name: str) -> tirx.Var:
-    """``count`` (an int64 tensor of one element, computed in the graph) as a new symbolic size."""
+def _bind_count(args: OpArgs, count: relax.Expr, name: str, at_most: object) -> tirx.Var:
+    """``count`` (an int64 tensor of one element, computed in the graph) as a new symbolic size, checked
+    at execution to lie in [0, ``at_most``] (the elements it counts): a count out of that range (a
+    kernel that left it unset) fails naming the operation, where an allocation of that size would
+    have thrown std::bad_alloc or written past a buffer."""
     n = tirx.Var(name, I64)
     shape = args.emit(relax.op.tensor_to_shape(relax.op.reshape(count, [1])))
     args.match_cast(shape, [n])
+    limit = tirx.const(at_most, I64) if isinstance(at_most, int) else at_most.astype(I64)
+    in_range = tirx.And(n >= tirx.const(0, I64), n <= limit)
+    args.require_dims(in_range, n, f"counted {name} outside [0, {at_most}] (the elements counted)")
     return n
+
+
+def _elements(shape: list) -> object:
+    total = 1
+    for d in shape:
+        total = total * d
+    return total
 
 
 def _set_mask(x: te.Tensor) -> te.Tensor:
@@ -88,7 +101,7 @@ def _nonzero(args: OpArgs, x: relax.Expr, name: str) -> relax.Expr:
     """NONZERO's [rank, n] coordinates: the mask is computed once, its sum bound as n, then read by the
     kernel that writes the coordinates at the mask's running prefix count."""
     mask = args.emit_te(_set_mask, x)
-    n = _bind_count(args, args.emit(relax.op.sum(mask)), name)
+    n = _bind_count(args, args.emit(relax.op.sum(mask)), name, _elements(args.shape(mask)))
     return args.emit_te(_nonzero_kernel, mask, n)
 
 
@@ -306,7 +319,7 @@ def unique(args: OpArgs) -> list[relax.Expr]:
     first = args.emit_te(_first_kernel, rows)
     arange = relax.op.arange(relax.prim_value(0), relax.prim_value(args.shape(first)[0]), dtype=I64)
     count = args.emit(relax.op.sum(relax.op.astype(relax.op.equal(first, arange), I64)))
-    u = _bind_count(args, count, "unique_count")
+    u = _bind_count(args, count, "unique_count", args.shape(first)[0])
 
     def unique_rows(x: te.Tensor, first: te.Tensor) -> list[te.Tensor]:
         return _unique_rows_kernel(x, first, u, ordered=ordered)
@@ -330,7 +343,7 @@ def _unique_flat(args: OpArgs, x: relax.Expr, ordered: bool) -> list[relax.Expr]
         order = args.emit(relax.op.argsort(x, axis=0, descending=False, dtype=I64))
     values = args.emit(relax.op.take(x, order, axis=0, mode="clip"))
     starts = args.emit_te(_run_starts, values)
-    u = _bind_count(args, args.emit(relax.op.sum(starts)), "unique_count")
+    u = _bind_count(args, args.emit(relax.op.sum(starts)), "unique_count", _elements(args.shape(starts)))
 
     def unique_sorted(order: te.Tensor, starts: te.Tensor) -> list[te.Tensor]:
         return _unique_sorted_kernel(order, starts, u, ordered=ordered)
@@ -492,7 +505,7 @@ def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
 
     selected = args.emit_te(select, boxes, scores, order, *runtime)
     sel, cnt = (args.emit(relax.TupleGetItem(selected, k)) for k in range(2))
-    rows = _bind_count(args, args.emit(relax.op.sum(cnt)), "nms_selected")
+    rows = _bind_count(args, args.emit(relax.op.sum(cnt)), "nms_selected", _elements(args.shape(sel)))
 
     def gather(s: te.Tensor, c: te.Tensor) -> te.Tensor:
         return te.extern([(rows, 3)], [s, c], _nms_rows_ir, dtype=[I64], name="nms_rows")

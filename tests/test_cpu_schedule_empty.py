@@ -124,6 +124,21 @@ def _reduce_to_empty() -> tuple:
 
 
 @_case
+def _reduce_over_empty_float() -> tuple:
+    """A sum over an axis of size 0 is 0: TIR writes a reduction's initial value on its first iteration,
+    which an empty axis never runs (targets/cpu/reduction_init.py)."""
+    x = np.zeros((5, 0), "float32")
+    return OP.REDUCE_SUM, [In(x, dims=[5, UNKNOWN]), i32([1]), b8([False])], [x.sum(1)], [Out(dims=[5])], EXACT
+
+
+@_case
+def _reduce_over_empty_int() -> tuple:
+    x = np.zeros((3, 0), "int64")
+    ins = [In(x, nna.Precision.INT64, dims=[3, UNKNOWN]), i32([1]), b8([False])]
+    return OP.REDUCE_SUM, ins, [x.sum(1)], [Out(nna.Precision.INT64, dims=[3])], EXACT
+
+
+@_case
 def _reduce_inner_empty() -> tuple:
     x = np.zeros((0, 3, 20), "float32")
     ins = [In(x, dims=[UNKNOWN, 3, 20]), i32([1]), b8([True])]
@@ -190,7 +205,7 @@ def test_zero_extent_kernel_stays_in_bounds(name: str) -> None:
     """The case's model runs clean in a child under MALLOC_CHECK_=3 with the default CPU schedules."""
     tests = Path(__file__).parent
     path = os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])
-    env = dict(os.environ, MALLOC_CHECK_="3", PYTHONPATH=path)
+    env = dict(os.environ, MALLOC_CHECK_="3", MALLOC_PERTURB_="165", PYTHONPATH=path)
     code = f"import test_cpu_schedule_empty as t; t.run_case({name!r})"
     child = subprocess.run(
         [sys.executable, "-c", code], cwd=tests, env=env, capture_output=True, text=True, timeout=600

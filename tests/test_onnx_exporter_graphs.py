@@ -210,3 +210,57 @@ def test_float_range_over_a_dimension() -> None:
     rng = np.random.default_rng(4)
     sizes = [(1, 3, 4, 5), (2, 3, 6, 9)]
     _check(_model(nodes, [x], [y], inits, opset=18), [{"x": rng.standard_normal(s).astype("float32")} for s in sizes])
+
+
+def test_nonzero_of_a_data_dependent_empty_tensor() -> None:
+    """Faster R-CNN's box filter: NonZero over scores that were themselves selected by a NonZero, none of
+    them left.  The count is a sum over an axis of size 0 at execution, whose initial value TIR writes on
+    the first iteration; unwritten, it was garbage and the output's allocation threw std::bad_alloc."""
+    nodes = [
+        helper.make_node("Greater", ["s", "zero"], ["m"]),
+        helper.make_node("NonZero", ["m"], ["nz"]),
+        helper.make_node("Squeeze", ["nz", "axis0"], ["idx"]),
+        helper.make_node("Gather", ["v", "idx"], ["kept"]),
+        helper.make_node("Less", ["kept", "threshold"], ["small"]),
+        helper.make_node("Not", ["small"], ["large"]),
+        helper.make_node("NonZero", ["large"], ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["L"]) for n in ("s", "v")]
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, None)
+    inits = [numpy_helper.from_array(np.array(v, "float32"), n) for n, v in [("zero", 0.0), ("threshold", 0.5)]]
+    inits.append(numpy_helper.from_array(np.array([0], "int64"), "axis0"))
+    rng = np.random.default_rng(5)
+    feeds = []
+    for length, sign in [(6, 1.0), (6, -1.0), (5, -1.0), (9, 1.0)]:  # sign -1: nothing selected
+        s = (sign * (np.abs(rng.standard_normal(length)) + 0.1)).astype("float32")
+        feeds.append({"s": s, "v": rng.random(length).astype("float32")})
+    _check(_model(nodes, inputs, [y], inits, opset=17), feeds)
+
+
+def test_scatter_into_rois_with_an_index_shape_read_at_execution() -> None:
+    """torchvision's RoI pooler: ScatterElements of [rois, C, 2] pooled features into zeros, at indices
+    expanded to a shape that passes through Where (so it is read at execution): the update's static C
+    is checked against the index's run-time dimension (an int beside an int64 size)."""
+    nodes = [
+        helper.make_node("Shape", ["u"], ["shp"]),
+        helper.make_node("ConstantOfShape", ["shp"], ["zeros"], value=numpy_helper.from_array(np.zeros(1, "float32"))),
+        helper.make_node("Equal", ["shp", "minus_one"], ["unset"]),
+        helper.make_node("Where", ["unset", "ones", "shp"], ["target"]),
+        helper.make_node("Reshape", ["order", "column"], ["order3"]),
+        helper.make_node("Expand", ["order3", "target"], ["where"]),
+        helper.make_node("ScatterElements", ["zeros", "where", "u"], ["y"], axis=0),
+    ]
+    u = helper.make_tensor_value_info("u", TensorProto.FLOAT, ["M", 4, 2])
+    order = helper.make_tensor_value_info("order", TensorProto.INT64, ["M"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [
+        numpy_helper.from_array(np.array([-1, 1, 1], "int64"), "column"),
+        numpy_helper.from_array(np.array(-1, "int64"), "minus_one"),
+        numpy_helper.from_array(np.ones(3, "int64"), "ones"),
+    ]
+    rng = np.random.default_rng(6)
+    feeds = [
+        {"u": rng.standard_normal((m, 4, 2)).astype("float32"), "order": rng.permutation(m).astype("int64")}
+        for m in (3, 7)
+    ]
+    _check(_model(nodes, [u, order], [y], inits, opset=17), feeds)

@@ -25,6 +25,7 @@ from nnadapter_tvm.targets.base import is_scheduled
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE, PAD
 from nnadapter_tvm.targets.cpu.generic import schedule_generic
 from nnadapter_tvm.targets.cpu.loops import BUFFER_LOAD, child_blocks
+from nnadapter_tvm.targets.cpu.reduction_init import hoist_reduction_inits
 from nnadapter_tvm.targets.cpu.simd import vector_lanes
 from nnadapter_tvm.targets.cpu.softmax import RULE as SOFTMAX_ROWS
 from nnadapter_tvm.targets.cpu.softmax import schedule_rows
@@ -113,6 +114,9 @@ def schedule_module(
             log.info("cpu schedules: no default schedule applied to %s (naive loops)", gvar.name_hint)
     for gvar, func in updates.items():
         mod[gvar] = func
+    for gvar, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc) and _single_root(func):
+            mod[gvar] = hoist_reduction_inits(func)  # whatever scheduled it: see reduction_init
     return mod, report
 
 
