@@ -297,18 +297,18 @@ def _whole_axis(start, end, step, dim) -> bool:
 
 
 def _bounds(args: OpArgs, name: str) -> list:
-    """SLICE's starts or ends: constants, or values computed from symbolic dimensions (shape_values),
-    which Relax's strided_slice normalizes and clamps at execution as numpy does."""
+    """SLICE's starts or ends: constants, values computed from symbolic dimensions (shape_values), or
+    values read from data at execution (a detector pastes each mask into the box its coordinates name),
+    bound there to new symbolic sizes; each is normalized and clamped as the spec says (``_slice_span``)."""
     if args.operand(name).is_constant:
         return args.ints(name)
     values = args.shape_values(name)
-    if values is None:
-        args.fail(
-            "must be a constant or computed from dimensions (it depends on data)",
-            name,
-            ResultCode.FEATURE_NOT_SUPPORTED,
-        )
-    return values
+    if values is not None:
+        return values
+    lengths = args.shape(args.raw_tensor(name))
+    if len(lengths) != 1 or not isinstance(lengths[0], int):
+        args.fail(f"must be 1-D with a known length, got shape {lengths}", name, ResultCode.FEATURE_NOT_SUPPORTED)
+    return args.runtime_shape(name, lengths[0], f"slice_{name}")
 
 
 @converter(O.SPLIT)

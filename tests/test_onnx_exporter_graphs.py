@@ -264,3 +264,19 @@ def test_scatter_into_rois_with_an_index_shape_read_at_execution() -> None:
         for m in (3, 7)
     ]
     _check(_model(nodes, [u, order], [y], inits, opset=17), feeds)
+
+
+def test_slice_bounds_read_from_data() -> None:
+    """Mask R-CNN pastes each mask into the box its coordinates name: Slice bounds that are data, read at
+    execution (negative, past the end, empty and reversed ranges clamped as ONNX says)."""
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["y"])]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["H", "W"]),
+        helper.make_tensor_value_info("starts", TensorProto.INT64, [2]),
+        helper.make_tensor_value_info("ends", TensorProto.INT64, [2]),
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = _model(nodes, inputs, [y], [numpy_helper.from_array(np.array([0, 1], "int64"), "axes")], opset=17)
+    x = np.arange(30, dtype="float32").reshape(5, 6)
+    bounds = [([1, 2], [4, 5]), ([-3, 0], [5, -1]), ([3, 4], [1, 2]), ([0, -100], [100, 100]), ([2, 2], [2, 3])]
+    _check(model, [{"x": x, "starts": np.array(s, "int64"), "ends": np.array(e, "int64")} for s, e in bounds])

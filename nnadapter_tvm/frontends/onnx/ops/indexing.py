@@ -39,8 +39,8 @@ def slice_(ctx: NodeContext) -> Value | np.ndarray:
     which slices the same for dims below 2^31)."""
     x = ctx.input(0)
     rank = rank_of(ctx, x)
-    if ctx.opset >= 10 and not all(ctx.input(i).is_const for i in (1, 2)) and _from_shapes(ctx, 1, 2):
-        return _slice_computed(ctx, x, rank)
+    if ctx.opset >= 10 and not all(ctx.input(i).is_const for i in (1, 2)):
+        return _slice_computed(ctx, x, rank)  # computed from dimensions, or read from data at execution
     starts = ctx.ints_attr_or_input("starts", 1, 10, None)
     ends = ctx.ints_attr_or_input("ends", 2, 10, None)
     if starts is None or ends is None or len(starts) != len(ends):
@@ -66,9 +66,9 @@ def _from_shapes(ctx: NodeContext, *indices: int) -> bool:
 
 
 def _slice_computed(ctx: NodeContext, x: Value, rank: int) -> Value:
-    """Slice whose starts or ends are computed at run time (from the input's dimensions, usually):
-    SLICE with those tensors (cast to INT32) as operands, whose values the converter knows as
-    expressions over the symbolic dimensions; axes and steps must be constants."""
+    """Slice whose starts or ends are computed at run time: SLICE with those tensors (cast to INT32) as
+    operands, whose values the converter knows as expressions over the symbolic dimensions where they
+    are computed from dimensions, else reads at execution; axes and steps must be constants."""
     count = None
     bounds = []
     for i, what in ((1, "starts"), (2, "ends")):
