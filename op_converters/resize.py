@@ -61,17 +61,18 @@ def _resize_size(args: OpArgs, in_hw: list) -> tuple[list, list[float] | None]:
 
 def _shape_operand(args: OpArgs) -> list:
     """RESIZE_*'s ``shape`` operand: its values where constant, else the TIR expressions compile time
-    knows for it (a size computed from the input's own dimensions, through ``OpArgs.shape_values``)."""
+    knows for it (a size computed from the input's own dimensions, through ``OpArgs.shape_values``), else
+    (sizes computed in float from the image's size, as detectors' transforms do) read at execution as
+    new symbolic sizes."""
     if args.operand("shape").is_constant:
         return args.ints("shape")
     values = args.shape_values("shape")
-    if values is None:
-        args.fail(
-            "must be a constant operand or computed from shapes (its values set the output size)",
-            "shape",
-            ResultCode.FEATURE_NOT_SUPPORTED,
-        )
-    return values
+    if values is not None:
+        return values
+    lengths = args.shape(args.raw_tensor("shape"))
+    if len(lengths) != 1 or not isinstance(lengths[0], int):
+        args.fail(f"must be 1-D with a known length, got shape {lengths}", "shape", ResultCode.FEATURE_NOT_SUPPORTED)
+    return args.runtime_shape("shape", lengths[0], "resize_size")
 
 
 def _resize_ratio(in_size, out_size, scale: float | None, align_corners: bool) -> tirx.PrimExpr:

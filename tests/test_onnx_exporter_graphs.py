@@ -280,3 +280,57 @@ def test_slice_bounds_read_from_data() -> None:
     x = np.arange(30, dtype="float32").reshape(5, 6)
     bounds = [([1, 2], [4, 5]), ([-3, 0], [5, -1]), ([3, 4], [1, 2]), ([0, -100], [100, 100]), ([2, 2], [2, 3])]
     _check(model, [{"x": x, "starts": np.array(s, "int64"), "ends": np.array(e, "int64")} for s, e in bounds])
+
+
+def _fpn_resize_model(sizes_nodes: list, mode: str = "nearest") -> onnx.ModelProto:
+    """Resize(x, roi=[], scales=[], sizes) as torchvision's FPN and detection transforms write it: roi and
+    scales given as empty constants, the sizes computed in the graph."""
+    # F.interpolate(mode="nearest") as torch.onnx writes it.
+    attrs = {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    nodes = [*sizes_nodes, helper.make_node("Resize", ["x", "roi", "scales", "sizes"], ["y"], **attrs)]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [
+        numpy_helper.from_array(np.zeros(0, "float32"), "roi"),
+        numpy_helper.from_array(np.zeros(0, "float32"), "scales"),
+        numpy_helper.from_array(np.array([1.5, 1.5], "float32"), "factor"),
+    ]
+    return _model(nodes, [x], [y], inits, opset=11)
+
+
+def test_resize_to_sizes_computed_from_dimensions_with_empty_roi_and_scales() -> None:
+    """The FPN's top-down path: nearest Resize to twice the input's H and W (Shape arithmetic)."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Add", ["shape", "shape"], ["double"]),
+        helper.make_node("Slice", ["double", "two", "four"], ["hw"]),
+        helper.make_node("Slice", ["shape", "zero", "two"], ["nc"]),
+        helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0),
+    ]
+    model = _fpn_resize_model(nodes)
+    model.graph.initializer.extend(
+        numpy_helper.from_array(np.array([v], "int64"), n) for n, v in [("zero", 0), ("two", 2), ("four", 4)]
+    )
+    rng = np.random.default_rng(7)
+    _check(model, [{"x": rng.standard_normal(s).astype("float32")} for s in [(1, 2, 3, 5), (2, 2, 4, 4)]])
+
+
+def test_resize_to_sizes_computed_in_float_from_the_image_size() -> None:
+    """GeneralizedRCNNTransform scales the image by a factor computed in float from its size: sizes that
+    no shape arithmetic tracks, read at execution."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Slice", ["shape", "two", "four"], ["hw"]),
+        helper.make_node("Cast", ["hw"], ["hw_float"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["hw_float", "factor"], ["scaled"]),
+        helper.make_node("Floor", ["scaled"], ["floored"]),
+        helper.make_node("Cast", ["floored"], ["new_hw"], to=TensorProto.INT64),
+        helper.make_node("Slice", ["shape", "zero", "two"], ["nc"]),
+        helper.make_node("Concat", ["nc", "new_hw"], ["sizes"], axis=0),
+    ]
+    model = _fpn_resize_model(nodes)
+    model.graph.initializer.extend(
+        numpy_helper.from_array(np.array([v], "int64"), n) for n, v in [("zero", 0), ("two", 2), ("four", 4)]
+    )
+    rng = np.random.default_rng(8)
+    _check(model, [{"x": rng.standard_normal(s).astype("float32")} for s in [(1, 2, 3, 5), (2, 2, 6, 4)]])

@@ -191,8 +191,9 @@ def resize(ctx: NodeContext) -> Value:
 
 
 def _computed(v: Value) -> bool:
-    """Whether ``v`` is computed from shapes (its elements tracked at import), not a constant or data."""
-    return not v.is_const and v.elements is not None
+    """Whether ``v`` is computed at run time (from shapes, whose elements are tracked at import, or from
+    values: a detector's transform scales the image's size in float), not a constant."""
+    return not v.is_const
 
 
 # (input size, output size) pairs per axis on which a configuration is checked when the output size is
@@ -219,7 +220,8 @@ def _resize_to_computed_sizes(ctx: NodeContext, x: Value, dims: tuple, linear: b
             in_w, out_w = out_h, in_h  # also the swapped pair along W
             image = rng.random((1, 1, in_h, in_w)).astype(F32)
             arrays = [image] + [None] * (ctx.input_count - 1)
-            arrays[1] = ctx.const(1) if ctx.has(1) and ctx.input(1).is_const else None
+            for i in (1, 2):  # roi and scales given as constants (empty ones included: FPN's)
+                arrays[i] = ctx.const(i) if ctx.has(i) and ctx.input(i).is_const else None
             arrays[3] = np.asarray([1, 1, out_h, out_w], "int64")
             expected = host.evaluate(ctx.node, arrays, ctx.opset)[0]
             if not np.allclose(_mirror(image, (out_h, out_w), config), expected, rtol=0, atol=2e-6 if linear else 0):
