@@ -672,6 +672,8 @@ def pad(args: OpArgs) -> relax.Expr:
     """
     x = args.tensor("input")
     shape = args.shape(x)
+    if not args.operand("pads").is_constant:
+        return _pad_computed(args, x, shape)
     pads = args.ints("pads")
     if len(pads) != 2 * len(shape) or any(p < 0 for p in pads):
         args.fail(f"must hold 2 * rank = {2 * len(shape)} non-negative values, got {pads}", "pads")
@@ -696,6 +698,43 @@ def pad(args: OpArgs) -> relax.Expr:
     if not any(pads):
         return x
     return relax.op.nn.pad(x, pads, _RELAX_PAD[mode], value)
+
+
+def _pad_computed(args: OpArgs, x: relax.Expr, shape: list) -> relax.Expr:
+    """PAD whose pads are computed at run time: their values as expressions over the symbolic sizes, or
+    read at execution (``_bounds``); CONSTANT mode only.  A negative pad crops, as ONNX's Pad (and
+    onnxruntime) do; an axis cropped below 0 fails the execution."""
+    if args.int("mode") != PadMode.CONSTANT:
+        args.fail("pads computed at run time take CONSTANT mode only", "mode", ResultCode.FEATURE_NOT_SUPPORTED)
+    pads = _bounds(args, "pads")
+    if len(pads) != 2 * len(shape):
+        args.fail(f"must hold 2 * rank = {2 * len(shape)} values, got {len(pads)}", "pads")
+    before, after = [_as_i64(p) for p in pads[0::2]], [_as_i64(p) for p in pads[1::2]]
+    for axis, (d, b, a) in enumerate(zip(shape, before, after)):
+        size = _as_i64(d) + b + a
+        if not isinstance(size, tirx.IntImm):
+            args.require_dims(size >= 0, size, f"pads crop axis {axis} below 0 elements at execution", "pads")
+        elif size.value < 0:
+            args.fail(f"pads crop axis {axis} of size {d} below 0 elements", "pads")
+    value = args.value("value").reshape(-1)[0].item() if args.has("value") else 0
+    spans = [[b, a] for b, a in zip(before, after)]
+    return args.emit_te(_pad_te, x, spans, value, primfunc_name_hint="pad")
+
+
+def _pad_te(x: te.Tensor, spans: list, value: object) -> te.Tensor:
+    """``x`` with ``spans[axis] = [before, after]`` elements of ``value`` around each axis (negative:
+    cropped); reads stay inside ``x``."""
+    dims = [_as_i64(d) for d in x.shape]
+    fill = tirx.const(value, str(x.dtype))
+
+    def element(*index):
+        sources = [i - b for i, (b, _) in zip(index, spans)]
+        inside = tirx.all(*[tirx.And(s >= 0, s < d) for s, d in zip(sources, dims)]) if dims else True
+        clamped = [tirx.max(tirx.min(s, d - 1), tirx.const(0, "int64")) for s, d in zip(sources, dims)]
+        return tirx.Select(inside, x(*clamped), fill)
+
+    out_shape = [d + b + a for d, (b, a) in zip(dims, spans)]
+    return te.compute(out_shape, element, name="pad")
 
 
 @converter(O.CHANNEL_SHUFFLE)

@@ -334,3 +334,35 @@ def test_resize_to_sizes_computed_in_float_from_the_image_size() -> None:
     )
     rng = np.random.default_rng(8)
     _check(model, [{"x": rng.standard_normal(s).astype("float32")} for s in [(1, 2, 3, 5), (2, 2, 6, 4)]])
+
+
+def test_pad_to_a_multiple_computed_from_the_image_size() -> None:
+    """GeneralizedRCNNTransform pads each image to a multiple of 32: Pad's pads computed in float
+    (ceil) from the image's size, read at execution."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Slice", ["shape", "one", "three"], ["hw"]),
+        helper.make_node("Cast", ["hw"], ["hw_float"], to=TensorProto.FLOAT),
+        helper.make_node("Div", ["hw_float", "stride"], ["blocks"]),
+        helper.make_node("Ceil", ["blocks"], ["whole"]),
+        helper.make_node("Mul", ["whole", "stride"], ["padded"]),
+        helper.make_node("Cast", ["padded"], ["padded_int"], to=TensorProto.INT64),
+        helper.make_node("Sub", ["padded_int", "hw"], ["extra"]),
+        helper.make_node("Concat", ["zeros3", "zero", "extra"], ["pads"], axis=0),
+        helper.make_node("Pad", ["x", "pads", "fill"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [
+        numpy_helper.from_array(np.array(v, "int64"), n)
+        for n, v in [("one", [1]), ("three", [3]), ("zeros3", [0, 0, 0]), ("zero", [0])]
+    ]
+    inits += [
+        numpy_helper.from_array(np.array(8.0, "float32"), "stride"),
+        numpy_helper.from_array(np.array(0.5, "float32"), "fill"),
+    ]
+    rng = np.random.default_rng(9)
+    _check(
+        _model(nodes, [x], [y], inits, opset=17),
+        [{"x": rng.standard_normal(s).astype("float32")} for s in [(3, 5, 9), (3, 16, 12)]],
+    )

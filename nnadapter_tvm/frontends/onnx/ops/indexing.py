@@ -303,6 +303,9 @@ def pad(ctx: NodeContext) -> Value | np.ndarray:
     x = ctx.input(0)
     rank = rank_of(ctx, x)
     mode = ctx.attr("mode", "constant")
+    computed = ctx.opset >= 11 and ctx.has(1) and not ctx.input(1).is_const
+    if computed and mode == "constant" and not (ctx.opset >= 18 and ctx.has(3)):
+        return _pad_computed(ctx, x, rank)
     pads = ctx.attr("paddings", None) if ctx.opset < 2 else ctx.ints_attr_or_input("pads", 1, 11, None)
     if pads is None:
         ctx.fail("pads are required")
@@ -344,6 +347,21 @@ def pad(ctx: NodeContext) -> Value | np.ndarray:
     flat = [p for a in range(rank) for p in (begin[a], end[a])]
     value = _pad_value(ctx, x) if mode == "constant" else ctx.f32(0.0)
     return ctx.emit(O.PAD, [x, ctx.i32(flat), ctx.i32(int(_PAD_MODES[mode])), value])
+
+
+def _pad_computed(ctx: NodeContext, x: Value, rank: int) -> Value:
+    """Constant Pad of every axis whose pads are computed at run time (a detector's transform pads the
+    image to a multiple of 32): ONNX's [begins..., ends...] reordered to PAD's [begin, end] per axis
+    (RESHAPE [2, rank], TRANSPOSE, RESHAPE), whose values PAD's converter knows as expressions or reads
+    at execution (a negative one crops, as in ONNX).  Other modes need their pads at import (the ONNX
+    backend specialises on them)."""
+    pads = ctx.input(1)
+    if pads.shape != (2 * rank,):
+        ctx.fail(f"pads {pads.describe()} must hold 2 * rank = {2 * rank} values")
+    pairs = reshape(ctx, cast(ctx, pads, "int32"), [2, rank], out_shape=(2, rank))
+    pairs = ctx.emit(O.TRANSPOSE, [pairs, ctx.i32([1, 0])], shape=(rank, 2))
+    flat = reshape(ctx, pairs, [2 * rank], out_shape=(2 * rank,))
+    return ctx.emit(O.PAD, [x, flat, ctx.i32(int(_PAD_MODES["constant"])), _pad_value(ctx, x)])
 
 
 def _per_axis(shape, crop, starts, ends):
