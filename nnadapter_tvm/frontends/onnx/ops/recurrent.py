@@ -44,11 +44,11 @@ _DIRECTIONS = {
 }
 
 
-def _activations(ctx: NodeContext, num_dirs: int) -> tuple[list[int], list[float], list[float]]:
+def _activations(ctx: NodeContext, op: O, num_dirs: int) -> tuple[list[int], list[float], list[float]]:
     names = ctx.attr("activations", None)
-    per = len(_DEFAULT_NAMES[ctx.op_type])
+    per = len(_DEFAULT_NAMES[op.name])
     if names is None:
-        names = _DEFAULT_NAMES[ctx.op_type] * num_dirs
+        names = _DEFAULT_NAMES[op.name] * num_dirs
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in names]
     if len(names) == per and num_dirs == 2:
         names = names * 2  # onnxruntime repeats one direction's list for both
@@ -69,7 +69,9 @@ def _activations(ctx: NodeContext, num_dirs: int) -> tuple[list[int], list[float
     return codes, alpha, beta
 
 
-def _recurrent(ctx: NodeContext, op: O) -> list[Value | None]:
+def _recurrent(ctx: NodeContext, op: O, weights: tuple[Value, Value] | None = None) -> list[Value | None]:
+    """``op`` on the node's operands in ONNX's order; ``weights``: W and R in ONNX's layout, in place of inputs
+    1 and 2 (com.microsoft's DynamicQuantizeLSTM gives them quantized and transposed)."""
     x = ctx.input(0)
     if x.dtype != np.float32:
         ctx.unsupported(f"{ctx.op_type} of {x.dtype}: the {op.name} operation takes float32")
@@ -82,7 +84,7 @@ def _recurrent(ctx: NodeContext, op: O) -> list[Value | None]:
     direction = _DIRECTIONS[direction_name]
     num_dirs = 2 if direction == RecurrentDirection.BIDIRECTIONAL else 1
     layout = int(ctx.attr("layout", 0))
-    codes, alpha, beta = _activations(ctx, num_dirs)
+    codes, alpha, beta = _activations(ctx, op, num_dirs)
     empty = ctx.f32(np.zeros([0]))
 
     def opt(i: int) -> Value:
@@ -91,7 +93,8 @@ def _recurrent(ctx: NodeContext, op: O) -> list[Value | None]:
 
     seq = ctx.optional(4)
     seq = ctx.i32(np.zeros([0])) if seq is None else cast(ctx, seq, np.int32)
-    inputs = [x, cast(ctx, ctx.input(1), np.float32), cast(ctx, ctx.input(2), np.float32), opt(3), seq, opt(5)]
+    w, r = weights if weights is not None else (ctx.input(1), ctx.input(2))
+    inputs = [x, cast(ctx, w, np.float32), cast(ctx, r, np.float32), opt(3), seq, opt(5)]
     if op == O.LSTM:
         inputs += [opt(6), opt(7)]
     clip = ctx.attr("clip", None)
@@ -109,7 +112,6 @@ def _recurrent(ctx: NodeContext, op: O) -> list[Value | None]:
         inputs.append(ctx.boolean(bool(ctx.attr("linear_before_reset", 0))))
     outputs = 3 if op == O.LSTM else 2
     hidden = ctx.attr("hidden_size", None)
-    r = ctx.input(2)
     r_hidden = r.shape[2] if r.shape is not None and len(r.shape) == 3 else None
     if hidden is not None and r_hidden is not None and hidden != r_hidden:
         ctx.fail(f"hidden_size {hidden} differs from R {r.describe()} ([directions, gates * hidden, hidden])")
@@ -137,6 +139,12 @@ def _shapes(x: Value, num_dirs: int, hidden: int | None, layout: int) -> tuple:
 def lstm(ctx: NodeContext) -> list[Value | None]:
     """LSTM -> the LSTM extension operation (Y, Y_h, Y_c; peepholes, input_forget, layout 0/1)."""
     return _recurrent(ctx, O.LSTM)
+
+
+def lstm_with_weights(ctx: NodeContext, w: Value, r: Value) -> list[Value | None]:
+    """The LSTM extension operation on the node's operands in ONNX LSTM's order, with W and R (ONNX's layout,
+    [directions, 4 * hidden, size]) given in place of inputs 1 and 2."""
+    return _recurrent(ctx, O.LSTM, (w, r))
 
 
 @onnx_op("GRU")
