@@ -54,6 +54,16 @@ def _check(proto: onnx.ModelProto, source: str) -> None:
     ]
     for tensor_type in unshaped:
         tensor_type.shape.SetInParent()
+    # onnxruntime registers a few of its own operators in ONNX's domain, and its transformer optimizer writes
+    # them there (SimplifiedLayerNormalization, the RMS norm): the checker knows no such operator, so it
+    # checks them as the custom operators they are (in a domain of their own) while it runs.
+    hidden = [(n, n.domain) for n in _all_nodes(proto.graph) if n.domain in ("", "ai.onnx")]
+    hidden = [(n, domain) for n, domain in hidden if n.op_type in ORT_ONNX_DOMAIN_OPS]
+    for node, _ in hidden:
+        node.domain = _ORT_DOMAIN
+    imported = any(entry.domain == _ORT_DOMAIN for entry in proto.opset_import)
+    if hidden and not imported:
+        proto.opset_import.append(onnx.helper.make_opsetid(_ORT_DOMAIN, 1))
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as err:
@@ -61,6 +71,26 @@ def _check(proto: onnx.ModelProto, source: str) -> None:
     finally:
         for tensor_type in unshaped:
             tensor_type.ClearField("shape")
+        for node, domain in hidden:
+            node.domain = domain
+        if hidden and not imported:
+            proto.opset_import.pop()
+
+
+# onnxruntime's operators of ONNX's domain that its tools write (frontends/onnx/ops/microsoft.py converts them).
+ORT_ONNX_DOMAIN_OPS = frozenset({"SimplifiedLayerNormalization"})
+_ORT_DOMAIN = "com.microsoft"
+
+
+def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The graph's nodes and those of its subgraphs (If, Loop and Scan bodies)."""
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        for attr in node.attribute:
+            for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                nodes.extend(_all_nodes(g))
+    return nodes
 
 
 def _parse(data: bytes, source: str) -> onnx.ModelProto:
