@@ -597,8 +597,8 @@ def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:
 def mat_mul_n_bits(ctx: NodeContext) -> Value:
     """MatMulNBits -> MAT_MUL by the weight dequantized at import into float32 ((q - zero_point) * scale per
     block of block_size along K; 2, 4 or 8 bits, zero points packed, float or the default 2^(bits-1)), + bias.
-    The product runs in float32: accuracy_level 4, where onnxruntime quantizes A to int8, gives a float32
-    result, closer to the float model than onnxruntime's."""
+    The product runs in float32 whatever accuracy_level says: at 4, where onnxruntime quantizes A to int8 per
+    block, the results differ from onnxruntime's by that rounding."""
     a = _f32(ctx, 0, "A")
     _refuse_inputs(ctx, {4: "g_idx"})
     _refuse_attrs(ctx, {"weight_prepacked": 0})
