@@ -477,16 +477,18 @@ def test_an_inlined_branch_ignores_the_output_shape_its_graph_declares() -> None
     assert check(model, {"x": np.array([5.0, 6.0, 7.0], "float32")}, predictor)[0].shape == (1, 3)
 
 
-def slicing_loop_model(trip: int | None) -> onnx.ModelProto:
-    """acc += x[i:i+1] * i for i < M while acc < 100: a Slice at the iteration number, which SLICE
-    takes only as a constant. ``trip``: M as a constant, or None for a graph input."""
+def top_k_loop_model(trip: int | None) -> onnx.ModelProto:
+    """acc += sum(top i + 1 of x) * i for i < M while acc < 100: a TopK of the iteration number, which
+    TOP_K takes only as a constant or computed from dimensions. ``trip``: M as a constant, or None for a
+    graph input."""
     body = helper.make_graph(
         [
             helper.make_node("Unsqueeze", ["i", "axis0"], ["start"]),
-            helper.make_node("Add", ["start", "one"], ["end"]),
-            helper.make_node("Slice", ["x", "start", "end"], ["xi"]),
+            helper.make_node("Add", ["start", "one"], ["k"]),
+            helper.make_node("TopK", ["x", "k"], ["xi", "where"]),
+            helper.make_node("ReduceSum", ["xi"], ["picked"], keepdims=1),
             helper.make_node("Cast", ["i"], ["i_f"], to=F),
-            helper.make_node("Mul", ["xi", "i_f"], ["scaled"]),
+            helper.make_node("Mul", ["picked", "i_f"], ["scaled"]),
             helper.make_node("Add", ["acc_in", "scaled"], ["acc_out"]),
             helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
             helper.make_node("Less", ["total", "limit"], ["cond_out"]),
@@ -510,7 +512,7 @@ def slicing_loop_model(trip: int | None) -> onnx.ModelProto:
 
 
 def test_a_loop_body_that_needs_its_iteration_number_at_import_is_unrolled() -> None:
-    model = slicing_loop_model(trip=6)
+    model = top_k_loop_model(trip=6)
     predictor = nna.Predictor(model)
     (unit,) = [u for u in predictor.graph.units if isinstance(u, ControlUnit)]
     assert unit.unrolled == 6 and sorted(unit.bodies) == [f"body#{i}" for i in range(6)]
@@ -518,7 +520,7 @@ def test_a_loop_body_that_needs_its_iteration_number_at_import_is_unrolled() -> 
     for cond in (True, False):
         check(model, {"x": x, "cond": np.array(cond), "acc0": np.zeros(1, "float32")}, predictor)
     check(model, {"x": x * 10, "cond": np.array(True), "acc0": np.ones(1, "float32")}, predictor)  # stops early
-    # With M fed at run time, the error names the Loop and the Slice, and M as the input to bind.
-    with pytest.raises(nna.NNAdapterError, match=r"Loop.*in its body.*Slice") as err:
-        nna.Predictor(slicing_loop_model(trip=None))
+    # With M fed at run time, the error names the Loop and the TopK, and M as the input to bind.
+    with pytest.raises(nna.NNAdapterError, match=r"Loop.*in its body.*TopK") as err:
+        nna.Predictor(top_k_loop_model(trip=None))
     assert "M" in err.value.needs_constant

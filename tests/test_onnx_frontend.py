@@ -315,8 +315,25 @@ def test_reshape_to_a_shape_fed_at_run_time_compiles_once() -> None:
 
 
 def test_backend_specialises_on_parameters_fed_at_run_time() -> None:
-    """Pad's pads as a graph input (PAD reads them at compile time): compiled for the fed pads, and
-    again for new ones."""
+    """A reflect Pad's pads as a graph input (PAD reads them at compile time in every mode but constant):
+    compiled for the fed pads, and again for new ones."""
+    from nnadapter_tvm.frontends.onnx import backend
+
+    model = make_model(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")],
+        [helper.make_tensor_value_info("x", F, [3, 4]), helper.make_tensor_value_info("pads", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", F, [None, None])],
+    )
+    rep = backend.prepare(model, "CPU")
+    x = np.arange(12, dtype="float32").reshape(3, 4)
+    for pads in ([0, 1, 0, 0], [1, 0, 1, 2], [0, 1, 0, 0]):
+        (y,) = rep.run([x, np.array(pads, "int64")])
+        np.testing.assert_array_equal(y, np.pad(x, [(pads[0], pads[2]), (pads[1], pads[3])], mode="reflect"))
+    assert rep.specialise == ["pads"] and len(rep._specialised) == 2
+
+
+def test_constant_pad_reads_pads_fed_at_run_time() -> None:
+    """A constant Pad's pads as a graph input: one compilation for every value (negative pads crop)."""
     from nnadapter_tvm.frontends.onnx import backend
 
     model = make_model(
@@ -326,7 +343,9 @@ def test_backend_specialises_on_parameters_fed_at_run_time() -> None:
     )
     rep = backend.prepare(model, "CPU")
     x = np.arange(6, dtype="float32").reshape(2, 3)
-    for pads in ([0, 1, 0, 0], [1, 0, 1, 2], [0, 1, 0, 0]):
+    for pads in ([0, 1, 0, 0], [1, 0, 1, 2], [0, -1, 0, 1]):
         (y,) = rep.run([x, np.array(pads, "int64")])
-        np.testing.assert_array_equal(y, np.pad(x, [(pads[0], pads[2]), (pads[1], pads[3])]))
-    assert rep.specialise == ["pads"] and len(rep._specialised) == 2
+        cropped = x[:, 1:] if pads[1] < 0 else x
+        want = np.pad(cropped, [(pads[0], pads[2]), (max(pads[1], 0), pads[3])])
+        np.testing.assert_array_equal(y, want)
+    assert rep.specialise == []
