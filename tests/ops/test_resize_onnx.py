@@ -6,6 +6,7 @@ tf_crop_and_resize's roi and extrapolation value."""
 import numpy as np
 import onnx
 import pytest
+from dynutil import check_sizes, compile_op
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 from oputil import UNKNOWN, Const, In, Out, P, b8, check_op, expect_error, f32, i32, rand, run_op
@@ -55,7 +56,7 @@ def operands(
     return [
         In(x, dims=x_dims),
         i32(list(out_shape)),
-        Const(np.asarray(scale, np.float64), P.FLOAT64),
+        Const(None if scale is None else np.asarray(scale, np.float64), P.FLOAT64),
         Const(None if roi is None else np.asarray(roi, np.float64), P.FLOAT64),
         i32(R.MODES.index(mode)),
         i32(R.COORDINATE_TRANSFORMATION_MODES.index(ctm)),
@@ -161,6 +162,49 @@ def test_symbolic_batch_kept():
     np.testing.assert_allclose(got, expected, **TOL)
 
 
+# (input shape, sizes) fed to one compilation whose input and sizes are known only at execution: up and down,
+# a 1-pixel output, the batch and channels kept.
+FED = [((1, 2, 4, 6), (1, 2, 7, 3)), ((2, 2, 5, 3), (2, 2, 1, 8))]
+
+
+@pytest.mark.parametrize("mode", R.MODES)
+def test_sizes_fed_at_execution(mode):
+    """sizes a model input: read at execution as new symbolic sizes, each axis' scale output / input, the
+    positions and weights computed by kernels (every axis resized: none is known to keep its size)."""
+    x0, sizes0 = FED[0]
+    ctm = {"nearest": "asymmetric", "linear": "half_pixel", "cubic": "pytorch_half_pixel"}[mode]
+    inputs = operands(rand(*x0), sizes0, None, mode=mode, ctm=ctm, nearest_mode="round_prefer_ceil")
+    inputs[0] = In(inputs[0].value, dims=[UNKNOWN] * 4)
+    inputs[1] = In(np.asarray(sizes0, "int64"), P.INT64)
+    compilation = compile_op(OP, inputs, [Out(dims=[UNKNOWN] * 4)])
+    cases = []
+    for k, (shape, sizes) in enumerate(FED):
+        x = rand(*shape, seed=10 + k)
+        expected = onnx_resize(
+            x, sizes=sizes, mode=mode, coordinate_transformation_mode=ctm, nearest_mode="round_prefer_ceil"
+        )
+        cases.append(([x, np.asarray(sizes, "int64")], [expected.astype(np.float32)]))
+    check_sizes(compilation, cases, **TOL)
+
+
+def test_scales_fed_at_execution_on_symbolic_sizes():
+    """scales a model input: the output sizes floor(scale * n) read at execution, the kernels reading the
+    scales; tf_crop_and_resize with a constant roi extrapolates where the window leaves the input."""
+    roi = [0, 0, 0.13, -0.2, 1, 1, 0.77, 1.1]
+    attrs = dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=10.0)
+    inputs = operands(rand(1, 2, 4, 6), (-1,) * 4, (1, 1, 2.0, 0.5), roi=roi, mode="linear", extrapolation=10.0)
+    inputs[0] = In(inputs[0].value, dims=[UNKNOWN, 2, UNKNOWN, UNKNOWN])
+    inputs[2] = In(np.asarray([1, 1, 2.0, 0.5], np.float32))
+    inputs[5] = i32(R.COORDINATE_TRANSFORMATION_MODES.index("tf_crop_and_resize"))
+    compilation = compile_op(OP, inputs, [Out(dims=[UNKNOWN] * 4)])
+    cases = []
+    for k, (shape, scales) in enumerate([((1, 2, 4, 6), (1, 1, 2.0, 0.5)), ((3, 2, 5, 3), (1, 1, 1.5, 3.0))]):
+        x = rand(*shape, seed=20 + k)
+        expected = onnx_resize(x, scales=scales, roi=roi, **attrs).astype(np.float32)
+        cases.append(([x, np.asarray(scales, np.float32)], [expected]))
+    check_sizes(compilation, cases, **TOL)
+
+
 def test_errors():
     x = rand(1, 1, 4, 4)
     good = dict(out_shape=(1, 1, 8, 8), scale=(1, 1, 2, 2))
@@ -176,12 +220,13 @@ def test_errors():
     bad_mode = operands(x, (1, 1, 8, 8), (1, 1, 2, 2))
     bad_mode[4] = i32(7)
     expect_error(lambda: run_op(OP, bad_mode, [Out()], [(1, 1, 8, 8)]), "mode", "0=nearest", "got 7")
-    symbolic = operands(x, (1, 1, 8, 8), (1, 1, 2, 2), x_dims=[1, 1, UNKNOWN, 4])
+    # Sizes known, input size not (the scale output / input only at execution): antialias's taps need it.
+    symbolic = operands(x, (1, 1, 2, 2), None, mode="linear", antialias=True, x_dims=[1, 1, UNKNOWN, 4])
     expect_error(
-        lambda: run_op(OP, symbolic, [Out()], [(1, 1, 8, 8)]),
-        "input",
+        lambda: run_op(OP, symbolic, [Out()], [(1, 1, 2, 2)]),
+        "antialias",
         "axis 2",
-        "known at compile time",
+        "known only at execution",
         code=nna.ResultCode.FEATURE_NOT_SUPPORTED,
     )
 
