@@ -109,10 +109,11 @@ RESIZES = {
                                 [1, 1, 2, 2], None),
     "nearest_sizes": ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
                        "nearest_mode": "floor"}, None, [1, C, 6, 9]),
-    # A fractional scale: the output size floor(n * 0.5) is computed at execution.  (Linear half-pixel
-    # is refused there: at a 1-pixel output Paddle's ratio is 0 where ONNX averages two pixels.)
+    # A fractional scale: the output size floor(n * 0.5) is computed at execution.  Linear half-pixel goes
+    # to RESIZE_ONNX there (at a 1-pixel output Paddle's ratio is 0 where ONNX averages two pixels).
     "nearest_asymmetric_x0_5": ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
                                  "nearest_mode": "floor"}, [1, 1, 0.5, 0.5], None),
+    "linear_half_pixel_x0_5": ({"mode": "linear"}, [1, 1, 0.5, 0.5], None),
 }  # fmt: skip
 
 

@@ -1,27 +1,32 @@
 """Resize, Upsample -> RESIZE_NEAREST or RESIZE_LINEAR, where one of their configurations computes
-ONNX's result exactly.
+ONNX's result exactly, else the RESIZE_ONNX extension.
 
 NNAdapter's resizes follow Paddle's interpolate (align_corners; align_mode 0 = half-pixel, 1 =
 asymmetric; the ratio from scales or from the sizes), ONNX's has more coordinate transformation and
 nearest rounding modes.  Rather than a table of which ONNX combination equals which Paddle one (easy
 to get subtly wrong at the borders), each candidate configuration is checked at import: ONNX's
 reference Resize and a numpy copy of the NNAdapter converter's float32 formulas run on a probe image of
-the node's own spatial size, and the first candidate that agrees is emitted.  Nothing agrees (cubic,
-antialias, crop-and-resize, the other coordinate transformations and nearest modes, other ranks and
-axes): the node goes to the RESIZE_ONNX extension (op_converters/resize_onnx.py), which computes ONNX's
-Resize itself.
+the node's own spatial size (several sizes where it is known only at execution: every size a compiled
+model may meet must agree), and the first candidate that agrees is emitted.  Nothing agrees (cubic,
+antialias, crop-and-resize, the other coordinate transformations and nearest modes, half_pixel where an
+output of 1 pixel may occur: Paddle's ratio is then 0, ONNX samples the centre; other ranks and axes):
+the node goes to the RESIZE_ONNX extension (op_converters/resize_onnx.py), which computes ONNX's Resize
+itself, also where sizes or scales are computed at run time or the input's sizes are symbolic.
 """
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import numpy as np
 
-from nnadapter_tvm.frontends.onnx import host
+from nnadapter_tvm.frontends.onnx import host, shape_elements
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.op_converters import resize_onnx
 from nnadapter_tvm.types import OperationType as O
+from nnadapter_tvm.types import Precision
 
 F32 = np.float32
 
@@ -87,6 +92,9 @@ def _probe_inputs(ctx: NodeContext, probe: np.ndarray) -> list[np.ndarray | None
         if v is None:
             arrays.append(None)
             continue
+        if i == 1 and ctx.op_type == "Resize" and ctx.opset >= 11 and not v.is_const:
+            arrays.append(np.zeros([0], F32))  # roi: read by tf_crop_and_resize only, which goes to RESIZE_ONNX
+            continue
         array = ctx.const(i)  # the output size depends on it
         if ctx.op_type == "Resize" and i == 3 and array.size == 4 and ctx.attr("axes", None) is None:
             array = np.concatenate([[1, 1], array[2:]]).astype(array.dtype)  # sizes: N, C of the probe
@@ -145,11 +153,16 @@ def resize(ctx: NodeContext) -> Value:
         mode not in ("nearest", "linear", "bilinear")
         or x.rank != 4
         or (axes is not None and sorted(a % 4 for a in axes) != [2, 3])
+        or ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch"
+        or transform == "tf_crop_and_resize"
     ):
         return _resize_onnx(ctx, x, f"{what}: NNAdapter's RESIZE_* resize H and W, nearest or bilinear, unfiltered")
     n, c, h, w = (None if d is None or d < 0 else d for d in x.shape)
     if ctx.op_type == "Resize" and ctx.opset >= 11 and ctx.has(3) and _computed(ctx.input(3)):
         return _resize_to_computed_sizes(ctx, x, (n, c, h, w), mode != "nearest", what)
+    scales_at = 1 if ctx.opset < 11 else 2
+    if ctx.op_type == "Resize" and ctx.has(scales_at) and _computed(ctx.input(scales_at)):
+        return _resize_onnx(ctx, x, f"{what}: scales computed at run time")
     scales = _onnx_scales(ctx, x)
     dynamic = h is None or w is None
     probes = [(h, w)] if not dynamic else [(h or a, w or b) for a, b in zip(_PROBE_SIZES, reversed(_PROBE_SIZES))]
@@ -174,9 +187,11 @@ def resize(ctx: NodeContext) -> Value:
                 ctx.unsupported(f"{x.describe()}: an output size that depends on the unknown input size needs scales")
             bad = [sc for sc in scales if not _scaled_size_agrees(sc)]
             if bad:
-                ctx.unsupported(
-                    f"scales {list(scales)}: int(float32(n) * scale) differs from ONNX's floor(n * scale) for some "
-                    "size n, which is known only at execution"
+                return _resize_onnx(
+                    ctx,
+                    x,
+                    f"{what}: with scales {list(scales)}, RESIZE_*'s int(float32(n) * scale) differs from ONNX's "
+                    "floor(n * scale) for some size n, which is known only at execution",
                 )
     linear = mode != "nearest"
     for config in _candidates(linear, scales):
@@ -209,10 +224,10 @@ def _resize_to_computed_sizes(ctx: NodeContext, x: Value, dims: tuple, linear: b
     sizes = ctx.input(3)
     n, c = dims[:2]
     if sizes.shape != (4,) or ctx.attr("axes", None) is not None:
-        ctx.unsupported(f"sizes {sizes.describe()}: a computed sizes input must hold 4 values [N, C, H, W]")
+        return _resize_onnx(ctx, x, f"{what}: RESIZE_* take a computed sizes input of 4 values [N, C, H, W]")
     known = sizes.elements or (None,) * 4
     if any(k is not None and d is not None and k != d for k, d in zip(known[:2], (n, c))):
-        ctx.unsupported(f"sizes {known} change N or C of {x.describe()}: NNAdapter resizes H and W only")
+        return _resize_onnx(ctx, x, f"{what}: sizes {known} change N or C of {x.describe()}, RESIZE_* resize H and W")
     rng = np.random.default_rng(0)
     for config in _candidates(linear, None):
         agrees = True
@@ -222,6 +237,8 @@ def _resize_to_computed_sizes(ctx: NodeContext, x: Value, dims: tuple, linear: b
             arrays = [image] + [None] * (ctx.input_count - 1)
             for i in (1, 2):  # roi and scales given as constants (empty ones included: FPN's)
                 arrays[i] = ctx.const(i) if ctx.has(i) and ctx.input(i).is_const else None
+            if ctx.has(1) and arrays[1] is None:
+                arrays[1] = np.zeros([0], F32)  # a computed roi: only tf_crop_and_resize reads it
             arrays[3] = np.asarray([1, 1, out_h, out_w], "int64")
             expected = host.evaluate(ctx.node, arrays, ctx.opset)[0]
             if not np.allclose(_mirror(image, (out_h, out_w), config), expected, rtol=0, atol=2e-6 if linear else 0):
@@ -236,7 +253,7 @@ def _resize_to_computed_sizes(ctx: NodeContext, x: Value, dims: tuple, linear: b
                 inputs.append(ctx.i32(config["align_mode"]))
             shape = (n, c, *known[2:])
             return ctx.emit(O.RESIZE_LINEAR if linear else O.RESIZE_NEAREST, inputs, shape=shape)
-    ctx.unsupported(f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
+    return _resize_onnx(ctx, x, f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
 
 
 def _emit(ctx: NodeContext, x: Value, shape: tuple, config: dict, size_scales=None) -> Value:
@@ -257,63 +274,16 @@ def _emit(ctx: NodeContext, x: Value, shape: tuple, config: dict, size_scales=No
 
 def _resize_onnx(ctx: NodeContext, x: Value, why: str) -> Value:
     """Resize (opset 11 and up) -> the RESIZE_ONNX extension, which computes every mode and coordinate
-    transformation as ONNX does: its sizes and scales are ONNX's, resolved here over the input's rank
-    (axes, keep_aspect_ratio_policy) as the reference's _interpolate_nd resolves them.  Resized axes
-    need sizes known at import; ``why`` says why RESIZE_* did not do."""
+    transformation as ONNX does: its sizes and scales are ONNX's over the input's whole rank (axes
+    resolved as the reference's _interpolate_nd resolves them).  Constant sizes and scales on sizes known
+    at import give the output shape here; ``sizes`` or ``scales`` computed at run time (from shapes, or
+    from data) and input sizes known only at execution become operands and expressions the operation
+    evaluates when it runs, so one compilation serves every size.  ``why`` says why RESIZE_* did not do."""
     if ctx.op_type != "Resize" or ctx.opset < 11:
         ctx.unsupported(f"{why} (and RESIZE_ONNX takes Resize from opset 11)")
     mode = ctx.attr("mode", "nearest")
     if mode not in resize_onnx.MODES:
         ctx.unsupported(f"{why}: mode '{mode}' is not one of ONNX's")
-    rank = x.rank
-    dims = [None if d is None or d < 0 else int(d) for d in x.shape]
-    roi = ctx.const(1) if ctx.has(1) else None
-    scales = ctx.const(2) if ctx.has(2) else None
-    sizes = ctx.const(3) if ctx.has(3) else None
-    scales = None if scales is None or np.size(scales) == 0 else [float(s) for s in np.reshape(scales, -1)]
-    sizes = None if sizes is None or np.size(sizes) == 0 else [int(s) for s in np.reshape(sizes, -1)]
-    roi = None if roi is None or np.size(roi) == 0 else [float(r) for r in np.reshape(roi, -1)]
-    axes = [int(a) % rank for a in ctx.attr("axes", list(range(rank)))]
-    if (scales is None) == (sizes is None):
-        ctx.fail("exactly one of scales and sizes must be given")
-    given = scales if scales is not None else sizes
-    if len(given) != len(axes):
-        ctx.fail(f"{'scales' if scales is not None else 'sizes'} {given} must hold one value per axis {axes}")
-    full_roi = None
-    if roi is not None:
-        if len(roi) == 2 * rank and len(axes) != rank:
-            full_roi = roi
-        else:
-            if len(roi) != 2 * len(axes):
-                ctx.fail(f"roi {roi} must hold {2 * len(axes)} values (starts, then ends)")
-            full_roi = [0.0] * rank + [1.0] * rank
-            for i, d in enumerate(axes):
-                full_roi[d], full_roi[rank + d] = roi[i], roi[len(axes) + i]
-    scale = [1.0] * rank
-    out: list[int | None] = list(dims)
-    if scales is not None:
-        for s, d in zip(scales, axes):
-            scale[d] = s
-            if s != 1.0 or (
-                full_roi is not None and ctx.attr("coordinate_transformation_mode", "") == "tf_crop_and_resize"
-            ):
-                if dims[d] is None:
-                    ctx.unsupported(f"{why}; axis {d} of {x.describe()} is resized: its size must be known")
-                out[d] = int(np.floor(s * dims[d]))
-    else:
-        for s, d in zip(sizes, axes):
-            if dims[d] is None:
-                ctx.unsupported(f"{why}; axis {d} of {x.describe()} is resized: its size must be known")
-            scale[d] = s / dims[d]
-            out[d] = s
-        policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
-        if policy != "stretch":
-            if policy not in ("not_larger", "not_smaller"):
-                ctx.fail(f"keep_aspect_ratio_policy '{policy}' is not stretch, not_larger or not_smaller")
-            kept = (min if policy == "not_larger" else max)(scale[d] for d in axes)
-            for d in axes:
-                scale[d] = kept
-                out[d] = int(kept * dims[d] + 0.5)  # ONNX rounds half up
     transform = ctx.attr("coordinate_transformation_mode", "half_pixel")
     nearest_mode = ctx.attr("nearest_mode", "round_prefer_floor")
     for name, value, names in (
@@ -322,17 +292,151 @@ def _resize_onnx(ctx: NodeContext, x: Value, why: str) -> Value:
     ):
         if value not in names:
             ctx.unsupported(f"{name} '{value}' is not one of {', '.join(names)}")
+    rank = x.rank
+    if rank is None:
+        ctx.unsupported(f"{why}; {x.describe()} has an unknown rank")
+    dims = [None if d is None or d < 0 else int(d) for d in x.shape]
+    axes = [int(a) % rank for a in ctx.attr("axes", list(range(rank)))]
+    if len(set(axes)) != len(axes):
+        ctx.fail(f"axes {ctx.attr('axes')} name an axis twice")
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        ctx.fail(f"keep_aspect_ratio_policy '{policy}' is not stretch, not_larger or not_smaller")
+    antialias = bool(ctx.attr("antialias", 0))
+    roi = _roi(ctx, rank, axes, transform)
+    scales_in = ctx.optional(2) if ctx.input_count > 2 else None
+    sizes_in = ctx.optional(3) if ctx.input_count > 3 else None
+    scales_in = None if scales_in is not None and scales_in.is_const and scales_in.const.size == 0 else scales_in
+    sizes_in = None if sizes_in is not None and sizes_in.is_const and sizes_in.const.size == 0 else sizes_in
+    if (scales_in is None) == (sizes_in is None):
+        ctx.fail("exactly one of scales and sizes must be given")
+    given, what = (sizes_in, "sizes") if sizes_in is not None else (scales_in, "scales")
+    if given.rank != 1 or (given.shape[0] is not None and given.shape[0] != len(axes)):
+        ctx.fail(f"{what} {given.describe()} must hold one value per axis {axes}")
+    if sizes_in is not None and not sizes_in.is_const:
+        if policy != "stretch":
+            _refuse_computed(
+                ctx,
+                sizes_in,
+                f"keep_aspect_ratio_policy '{policy}' with sizes computed at run time: the kept scale, and with it "
+                "the output size, would be computed in float from values known only at execution",
+            )
+        if antialias:
+            _refuse_computed(
+                ctx, sizes_in, "antialias with sizes computed at run time: its number of taps depends on the scale"
+            )
+        sizes = _full_rank(ctx, x, sizes_in, axes, rank)
+        known = shape_elements.of(sizes) or (None,) * rank
+        out = [k if k is not None and k >= 0 else None for k in known]
+        scales = ctx.constant(np.zeros([0]), "float64")
+    elif scales_in is not None and not scales_in.is_const:
+        if antialias:
+            _refuse_computed(
+                ctx, scales_in, "antialias with scales computed at run time: its number of taps depends on the scale"
+            )
+        scales = _full_rank(ctx, x, scales_in, axes, rank)
+        sizes = ctx.i32([-1] * rank)
+        out = [None] * rank
+    elif sizes_in is not None:
+        sizes_given = [int(s) for s in np.reshape(sizes_in.const, -1)]
+        out = list(dims)
+        for s, d in zip(sizes_given, axes):
+            out[d] = s
+        if policy != "stretch":
+            if any(dims[d] is None for d in axes):
+                ctx.unsupported(
+                    f"keep_aspect_ratio_policy '{policy}' on {x.describe()}: the kept scale depends on sizes known "
+                    "only at execution"
+                )
+            kept = (min if policy == "not_larger" else max)(out[d] / dims[d] for d in axes)
+            for d in axes:
+                out[d] = int(kept * dims[d] + 0.5)  # ONNX rounds half up
+        resized_unknown = [d for d in axes if dims[d] is None and out[d] is not None]
+        if antialias and resized_unknown:
+            ctx.unsupported(
+                f"antialias on axis {resized_unknown[0]} of {x.describe()}, whose scale depends on its size known "
+                "only at execution (the number of taps depends on it)"
+            )
+        if all(dims[d] is not None for d in axes) or policy != "stretch":
+            scale = [1.0] * rank
+            for d in axes:
+                scale[d] = out[d] / dims[d] if policy == "stretch" else kept
+            scales = ctx.constant(scale, "float64")
+        else:
+            scales = ctx.constant(np.zeros([0]), "float64")  # each axis' scale: its output / input size
+        sizes = ctx.i32([-1 if o is None else o for o in out])
+    else:
+        scale = [1.0] * rank
+        for s, d in zip(np.reshape(scales_in.const, -1), axes):
+            scale[d] = float(s)
+        out = list(dims)
+        for d in range(rank):
+            if scale[d] != 1.0 or (roi is not None and transform == "tf_crop_and_resize"):
+                out[d] = None if dims[d] is None else int(np.floor(scale[d] * dims[d]))
+        scales = ctx.constant(scale, "float64")
+        sizes = ctx.i32([-1 if o is None else o for o in out])
     inputs = [
         x,
-        ctx.i32([-1 if o is None else o for o in out]),
-        ctx.constant(scale, "float64"),
-        ctx.constant(full_roi if full_roi is not None and transform == "tf_crop_and_resize" else [], "float64"),
+        sizes,
+        scales,
+        ctx.constant(roi if roi is not None and transform == "tf_crop_and_resize" else [], "float64"),
         ctx.i32(resize_onnx.MODES.index(mode)),
         ctx.i32(resize_onnx.COORDINATE_TRANSFORMATION_MODES.index(transform)),
         ctx.i32(resize_onnx.NEAREST_MODES.index(nearest_mode)),
         ctx.f32(ctx.attr("cubic_coeff_a", -0.75)),
         ctx.boolean(ctx.attr("exclude_outside", 0)),
         ctx.f32(ctx.attr("extrapolation_value", 0.0)),
-        ctx.boolean(ctx.attr("antialias", 0)),
+        ctx.boolean(antialias),
     ]
     return ctx.emit(resize_onnx.RESIZE_ONNX, inputs, shape=tuple(out))
+
+
+def _refuse_computed(ctx: NodeContext, value: Value, message: str) -> NoReturn:
+    """Refuse what needs ``value`` at import, naming the graph inputs it is computed from as needed
+    constants (as ``NodeContext.const`` does): onnx's backend then binds them and imports again."""
+    ctx.graph.needs_constant += ctx.graph.input_ancestors(value)
+    ctx.unsupported(message)
+
+
+def _roi(ctx: NodeContext, rank: int, axes: list[int], transform: str) -> list[float] | None:
+    """The roi over the whole rank (starts, then ends), or None; it must be known at import."""
+    if not ctx.has(1):
+        return None
+    roi = ctx.input(1)
+    if not roi.is_const:
+        if transform != "tf_crop_and_resize":
+            return None  # only tf_crop_and_resize reads it
+        roi = ctx.const(1)
+    else:
+        roi = roi.const
+    if np.size(roi) == 0:
+        return None
+    roi = [float(r) for r in np.reshape(roi, -1)]
+    if len(roi) == 2 * rank and len(axes) != rank:
+        return roi
+    if len(roi) != 2 * len(axes):
+        ctx.fail(f"roi {roi} must hold {2 * len(axes)} values (starts, then ends)")
+    full = [0.0] * rank + [1.0] * rank
+    for i, d in enumerate(axes):
+        full[d], full[rank + d] = roi[i], roi[len(axes) + i]
+    return full
+
+
+def _full_rank(ctx: NodeContext, x: Value, given: Value, axes: list[int], rank: int) -> Value:
+    """A computed ``sizes`` or ``scales`` of ``axes`` as one value per axis of ``x``: an axis it does not
+    name keeps its size (SHAPE's element) or has scale 1."""
+    if axes == list(range(rank)):
+        return given
+    shape = None
+    if given.dtype.kind in "iu":
+        precision = Precision.INT32 if given.dtype == np.int32 else Precision.INT64
+        shape = ctx.emit(O.SHAPE, [x, ctx.i32(int(precision))], shape=(rank,), dtype=given.dtype)
+    parts = []
+    for d in range(rank):
+        if d not in axes and shape is None:
+            parts.append(ctx.constant([1.0], given.dtype))
+            continue
+        source, at = (given, axes.index(d)) if d in axes else (shape, d)
+        bounds = [ctx.i32([0]), ctx.i32([at]), ctx.i32([at + 1]), ctx.i32([1])]
+        parts.append(ctx.emit(O.SLICE, [source, *bounds], shape=(1,), dtype=given.dtype))
+    return ctx.emit(O.CONCAT, [*parts, ctx.i32(0)], shape=(rank,), dtype=given.dtype)
