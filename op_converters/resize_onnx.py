@@ -212,7 +212,15 @@ def _sizes(args: OpArgs, rank: int) -> list:
         lengths = args.shape(args.raw_tensor("sizes"))
         if lengths != [rank]:
             args.fail(f"must be a 1-D tensor of {rank} sizes, got shape {lengths}", "sizes")
-        return args.runtime_shape("sizes", rank, "resize_size")
+        read = args.runtime_shape("sizes", rank, "resize_size")
+        # Where the output operand declares a size (the importer knows a detector's N and C), that size is
+        # the one read, checked at execution: the axis keeps its size without a pass over the data.
+        declared = args.output_type(0).dimensions
+        for k, d in enumerate(declared if len(declared) == rank else []):
+            if d >= 0:
+                args.require_dims(read[k] == d, read[k], f"size {k} must be {d}, the output's declared size", "sizes")
+                read[k] = d
+        return read
     if len(values) != rank:
         args.fail(f"must hold {rank} sizes, got {len(values)}", "sizes")
     return values

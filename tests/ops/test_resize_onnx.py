@@ -9,7 +9,7 @@ import pytest
 from dynutil import check_sizes, compile_op
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
-from oputil import UNKNOWN, Const, In, Out, P, b8, check_op, expect_error, f32, i32, rand, run_op
+from oputil import UNKNOWN, Const, In, Out, P, b8, check_op, execute, expect_error, f32, i32, rand, run_op
 
 import nnadapter_tvm as nna
 from nnadapter_tvm.op_converters import resize_onnx as R
@@ -185,6 +185,25 @@ def test_sizes_fed_at_execution(mode):
         )
         cases.append(([x, np.asarray(sizes, "int64")], [expected.astype(np.float32)]))
     check_sizes(compilation, cases, **TOL)
+
+
+def test_sizes_fed_at_execution_declared_output_sizes_kept():
+    """A fed sizes tensor whose N and C the output operand declares: those axes keep their size (no pass),
+    and a run whose sizes say otherwise fails naming the operand."""
+    inputs = operands(rand(2, 2, 4, 6), (2, 2, 7, 3), None, mode="linear")
+    inputs[0] = In(inputs[0].value, dims=[2, 2, UNKNOWN, UNKNOWN])
+    inputs[1] = In(np.asarray([2, 2, 7, 3], "int64"), P.INT64)
+    compilation = compile_op(OP, inputs, [Out(dims=[2, 2, UNKNOWN, UNKNOWN])])
+    x = rand(2, 2, 5, 3, seed=30)
+    expected = onnx_resize(x, sizes=(2, 2, 1, 8), mode="linear").astype(np.float32)
+    check_sizes(compilation, [([x, np.asarray([2, 2, 1, 8], "int64")], [expected])], **TOL)
+    expect_error(
+        lambda: execute(compilation, [x, np.asarray([1, 2, 1, 8], "int64")]),
+        "RESIZE_ONNX",
+        "sizes",
+        "size 0 must be 2",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
 
 
 def test_scales_fed_at_execution_on_symbolic_sizes():
