@@ -297,7 +297,7 @@ def _whole_axis(start, end, step, dim) -> bool:
 
 
 def _bounds(args: OpArgs, name: str) -> list:
-    """SLICE's starts or ends: constants, values computed from symbolic dimensions (shape_values), or
+    """SLICE's starts or ends (and PAD's pads): constants, values computed from symbolic dimensions (shape_values), or
     values read from data at execution (a detector pastes each mask into the box its coordinates name),
     bound there to new symbolic sizes; each is normalized and clamped as the spec says (``_slice_span``)."""
     if args.operand(name).is_constant:
@@ -308,7 +308,7 @@ def _bounds(args: OpArgs, name: str) -> list:
     lengths = args.shape(args.raw_tensor(name))
     if len(lengths) != 1 or not isinstance(lengths[0], int):
         args.fail(f"must be 1-D with a known length, got shape {lengths}", name, ResultCode.FEATURE_NOT_SUPPORTED)
-    return args.runtime_shape(name, lengths[0], f"slice_{name}")
+    return args.runtime_shape(name, lengths[0], f"{args.type.name.lower()}_{name}")
 
 
 @converter(O.SPLIT)

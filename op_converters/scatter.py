@@ -22,7 +22,7 @@ from tvm import relax, te, tirx
 from nnadapter_tvm import extensions
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import infer_same_shape
-from nnadapter_tvm.op_converters.indexing import _check_indices, _static
+from nnadapter_tvm.op_converters.indexing import _as_i64, _check_indices, _static
 from nnadapter_tvm.op_schema import INT32, INT32_64, Arg
 from nnadapter_tvm.runtime.runtime_check import VALUE, data_checks_enabled
 from nnadapter_tvm.types import Precision as P
@@ -138,8 +138,7 @@ def _dims_match(args: OpArgs, a, b, message: str, name: str) -> None:
         if a != b:
             args.fail(message, name)
     else:  # a Python int would become an int32 constant beside the int64 dimension
-        wide = [tirx.const(d, "int64") if isinstance(d, int) else d.astype("int64") for d in (a, b)]
-        args.require_dims(tirx.EQ(*wide), a if not _static(a) else b, message, name)
+        args.require_dims(tirx.EQ(_as_i64(a), _as_i64(b)), a if not _static(a) else b, message, name)
 
 
 def _dims_at_most(args: OpArgs, a, b, message: str, name: str) -> None:

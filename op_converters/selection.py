@@ -15,12 +15,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 
 import numpy as np
 from tvm import relax, te, tirx
 
 from nnadapter_tvm import extensions
 from nnadapter_tvm.op_converters.args import OpArgs
+from nnadapter_tvm.op_converters.indexing import _as_i64
 from nnadapter_tvm.op_schema import ANY, BOOL, F32, INT32_64, Arg
 from nnadapter_tvm.types import Precision as P
 
@@ -47,17 +49,9 @@ def _bind_count(args: OpArgs, count: relax.Expr, name: str, at_most: object) -> 
     n = tirx.Var(name, I64)
     shape = args.emit(relax.op.tensor_to_shape(relax.op.reshape(count, [1])))
     args.match_cast(shape, [n])
-    limit = tirx.const(at_most, I64) if isinstance(at_most, int) else at_most.astype(I64)
-    in_range = tirx.And(n >= tirx.const(0, I64), n <= limit)
+    in_range = tirx.And(n >= tirx.const(0, I64), n <= _as_i64(at_most))
     args.require_dims(in_range, n, f"counted {name} outside [0, {at_most}] (the elements counted)")
     return n
-
-
-def _elements(shape: list) -> object:
-    total = 1
-    for d in shape:
-        total = total * d
-    return total
 
 
 def _set_mask(x: te.Tensor) -> te.Tensor:
@@ -101,7 +95,7 @@ def _nonzero(args: OpArgs, x: relax.Expr, name: str) -> relax.Expr:
     """NONZERO's [rank, n] coordinates: the mask is computed once, its sum bound as n, then read by the
     kernel that writes the coordinates at the mask's running prefix count."""
     mask = args.emit_te(_set_mask, x)
-    n = _bind_count(args, args.emit(relax.op.sum(mask)), name, _elements(args.shape(mask)))
+    n = _bind_count(args, args.emit(relax.op.sum(mask)), name, math.prod(args.shape(mask)))
     return args.emit_te(_nonzero_kernel, mask, n)
 
 
@@ -343,7 +337,7 @@ def _unique_flat(args: OpArgs, x: relax.Expr, ordered: bool) -> list[relax.Expr]
         order = args.emit(relax.op.argsort(x, axis=0, descending=False, dtype=I64))
     values = args.emit(relax.op.take(x, order, axis=0, mode="clip"))
     starts = args.emit_te(_run_starts, values)
-    u = _bind_count(args, args.emit(relax.op.sum(starts)), "unique_count", _elements(args.shape(starts)))
+    u = _bind_count(args, args.emit(relax.op.sum(starts)), "unique_count", math.prod(args.shape(starts)))
 
     def unique_sorted(order: te.Tensor, starts: te.Tensor) -> list[te.Tensor]:
         return _unique_sorted_kernel(order, starts, u, ordered=ordered)
@@ -505,7 +499,7 @@ def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
 
     selected = args.emit_te(select, boxes, scores, order, *runtime)
     sel, cnt = (args.emit(relax.TupleGetItem(selected, k)) for k in range(2))
-    rows = _bind_count(args, args.emit(relax.op.sum(cnt)), "nms_selected", _elements(args.shape(sel)))
+    rows = _bind_count(args, args.emit(relax.op.sum(cnt)), "nms_selected", math.prod(args.shape(sel)))
 
     def gather(s: te.Tensor, c: te.Tensor) -> te.Tensor:
         return te.extern([(rows, 3)], [s, c], _nms_rows_ir, dtype=[I64], name="nms_rows")

@@ -124,8 +124,7 @@ def _checked(ctx: NodeContext, idx: Value, dim: int | Value, shape: tuple | None
     flattened input: an unchecked coordinate past its axis would read another row's element.)"""
     out_shape = idx.shape if shape is None else shape
     if not isinstance(dim, int):
-        parts = [ctx.i32(0), cast(ctx, dim, "int32"), ctx.i32(1)]
-        table = cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), idx.dtype)
+        table = _int_range(ctx, [ctx.i32(0), dim, ctx.i32(1)], idx.dtype)
         return ctx.emit(O.GATHER, [table, idx, ctx.i32(0)], dtype=idx.dtype, shape=out_shape)
     if idx.is_const:
         values = np.asarray(idx.const)
@@ -227,9 +226,7 @@ def _batch_offsets(ctx: NodeContext, dims: _Dims, batch: list, indexed: list, le
     if all(isinstance(d, int) for d in (*batch, step)):
         offsets = np.arange(count, dtype="int64").reshape(batch) * step
         return ctx.i64(offsets.reshape((*batch, *ones)))
-    limit = cast(ctx, dims.value(count), "int32")
-    parts = [ctx.i32(0), limit, ctx.i32(1)]
-    flat = cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), "int64")
+    flat = _int_range(ctx, [ctx.i32(0), dims.value(count), ctx.i32(1)], "int64")
     flat = binary(ctx, O.MUL, flat, dims.value(step), shape=(None,))
     return dims.reshape(flat, [*batch, *ones])
 
@@ -444,8 +441,7 @@ def range_(ctx: NodeContext) -> Value:
     if start.dtype.kind == "f" and delta.is_const and not (start.is_const and limit.is_const):
         integers = [_as_integers(ctx, v) for v in (start, limit, delta)]
         if all(v is not None for v in integers):
-            parts = [cast(ctx, v, "int32") for v in integers]
-            return cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), start.dtype)
+            return _int_range(ctx, integers, start.dtype)
     if start.dtype.kind not in "iu" or not _from_shapes(ctx, 0, 1, 2):
         for i in range(3):
             ctx.const(i)
@@ -453,5 +449,11 @@ def range_(ctx: NodeContext) -> Value:
         ctx.unsupported(f"a {start.dtype} Range of values computed at run time (only integer ones)")
     if not delta.is_const:
         ctx.unsupported(f"Range with a delta {delta.describe()} computed at run time")
-    parts = [cast(ctx, v, "int32") for v in (start, limit, delta)]  # RANGE takes INT32 (or FLOAT32)
-    return cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), start.dtype)
+    return _int_range(ctx, [start, limit, delta], start.dtype)
+
+
+def _int_range(ctx: NodeContext, bounds: list[Value], dtype: object) -> Value:
+    """RANGE over integer ``bounds`` (start, limit, delta), computed in INT32 (RANGE takes INT32 or
+    FLOAT32) and cast to ``dtype``."""
+    parts = [cast(ctx, v, "int32") for v in bounds]
+    return cast(ctx, ctx.emit(O.RANGE, parts, dtype="int32", shape=(None,)), dtype)
