@@ -21,6 +21,10 @@ from nnadapter_tvm.frontends.onnx.value_info import dim_names, type_of
 from nnadapter_tvm.frontends.onnx.values import Shape, Unit, Value, node_label
 from nnadapter_tvm.types import NNAdapterError, ResultCode
 
+#: Constants up to this many elements are given to ONNX's inference of one node by value (shapes, axes,
+#: sizes); larger ones (weights) by type only: serializing them took most of a BERT's import.
+LOCAL_CONSTANT_ELEMENTS = 4096
+
 # Random ops must draw at every run, never once at import.
 _NOT_FOLDABLE = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -47,10 +51,13 @@ class ImportedGraph:
         self.declared_outputs = {info.name for info in graph.output}
         for info in itertools.chain(graph.input, graph.value_info, graph.output):
             self.inferred[info.name] = type_of(info)
+        # What ONNX's whole-graph inference knew, before any node refined it (``_infer_locally``).
+        self._whole_graph = dict(self.inferred)
         self.values: dict[str, Value] = {}
         for init in graph.initializer:
             array = numpy_helper.to_array(init)
             self.values[init.name] = Value(init.name, array.dtype, array.shape, const=array)
+        self._initializers = {init.name for init in graph.initializer}
         self.inputs: list[Value] = []
         for info in graph.input:
             if info.name in self.values:
@@ -215,11 +222,14 @@ class ImportedGraph:
         shapes = [self.inferred.get(n, (None, None))[1] for n in node.output if n]
         if all(shape is not None and None not in shape for shape in shapes):
             return
+        if all(shape is not None for shape in shapes) and not self._knows_more(node, inputs):
+            return  # the same inputs as the whole graph's inference had: nothing to learn
         graph_inputs, initializers = [], []
         for name, v in zip(node.input, inputs):
             if v is None or v.dtype is None or v.shape is None:
                 continue
-            if v.is_const:
+            # Only small constants' values (shapes, axes, sizes) inform inference; a weight's type does.
+            if v.is_const and np.size(v.const) <= LOCAL_CONSTANT_ELEMENTS:
                 initializers.append(numpy_helper.from_array(np.asarray(v.const), name))
             else:
                 elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(v.dtype))
@@ -239,6 +249,23 @@ class ImportedGraph:
                     shape if old_shape is None else tuple(a if a is not None else b for a, b in zip(old_shape, shape))
                 )
                 self.inferred[info.name] = (old_dtype or dtype, merged)
+
+    def _knows_more(self, node: onnx.NodeProto, inputs: list[Value | None]) -> bool:
+        """Whether the import knows more of ``node``'s inputs than ONNX's whole-graph inference did: a
+        value folded to a constant here, or a dimension or rank it left open. Where it does not, inferring
+        the node alone gives back what the whole graph gave (in a symbolic-batch BERT, each of its 800
+        nodes, 5 s of its import)."""
+        for name, v in zip(node.input, inputs):
+            if v is None or v.shape is None:
+                continue
+            if v.is_const and name not in self._initializers:
+                return True
+            whole = self._whole_graph.get(name, (None, None))[1]
+            if whole is None or len(whole) != len(v.shape):
+                return True
+            if any(w is None and d is not None for w, d in zip(whole, v.shape)):
+                return True
+        return False
 
     def _note_sources(self, unit: Unit) -> None:
         for v in unit.outputs:

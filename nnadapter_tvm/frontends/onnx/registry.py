@@ -7,6 +7,7 @@ builds nested ``ImportedGraph`` objects) imports back into the importer."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -68,6 +69,8 @@ def supported_op_types() -> list[str]:
     return sorted(_CONVERTERS)
 
 
+@functools.cache
 def _load_families() -> None:
+    """Imports every converter family once (each registers its converters as it is imported)."""
     for info in pkgutil.iter_modules(ops.__path__):
         importlib.import_module(f"{ops.__name__}.{info.name}")
