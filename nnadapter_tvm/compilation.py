@@ -19,7 +19,7 @@ from nnadapter_tvm import extensions
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.errors import TVM_ERRORS, check, fail, tvm_error_text
 from nnadapter_tvm.model import Model
-from nnadapter_tvm.runtime import cache, phases, weights
+from nnadapter_tvm.runtime import cache, kernel_cache, phases, weights
 from nnadapter_tvm.runtime.partition import assign_devices, split_by_device
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.targets import DRIVERS, Driver, Program
@@ -67,6 +67,8 @@ class Compilation:
         self.compile_seconds: float | None = None
         self.compile_phases: phases.PhaseTimes | None = None  # wall and CPU seconds per phase of the compile
         self.load_seconds: float | None = None
+        # Per subgraph built with the kernel cache: the kernels it found and built (runtime.kernel_cache).
+        self.kernel_stats: list[kernel_cache.Stats] = []
         self._buffer: bytes | mmap.mmap | None = None  # a cache file loaded stays mapped, not copied
         self._steps: list[_Step] = []
         self._model_inputs: list[int] = []
@@ -134,7 +136,10 @@ class Compilation:
                     mod, dims = convert_subgraph(sub.inputs, sub.outputs, sub.operations, checks)
                 out_dims.update({o.index: d for o, d in zip(sub.outputs, dims)})
                 try:
-                    executable = driver.build(mod, props)
+                    kernels = driver.kernel_cache(props, self.context.cache_key)
+                    executable = driver.build(mod, props, kernels)
+                    if kernels is not None:
+                        self.kernel_stats.append(kernels.stats)
                 except TVM_ERRORS as err:
                     fail(
                         f"TVM failed to build for {driver.name}: {tvm_error_text(err)}",

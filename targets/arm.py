@@ -113,7 +113,12 @@ class ArmDriver(LlvmDriver):
         (``targets/toolchain.py``); DEVICE_INTERNAL_ERROR naming both packages when there is none."""
         return toolchain.cross_linker(ARM_MTRIPLE.read(props or {}), "arm")
 
-    def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
+    def kernel_cache(self, props: dict, key: bytes | None = None) -> None:
+        """None: the board's library is linked by ``export_library`` with a cross linker, from the modules
+        the build holds (the kernel cache's objects are linked by ``codegen.export`` only)."""
+        return None
+
+    def build(self, mod: tvm.IRModule, props: dict, kernels: object = None) -> relax.VMExecutable:
         executable = super().build(mod, props)
         # The runtime calls export(executable, path) without the properties; the triple picks the linker.
         executable._nnadapter_arm_props = dict(props)

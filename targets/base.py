@@ -21,7 +21,7 @@ import dataclasses
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tvm_ffi
@@ -30,6 +30,9 @@ from nnadapter_tvm.runtime import tvm_runtime
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
 from nnadapter_tvm.runtime.weights import ALIGNMENT, aligned_empty, host_tensors
 from nnadapter_tvm.types import DeviceType, OperationType
+
+if TYPE_CHECKING:
+    from nnadapter_tvm.runtime.kernel_cache import KernelCache
 
 #: The attribute a scheduled kernel carries: MetaSchedule's applied records, dlight's GPU schedules.
 SCHEDULED = "tirx.is_scheduled"
@@ -260,10 +263,16 @@ class Driver(abc.ABC):
 
         return op_type in supported_operations()
 
-    def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
+    def kernel_cache(self, props: dict, key: bytes | None = None) -> KernelCache | None:
+        """The kernel cache this driver's builds use with ``props`` (``runtime.kernel_cache``; entries
+        signed with ``key``), or None: drivers whose builds do not use one."""
+        return None
+
+    def build(self, mod: tvm.IRModule, props: dict, kernels: KernelCache | None = None) -> relax.VMExecutable:
         """``tvm.compile``'s default pipeline, legalizing with this project's rules (``relax_passes``).
         An executable may carry ``weights`` (``codegen.WeightedExecutable``): arrays kept out of the
-        module, which ``main`` takes as its last parameter; the cache stores them beside the module."""
+        module, which ``main`` takes as its last parameter; the cache stores them beside the module.
+        ``kernels`` (from ``kernel_cache``): the built executable then runs once exported."""
         from nnadapter_tvm.targets.relax_passes import default_pipeline
 
         target = self.tvm_target(props)

@@ -285,6 +285,7 @@ def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule,
     ``order_symbolic_definitions`` puts back after its definition a binding FuseOps moved before it."""
     from nnadapter_tvm.targets.relax_passes import (
         legalize_ops,
+        merge_equal_kernels,
         order_symbolic_definitions,
         split_fused_shape_params,
         view_guarded_values,
@@ -301,6 +302,7 @@ def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule,
             relax.transform.FuseOps(),
             split_fused_shape_params,
             relax.transform.FuseTIR(),
+            merge_equal_kernels,
             order_symbolic_definitions,
         ]
     )(mod)
@@ -388,7 +390,7 @@ class GpuDriver(Driver):
         # The host code's LLVM target defaults to this machine's triple.
         return [*super().target_key(props), host_machine()]
 
-    def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
+    def build(self, mod: tvm.IRModule, props: dict, kernels: object = None) -> relax.VMExecutable:
         """Legalize, fuse, schedule (dlight and fallbacks) and compile ``mod``."""
         executable, report = build(mod, self.tvm_target(props), TVM_OPT_LEVEL.read(props))
         log.debug("%s schedules: %s", self.name, report.strategies)

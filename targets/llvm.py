@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import logging
 import platform
+from typing import TYPE_CHECKING
 
 import tvm_ffi
 
 from nnadapter_tvm.runtime import tuning_database, tvm_runtime
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
 from nnadapter_tvm.targets.base import TVM_OPT_LEVEL, Driver, Property, switch
+
+if TYPE_CHECKING:
+    from nnadapter_tvm.runtime.kernel_cache import KernelCache
 
 log = logging.getLogger("nnadapter_tvm")
 
@@ -106,8 +110,21 @@ class LlvmDriver(Driver):
             key.append(identity if identity is not None else ["mcpu", host_cpu()])
         return key
 
-    def build(self, mod: tvm.IRModule, props: dict) -> relax.VMExecutable:
-        """Compile ``mod``; with ``CPU_SCHEDULES`` (the default) every kernel is scheduled first."""
+    def kernel_cache(self, props: dict, key: bytes | None = None) -> KernelCache | None:
+        """The machine's kernel cache for this target, where the default schedules build every kernel
+        (``CPU_SCHEDULES`` on, no ``TUNING_DATABASE``). Its entries are valid for the target, the
+        optimization level and the code of ``targets/cpu`` that built them."""
+        if not CPU_SCHEDULES.read(props) or tuning_database.TUNING_DATABASE.read(props) is not None:
+            return None
+        from nnadapter_tvm.runtime.kernel_cache import KernelCache
+        from nnadapter_tvm.targets.cpu import codegen
+
+        salt = f"opt_level={TVM_OPT_LEVEL.read(props)};code={codegen.build_code_fingerprint()}"
+        return KernelCache.open(str(self.tvm_target(props)), salt, key)
+
+    def build(self, mod: tvm.IRModule, props: dict, kernels: KernelCache | None = None) -> relax.VMExecutable:
+        """Compile ``mod``; with ``CPU_SCHEDULES`` (the default) every kernel is scheduled first.
+        ``kernels``: the kernel cache (``kernel_cache``), whose executable runs once exported."""
         target = self.tvm_target(props)
         opt_level = TVM_OPT_LEVEL.read(props)
         if not CPU_SCHEDULES.read(props):
@@ -119,7 +136,7 @@ class LlvmDriver(Driver):
         database = tuning_database.TUNING_DATABASE.read(props)
         tuned = (lambda fused: tuning_database.apply(fused, target, database)) if database is not None else None
         executable, report = _cpu_pipeline().build(
-            mod, target, opt_level, tuned, winograd=CPU_WINOGRAD.read(props), lift=True
+            mod, target, opt_level, tuned, winograd=CPU_WINOGRAD.read(props), lift=True, kernels=kernels
         )
         log.debug("%s schedules: %s", self.name, report)
         return executable

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax, topi
 
 from nnadapter_tvm.errors import TVM_ERRORS
@@ -487,3 +488,62 @@ def lift_weights(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray]]:
     out = tvm.IRModule({**dict(mod.functions_items())}, attrs=mod.attrs, global_infos=mod.global_infos)
     out[mod.get_global_var("main")] = lifted
     return out, lifter.arrays
+
+
+# -- one kernel per structure ---------------------------------------------------------------------
+
+
+@relax.expr_functor.mutator
+class _RenameCallees(relax.PyExprMutator):
+    def __init__(self, mod: tvm.IRModule, renamed: dict):
+        super().__init__(mod)
+        self.renamed = renamed
+
+    def visit_global_var_(self, gvar: tvm.ir.GlobalVar) -> relax.Expr:
+        return self.renamed.get(gvar, gvar)
+
+
+@tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.MergeEqualKernels")
+def merge_equal_kernels(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """One private kernel for each structure: calls of a ``PrimFunc`` structurally equal to an earlier one
+    go to the earlier one, and the copy leaves the module.
+
+    ``FuseTIR`` names each fused kernel after its operators' own (``fused_dense3_add7_erf2``), and such
+    names differ between the repeated layers of a network whose kernels are otherwise the same:
+    convnext_tiny's 132 kernels are 68 structures, a BERT's twelve layers one; each was scheduled,
+    lowered and compiled again (issue: compile in seconds). Kernels with a ``global_symbol`` (callable
+    by name from outside) stay as they are."""
+    groups: dict[int, list] = {}
+    renamed: dict = {}
+    for gvar, func in mod.functions_items():
+        if not isinstance(func, tvm.tirx.PrimFunc) or (func.attrs is not None and "global_symbol" in func.attrs):
+            continue
+        same = groups.setdefault(tvm_ffi.structural_hash(func), [])
+        kept = next((g for g, f in same if tvm_ffi.structural_equal(f, func)), None)
+        if kept is None:
+            same.append((gvar, func))
+        else:
+            renamed[gvar] = kept
+    if not renamed:
+        return mod
+    functions = {g: f for g, f in mod.functions_items() if g not in renamed}
+    for gvar, func in list(functions.items()):
+        if isinstance(func, relax.Function):
+            functions[gvar] = _RenameCallees(mod, renamed).visit_expr(func)
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
+def rename_functions(mod: tvm.IRModule, names: Mapping[tvm.ir.GlobalVar, str]) -> tvm.IRModule:
+    """``mod`` with the functions ``names`` maps renamed (their ``GlobalVar``s, and every call of them)."""
+    if not names:
+        return mod
+    renamed = {}
+    for gvar, name in names.items():
+        renamed[gvar] = tvm.ir.GlobalVar(name)
+        relax.expr._update_type(renamed[gvar], gvar.ty)  # a call's callee must carry its function's type
+    functions = {}
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            func = _RenameCallees(mod, renamed).visit_expr(func)
+        functions[renamed.get(gvar, gvar)] = func
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)

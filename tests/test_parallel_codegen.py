@@ -135,13 +135,14 @@ def _run_compilation(compilation: nna.Compilation, x: np.ndarray) -> np.ndarray:
 def test_split_build_runs_from_the_cache(tmp_path, monkeypatch):
     """Every kernel of its own module (three threads): the compiled model, the same model loaded from its
     one cache file, and numpy agree."""
+    monkeypatch.setenv("NNADAPTER_TVM_KERNEL_CACHE", "0")  # which builds each kernel apart
     monkeypatch.setattr(codegen, "MIN_KERNELS_PER_MODULE", 1)
     monkeypatch.setattr(codegen, "default_jobs", lambda: 3)
     built: list[int] = []
     original = codegen.build
 
-    def counting(mod, target, jobs=None, lift=False):
-        executable = original(mod, target, jobs, lift)
+    def counting(mod, target, jobs=None, lift=False, cached=None):
+        executable = original(mod, target, jobs, lift, cached)
         built.append(len(executable.mod._collect_dso_modules()))
         return executable
 

@@ -26,6 +26,7 @@ RELAX = "our Relax passes (NHWC layout)"
 LEGALIZE = "legalization (LegalizeOps)"
 FOLD = "constant folding (weight packing)"
 FUSE = "fusion (FuseOps, FuseTIR)"
+KERNEL_CACHE = "kernel cache lookup"
 SCHEDULE = "TIR scheduling (targets/cpu)"
 TIR = "TIR lowering"
 CODEGEN = "LLVM codegen, VM build"
@@ -33,7 +34,7 @@ EXPORT = "export (object code, link)"
 LOAD = "load of the built module"
 CACHE = "cache write"
 #: The order phases are printed in (a build's order); phases not listed come after.
-ORDER = (IMPORT, CONVERT, RELAX, LEGALIZE, FOLD, FUSE, SCHEDULE, TIR, CODEGEN, EXPORT, LOAD, CACHE)
+ORDER = (IMPORT, CONVERT, RELAX, LEGALIZE, FOLD, FUSE, KERNEL_CACHE, SCHEDULE, TIR, CODEGEN, EXPORT, LOAD, CACHE)
 
 # Passes of the CPU pipeline's ``lower`` (run under RELAX) and the phase each is booked to; a pass
 # nested in another (FoldConstant's own builds, the schedules' lowering checks) stays in its parent's.
@@ -46,6 +47,7 @@ _PASS_PHASES = {
     "FoldConstant": FOLD,
     "FuseOps": FUSE,
     "FuseTIR": FUSE,
+    "nnadapter_tvm.MergeEqualKernels": FUSE,
 }
 _TIR_PREFIXES = ("tirx.", "s_tir.")
 

@@ -20,6 +20,7 @@ from nnadapter_tvm.runtime.cache import default_cache_dir
 from nnadapter_tvm.runtime.token import model_token
 from nnadapter_tvm.targets import DRIVERS
 from nnadapter_tvm.tools import builtin_model
+from nnadapter_tvm.tools.benchmark import add_shape_option, parse_shapes
 from nnadapter_tvm.types import NNAdapterError, ResultCode
 
 
@@ -78,13 +79,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from nnadapter_tvm.runtime import phases
 
     # The time before the first compile phase is the import (ONNX graph, partitioning, Python modules).
+    # Printed whether or not the run succeeds: a compile that fails later is still timed.
     with phases.recording(lead=phases.IMPORT if args.model != "builtin" else None) as times:
-        code = _run(args)
-    if times.seconds:
-        print(times.format())
-    else:
-        print("no compile phases: every subgraph was loaded from the cache (an empty --cache-dir compiles)")
-    return code
+        try:
+            return _run(args)
+        finally:
+            if times.seconds:
+                print(times.format())
+            else:
+                print("no compile phases: every subgraph was loaded from the cache (an empty --cache-dir compiles)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -98,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
             )
         from nnadapter_tvm.frontends.onnx import cli as onnx_cli
 
+        args.shapes = parse_shapes(args.shape)
         return onnx_cli.cmd_run(args)
     device = (args.device or ["llvm"])[0]
     context = Context([Device.acquire(device)], args.properties)
@@ -206,6 +210,22 @@ def _add_onnx_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host-fallback", action="store_true", help="run ONNX nodes no device supports on the host")
 
 
+def cmd_kernels(args: argparse.Namespace) -> int:
+    from nnadapter_tvm.runtime import kernel_cache
+
+    directory = kernel_cache.default_dir()
+    if directory is None:
+        print(f"the kernel cache is off (${kernel_cache.ENV})")
+        return 0
+    if args.clear:
+        print(f"{kernel_cache.clear(directory)} kernel(s) deleted from {directory}")
+        return 0
+    entries = kernel_cache.entries(directory)
+    size = sum(os.path.getsize(path) for path in entries)
+    print(f"{directory}: {len(entries)} kernel(s), {size / 1e6:.1f} MB")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from nnadapter_tvm.tools import benchmark
 
@@ -250,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--input", action="append", metavar="NAME=FILE.npy", help="an ONNX model's input (default: random inputs)"
     )
+    add_shape_option(run)
     run.add_argument("--repeat", type=int, default=10, help="timed runs of an ONNX model (%(default)s)")
     run.add_argument(
         "-v", "--verbose", action="store_true", help="print the compile's time per phase (wall and CPU seconds)"
@@ -261,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--dot", action="store_true", help="print a DOT graph coloured by subgraph")
     _add_onnx_model_options(info)
     info.set_defaults(func=cmd_info)
+    kernels = sub.add_parser("kernels", help="where the kernel cache is, its size; --clear empties it")
+    kernels.add_argument("--clear", action="store_true", help="delete every compiled kernel it holds")
+    kernels.set_defaults(func=cmd_kernels)
     _add_deploy_parser(sub)
     bench = sub.add_parser(
         "bench", help="latency of ONNX models vs onnxruntime and TVM's ONNX frontend", add_help=False

@@ -33,6 +33,7 @@ from collections import defaultdict
 import numpy as np
 import onnx
 
+from nnadapter_tvm.runtime.kernel_cache import SYMBOL_PREFIX
 from nnadapter_tvm.tools.benchmark import add_shape_option
 
 # What the VM calls besides kernels (allocation, shape matching, tuples): summed as one row.
@@ -50,9 +51,10 @@ def peak_gflops(threads: int, properties: str = "") -> float:
     return fma_peak_gflops(LlvmDriver().tvm_target(parse_properties(properties)), threads)
 
 
-def kernel_flops(compilation) -> dict[str, float | None]:
-    """Each fused kernel of ``compilation`` (by the symbol the VM calls) -> its estimated FLOPs per call
-    (None where symbolic extents leave the count open)."""
+def kernel_flops(compilation, labels: dict[str, str] | None = None) -> dict[str, float | None]:
+    """Each fused kernel of ``compilation`` (by its name in the fused module) -> its estimated FLOPs per
+    call (None where symbolic extents leave the count open). ``labels`` receives, for kernels the build
+    named after their kernel cache entry (``runtime.kernel_cache``), that symbol -> the name."""
     import tvm
     from tvm.s_tir.analysis import estimate_tir_flops
 
@@ -66,8 +68,11 @@ def kernel_flops(compilation) -> dict[str, float | None]:
         driver = context.devices[sub.device_index].driver
         mod, _ = convert_subgraph(sub.inputs, sub.outputs, sub.operations, [])
         fused = driver.lower_for_tuning(mod, context.properties)
+        kernels = driver.kernel_cache(context.properties, context.cache_key)
         for gv, func in fused.functions.items():
             if isinstance(func, tvm.tirx.PrimFunc):
+                if kernels is not None and labels is not None:
+                    labels[SYMBOL_PREFIX + kernels.name(func)] = gv.name_hint
                 if _symbolic(func):  # TVM's estimate takes a symbolic extent as 1
                     flops[gv.name_hint] = None
                     continue
@@ -107,6 +112,12 @@ class KernelTimer:
             self.calls[name] += 1
         return 0  # VMInstrumentReturnKind.NO_OP: run the call
 
+    def relabel(self, labels: dict[str, str]) -> None:
+        """Symbols renamed by ``labels`` (a kernel cache entry's symbol -> the kernel's own name)."""
+        for table in (self.seconds, self.calls):
+            for symbol in [s for s in table if s in labels]:
+                table[labels[symbol]] += table.pop(symbol)
+
 
 def profile(predictor, feeds: dict[str, np.ndarray], repeat: int) -> tuple[KernelTimer, float, dict]:
     """Kernel times over ``repeat`` instrumented inferences, the median uninstrumented inference in
@@ -117,11 +128,11 @@ def profile(predictor, feeds: dict[str, np.ndarray], repeat: int) -> tuple[Kerne
         start = time.perf_counter()
         predictor.run(feeds)
         whole.append(time.perf_counter() - start)
-    timer, flops = KernelTimer(), {}
+    timer, flops, labels = KernelTimer(), {}, {}
     programs = []
     for segment in predictor.plan.all_segments():
         compilation = segment.compilation
-        flops.update(kernel_flops(compilation))
+        flops.update(kernel_flops(compilation, labels))
         programs += compilation.programs
     for program in programs:
         program.vm.set_instrument(timer)
@@ -131,6 +142,7 @@ def profile(predictor, feeds: dict[str, np.ndarray], repeat: int) -> tuple[Kerne
     finally:
         for program in programs:
             program.vm.set_instrument(None)
+    timer.relabel(labels)
     return timer, statistics.median(whole), flops
 
 

@@ -120,7 +120,12 @@ def _pad_nhwc(x: te.Tensor, pads: tuple[int, int, int, int]) -> te.Tensor:
 
 
 def out_size(size, before: int, after: int, k: int, stride: int, dilation: int):
-    return (size + before + after - ((k - 1) * dilation + 1)) // stride + 1
+    """A sliding window's output extent, simplified: the next kernel's input shape is this expression, and
+    unsimplified ones grow with depth (``(h - 4) // 4 + 1 + 3 + 3 - 7 + 1 ...`` after a stage of 7x7
+    windows), which makes kernels of the same shape structurally different (each built again) and slow
+    to lower."""
+    size = (size + before + after - ((k - 1) * dilation + 1)) // stride + 1
+    return size if isinstance(size, int) else tvm.sym.Analyzer().simplify(size)
 
 
 # -- convolutions -------------------------------------------------------------------------

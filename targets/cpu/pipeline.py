@@ -12,6 +12,7 @@ from tvm import relax, tirx
 
 from nnadapter_tvm.errors import TVM_ERRORS, tvm_error_text
 from nnadapter_tvm.runtime import phases
+from nnadapter_tvm.runtime.kernel_cache import KernelCache
 from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
 from nnadapter_tvm.targets.cpu import codegen
 from nnadapter_tvm.targets.cpu.concat import write_concat_in_place
@@ -21,6 +22,7 @@ from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
 from nnadapter_tvm.targets.relax_passes import (
     legalize_ops,
+    merge_equal_kernels,
     order_symbolic_definitions,
     split_fused_shape_params,
     view_guarded_values,
@@ -60,6 +62,7 @@ def _lower(mod: tvm.IRModule, target: tvm.target.Target, winograd: bool) -> tvm.
             split_fused_shape_params,
             write_concat_in_place,
             relax.transform.FuseTIR(),
+            merge_equal_kernels,
             order_symbolic_definitions,
         ]
     )(mod)
@@ -90,6 +93,7 @@ def build(
     jobs: int | None = None,
     winograd: bool = True,
     lift: bool = False,
+    kernels: KernelCache | None = None,
 ) -> tuple[relax.VMExecutable, dict]:
     """Schedule (``prepare``) and compile ``mod`` for a CPU ``target``, its LLVM code generated in up to
     ``jobs`` threads (``codegen.build``; default: one per CPU).
@@ -97,17 +101,30 @@ def build(
     The schedules are not checked one by one to lower (that ran each kernel's TIR pipeline twice): the
     build is tried first, and only where it fails is every kernel scheduled again with the check, which
     drops a rule whose result does not lower for the next, and built again. ``lift``: the weights leave
-    the module (``codegen.build``)."""
+    the module (``codegen.build``).
+
+    ``kernels``: the kernel cache (``runtime.kernel_cache``; not used with tuning records). Each kernel
+    takes the name of its entry, those found are neither scheduled nor compiled, those built are stored;
+    the executable then runs once exported (``codegen.export`` links the kernels' object files)."""
     with target, tvm.transform.PassContext(opt_level=opt_level, instruments=phases.instruments()):
         mod = lower(mod, target, winograd)
+        cached = None
+        if kernels is not None and tuned is None:
+            with phases.phase(phases.KERNEL_CACHE):
+                mod, cached = codegen.CachedKernels.look_up(mod, kernels)
         with phases.phase(phases.SCHEDULE):
             if tuned is not None:
                 mod = tuned(mod)
-            unscheduled = {gvar: func for gvar, func in mod.functions_items() if isinstance(func, tirx.PrimFunc)}
-            mod, report = schedule_module(mod, target, check_lowering=False)
+            skip = cached.found if cached is not None else {}
+            unscheduled = {
+                gvar: func
+                for gvar, func in mod.functions_items()
+                if isinstance(func, tirx.PrimFunc) and gvar.name_hint not in skip
+            }
+            mod, report = schedule_module(mod, target, check_lowering=False, skip=skip)
         with phases.phase(phases.CODEGEN):  # its TIR passes are booked to TIR lowering
             try:
-                return codegen.build(mod, target, jobs, lift), report
+                return codegen.build(mod, target, jobs, lift, cached), report
             except TVM_ERRORS as err:
                 if all(rule in ("none", "tuned") for rule in report.values()):
                     raise  # no default schedule to blame
@@ -115,6 +132,6 @@ def build(
         with phases.phase(phases.SCHEDULE):
             for gvar, func in unscheduled.items():
                 mod[gvar] = func
-            mod, report = schedule_module(mod, target, check_lowering=True)
+            mod, report = schedule_module(mod, target, check_lowering=True, skip=skip)
         with phases.phase(phases.CODEGEN):
-            return codegen.build(mod, target, jobs, lift), report
+            return codegen.build(mod, target, jobs, lift, cached), report

@@ -13,7 +13,7 @@ fails, which gives the module and report the checked scheduling would have given
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import tvm
 import tvm_ffi
@@ -93,14 +93,18 @@ def schedule_prim_func(
 
 
 def schedule_module(
-    mod: tvm.IRModule, target: tvm.target.Target, check_lowering: bool = True
+    mod: tvm.IRModule, target: tvm.target.Target, check_lowering: bool = True, skip: Collection[str] = ()
 ) -> tuple[tvm.IRModule, dict[str, str]]:
     """Every PrimFunc of a fused module scheduled (``mod`` is updated); returns ``{function name: rule}``.
-    ``check_lowering``: see ``schedule_prim_func``."""
+    ``check_lowering``: see ``schedule_prim_func``. The functions named in ``skip`` (kernels the kernel
+    cache holds compiled) are left as they are, reported as ``"cached"``."""
     report: dict[str, str] = {}
     updates = {}
     for gvar, func in mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):
+            continue
+        if gvar.name_hint in skip:
+            report[gvar.name_hint] = "cached"
             continue
         if is_scheduled(func):
             report[gvar.name_hint] = "tuned"  # MetaSchedule's record applied
@@ -115,7 +119,7 @@ def schedule_module(
     for gvar, func in updates.items():
         mod[gvar] = func
     for gvar, func in mod.functions_items():
-        if isinstance(func, tirx.PrimFunc) and _single_root(func):
+        if isinstance(func, tirx.PrimFunc) and _single_root(func) and gvar.name_hint not in skip:
             mod[gvar] = hoist_reduction_inits(func)  # whatever scheduled it: see reduction_init
     return mod, report
 

@@ -17,8 +17,15 @@ from nnadapter_tvm.frontends.onnx.predictor import Predictor
 from nnadapter_tvm.frontends.onnx.values import Unit, Value
 
 
-def random_input(value: Value | Port, rng: np.random.Generator) -> np.ndarray:
-    shape = [1 if d is None else d for d in (value.shape or ())]
+def random_input(value: Value | Port, rng: np.random.Generator, shape: list[int] | None = None) -> np.ndarray:
+    """Seeded random data for ``value``: of ``shape`` where given, else its dims with unknown ones 1."""
+    if shape is None:
+        shape = [1 if d is None else d for d in (value.shape or ())]
+    else:
+        fixed = list(value.shape or ())
+        if len(shape) != len(fixed) or any(f is not None and f != g for f, g in zip(fixed, shape)):
+            shown = "x".join("?" if f is None else str(f) for f in fixed)
+            fail(f"--shape for input {value.name!r}: {shape} does not fit its dims {shown}")
     dtype = np.dtype(value.dtype)
     if dtype.kind == "f":
         return rng.standard_normal(shape).astype(dtype)
@@ -27,7 +34,9 @@ def random_input(value: Value | Port, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(0, 10, shape).astype(dtype)
 
 
-def _read_inputs(specs: list[str], predictor: Predictor) -> dict[str, np.ndarray]:
+def _read_inputs(
+    specs: list[str], predictor: Predictor, shapes: dict[str | None, list[int]] | None = None
+) -> dict[str, np.ndarray]:
     feeds: dict[str, np.ndarray] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -40,7 +49,8 @@ def _read_inputs(specs: list[str], predictor: Predictor) -> dict[str, np.ndarray
     rng = np.random.default_rng(0)
     for value in predictor.inputs:
         if value.name not in feeds and not specs:
-            feeds[value.name] = random_input(value, rng)
+            shapes = shapes or {}
+            feeds[value.name] = random_input(value, rng, shapes.get(value.name, shapes.get(None)))
     return feeds
 
 
@@ -69,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     prepare_s = time.perf_counter() - start
-    feeds = _read_inputs(args.input or [], predictor)
+    feeds = _read_inputs(args.input or [], predictor, getattr(args, "shapes", None))
     outputs = predictor.run(feeds)  # the first run: warms up
     start = time.perf_counter()
     for _ in range(args.repeat):
@@ -85,6 +95,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         head = ", ".join(f"{v:.6g}" if flat.dtype.kind == "f" else str(v) for v in flat[:6])
         print(f"output {name}: {y.dtype}{list(y.shape)} [{head}{', ...' if flat.size > 6 else ''}]")
     print(f"prepare:   {prepare_s * 1000:9.1f} ms ({how})")
+    stats = [s for c in predictor.compilations for s in c.kernel_stats]
+    if stats:
+        found, built = sum(s.hits for s in stats), sum(s.misses for s in stats)
+        print(f"kernels:   {found} from the kernel cache, {built} built")
     print(f"inference: {run_s * 1000:9.1f} ms (mean of {args.repeat})")
     return 0
 
