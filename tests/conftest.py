@@ -1,11 +1,33 @@
-"""Shared fixtures: small models compiled once per test module."""
+"""Shared fixtures: small models compiled once per test module; each test's own empty kernel cache."""
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 import pytest
 
 import nnadapter_tvm as nna
+from nnadapter_tvm.runtime import kernel_cache
 from nnadapter_tvm.tools import builtin_model
+
+# The kernel cache as the runner set it: turned off, it stays off for every test.
+_KERNELS_OFF = kernel_cache.default_dir() is None
+
+
+def pytest_configure(config) -> None:
+    # Compiles outside a test (module fixtures) use a cache of the session's, never the user's.
+    if not _KERNELS_OFF:
+        os.environ[kernel_cache.ENV] = tempfile.mkdtemp(prefix="nnadapter-tvm-test-kernels-")
+
+
+@pytest.fixture(autouse=True)
+def _own_kernel_cache(tmp_path_factory, monkeypatch) -> None:
+    """Each test compiles with an empty kernel cache: a test that patches a schedule or a lowering must
+    build its kernels with the patch, not find those an earlier test built."""
+    if not _KERNELS_OFF:
+        monkeypatch.setenv(kernel_cache.ENV, str(tmp_path_factory.mktemp("kernels")))
+
 
 P = nna.Precision
 
