@@ -111,15 +111,14 @@ class CachedKernels:
         for gvar, func in kernels.items():
             name = cache.name(func)
             symbol = SYMBOL_PREFIX + name
-            if symbol in plan.wanted:
+            if symbol in names.values():
                 continue  # two kernels under one hash: the second keeps its own name and is built
             names[gvar] = symbol
-            plan.wanted[symbol] = (name, func)
             obj = cache.read(name, func)
             if obj is not None:
                 plan.found[symbol] = obj
-        for symbol in plan.found:
-            del plan.wanted[symbol]
+            else:
+                plan.wanted[symbol] = (name, func)
         return rename_functions(mod, names), plan
 
     def store(self, symbol: str, path: str) -> None:
