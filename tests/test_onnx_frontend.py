@@ -247,6 +247,25 @@ def test_bad_inputs_are_named(feeds, message: str) -> None:
         predictor.run(feeds)
 
 
+def test_the_callers_model_is_left_as_given() -> None:
+    """load_model infers shapes into a model of its own: the caller's ModelProto (here with a weight large
+    enough to be left out of the checker's copy, and no value_info) is unchanged, and loads again."""
+    model = chain_model("n")
+    w = onnx.numpy_helper.from_array(np.full((3, 3000), 0.5, "float32"), "w")
+    model.graph.initializer.append(w)
+    model.graph.node.append(helper.make_node("MatMul", ["z", "w"], ["m"], name="matmul"))
+    model.graph.output.append(helper.make_tensor_value_info("m", F, None))
+    given = model.SerializeToString()
+    loaded = load_model(model)
+    assert model.SerializeToString() == given
+    assert {v.name for v in loaded.graph.value_info} >= {"s", "y"}
+    assert [list(i.dims) for i in loaded.graph.initializer] == [[3], [3, 3000]]
+    x = np.array([[0.5, 3.0, -1.0]], "float32")
+    _, m = nna.Predictor(model).run({"x": x})
+    assert model.SerializeToString() == given
+    np.testing.assert_allclose(m, chain_ref(x) @ np.full((3, 3000), 0.5, "float32"), rtol=1e-5)
+
+
 def test_bad_files_are_named_and_nothing_is_cached(tmp_path) -> None:
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"\x08\x01garbage that is not protobuf \xff\xff")

@@ -45,12 +45,24 @@ def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.Model
         light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
     except Exception as err:  # shape inference raises InferenceError and friends
         fail(f"{source}: ONNX shape inference failed: {err}", ResultCode.INVALID_PARAMETER)
-    for field in ("node", "value_info", "output"):
+    found = {"node", "value_info", "output"}
+    if proto is model:  # the caller's: left as it was given (its weights are copied, not moved)
+        proto = _copy_without(model, {"graph", "functions"}, onnx.ModelProto())
+        _copy_without(model.graph, found, proto.graph)
+    for field in found:
         proto.graph.ClearField(field)
         getattr(proto.graph, field).extend(getattr(light.graph, field))
     proto.ClearField("functions")
     proto.functions.extend(light.functions)
     return proto
+
+
+def _copy_without(message, skipped: set[str], into):
+    """``into`` (an empty message of ``message``'s kind) given ``message``'s fields except ``skipped``."""
+    for field in message.DESCRIPTOR.fields:
+        if field.name not in skipped and _has(message, field):
+            _copy_field(message, into, field)
+    return into
 
 
 #: Initializers of more elements than this are given to the checker and to shape inference as graph
@@ -60,12 +72,9 @@ LARGE_INITIALIZER = 4096
 
 def _without_weights(proto: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``proto`` whose large initializers are graph inputs of the same type and shape."""
-    light = onnx.ModelProto()
     graph = proto.graph
-    for source, target, skipped in ((proto, light, "graph"), (graph, light.graph, "initializer")):
-        for field in source.DESCRIPTOR.fields:
-            if field.name != skipped and _has(source, field):
-                _copy_field(source, target, field)
+    light = _copy_without(proto, {"graph"}, onnx.ModelProto())
+    _copy_without(graph, {"initializer"}, light.graph)
     inputs = {info.name for info in graph.input}
     for init in graph.initializer:
         if math.prod(init.dims) <= LARGE_INITIALIZER:
