@@ -96,3 +96,49 @@ def test_tune_keeps_only_records_that_beat_the_default_schedule(tmp_path):
         assert {name for name, rule in report.items() if rule == "tuned"} == {r["kernel"] for r in kept}, report
         (got,) = run_model(model, [x], properties=f"TUNING_DATABASE={work};CPU_WINOGRAD=0;")
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_kernels_with_let_bindings_are_tuned_and_looked_up(tmp_path):
+    """The CPU's vector math binds intermediates with ``Let`` (a sigmoid's exp), which MetaSchedule's FLOP
+    estimate has no rule for: the search gets each kernel in its ``tunable`` form, a build looks records up
+    in that form, and a kernel with no record keeps its bindings."""
+    import tvm
+    import tvm_ffi
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    from nnadapter_tvm.runtime.tuning_database import tunable
+    from nnadapter_tvm.targets import DRIVERS
+    from nnadapter_tvm.targets.cpu import pipeline
+
+    def lets(mod) -> int:
+        found = []
+        tvm_ffi.structural_walk(mod, [(tvm.tirx.Let, found.append)])
+        return len(found)
+
+    driver, props = DRIVERS["llvm"], {}
+    x = np.random.default_rng(7).standard_normal([4, 64]).astype("float32") * 8
+    model = build_model(nna.OperationType.SIGMOID, [In(x)], [Out()], [(4, 64)])
+    fused = driver.lower_for_tuning(convert_model(model)[0], props)
+    assert lets(fused) > 0 and lets(tunable(fused)) == 0
+    kernels = [f for f in tunable(fused).functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert [estimate_tir_flops(tvm.IRModule({"main": f})) > 0 for f in kernels] == [True]
+
+    target, work = driver.tvm_target(props), str(tmp_path / "db")
+    summary = tuning.tune([fused], target, work, trials=8)
+    assert summary["records_after"] >= 1 and summary["kernels"] == 1 and not summary["failed_kernels"]
+    # Whatever the selection keeps (against the kernel unscheduled, then scheduled), lookups agree with it.
+    for default in [lambda f: f, lambda f: driver.default_schedule(f, props)]:
+        rows = tuning.select([fused], target, work, default)
+        applied = tuning.TuningDatabase(work)
+        tuned = functools.partial(tuning.apply, target=target, database=applied)
+        looked_up = tuned(fused)
+        names = [r["kernel"] for r in rows if r["kept"]]
+        for gvar, func in looked_up.functions_items():
+            if isinstance(func, tvm.tirx.PrimFunc):
+                # A kernel with a record is replaced by its tuned form; one without keeps its Let bindings.
+                assert (lets(func) == 0) == (gvar.name_hint in names), (gvar, names)
+        _, report = pipeline.build(convert_model(model)[0], target, 3, tuned)
+        assert {n for n, rule in report.items() if rule == "tuned"} == set(names), report
+        (got,) = run_model(model, [x], properties=f"TUNING_DATABASE={work};")
+        np.testing.assert_allclose(got, 1 / (1 + np.exp(-x.astype("float64"))), rtol=1e-5, atol=1e-6)

@@ -57,10 +57,37 @@ class TuningDatabase:
         return ms.database.JSONDatabase(work_dir=self.records_path, allow_missing=False)
 
 
+def tunable(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with each TIR ``Let`` expression replaced by its body, the bound value substituted: the
+    form of a kernel that MetaSchedule searches and whose records a build looks up. Its FLOP estimate
+    (which the search needs) has no rule for ``Let``, which the CPU's vector math binds intermediates
+    with (``targets/cpu/vmath.py``)."""
+    import tvm_ffi
+    from tvm import tirx
+
+    def expand(let):
+        def bound(var):
+            return let.value if var.same_as(let.var) else var
+
+        return tvm_ffi.structural_map(let.body, [(tirx.Var, bound)])
+
+    return tvm_ffi.structural_map(mod, [(tirx.Let, expand)])
+
+
 def apply(fused: tvm.IRModule, target: tvm.target.Target, database: TuningDatabase) -> tvm.IRModule:
-    """The kernels of a fused module that the database has records for, replaced by their tuned schedules."""
+    """The kernels of a fused module that the database has records for, replaced by their tuned schedules
+    (looked up in their ``tunable`` form); the others are left as they were."""
+    import tvm_ffi
+
+    expanded = tunable(fused)
     with target, database.open(), tvm.transform.PassContext(opt_level=3):
-        return relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(fused)
+        tuned = relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(expanded)
+    functions = {}
+    for gvar, func in tuned.functions_items():
+        # A kernel without a record keeps its Let bindings, which keep its lowering fast.
+        untouched = isinstance(func, tvm.tirx.PrimFunc) and tvm_ffi.structural_equal(func, expanded[gvar.name_hint])
+        functions[gvar] = fused[gvar.name_hint] if untouched else func
+    return tvm.IRModule(functions, attrs=tuned.attrs)
 
 
 #: Declared here, where it is read: a common context property (every device's context accepts it);

@@ -21,7 +21,7 @@ import tvm
 import tvm_ffi
 
 from nnadapter_tvm.errors import fail, tvm_error_text
-from nnadapter_tvm.runtime.tuning_database import APPLIED, RECORDS, WORKLOADS, TuningDatabase, apply
+from nnadapter_tvm.runtime.tuning_database import APPLIED, RECORDS, WORKLOADS, TuningDatabase, apply, tunable
 from nnadapter_tvm.runtime.tvm_runtime import usable_cpus
 from nnadapter_tvm.targets.toolchain import Linker
 from nnadapter_tvm.types import ResultCode
@@ -106,7 +106,7 @@ def kernels(fused_modules: Sequence[tvm.IRModule], target: tvm.target.Target) ->
     found: dict[int, list] = {}
     for mod in fused_modules:
         for task in relax_integration.extract_tasks(mod, target):
-            kernel = task.dispatched[0]
+            kernel = tunable(task.dispatched[0])
             if any(is_scheduled(f) for f in kernel.functions.values() if isinstance(f, tvm.tirx.PrimFunc)):
                 continue
             entry = found.setdefault(tvm_ffi.structural_hash(kernel), [task.task_name, kernel, 0])
