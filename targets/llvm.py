@@ -146,7 +146,13 @@ class LlvmDriver(Driver):
         (``targets/cpu/codegen.py``)."""
         from nnadapter_tvm.targets.cpu import codegen
 
-        codegen.export(executable, path)
+        try:
+            codegen.export(executable, path)
+        finally:
+            # Built with the kernel cache: its objects are linked now or never (one export per build).
+            objects = getattr(executable, "kernel_objects", None)
+            if objects is not None:
+                objects.close()
 
     def lower_for_tuning(self, mod: tvm.IRModule, props: dict) -> tvm.IRModule:
         """The fused kernels the default schedules would see: what MetaSchedule tunes."""

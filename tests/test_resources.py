@@ -323,11 +323,11 @@ def test_build_failure_of_a_later_subgraph_leaves_nothing(fresh_tmpdir, tmp_path
     driver = DRIVERS["llvm"]
     real_build, calls = driver.build, []
 
-    def build(mod, props):
+    def build(mod, props, kernels=None):
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("injected: TVM failed on the second subgraph")
-        return real_build(mod, props)
+        return real_build(mod, props, kernels)
 
     monkeypatch.setattr(driver, "build", build)
     ctx = context(("llvm", "llvm"), "DEVICE_0_UNSUPPORTED_OPERATIONS=SIGMOID")

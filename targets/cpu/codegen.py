@@ -167,13 +167,19 @@ def build(
     if cached is not None:
         objects = _KernelObjects()
         tir_mod = _without(tir_mod, set(cached.found)) if tir_mod is not None else None
-        for symbol, obj in cached.found.items():
-            objects.add(symbol, obj)
         if tir_mod is None or len(tir_mod.get_global_vars()) == 0:
             # The library's kernels all come from the cache: one function keeps a DSO module in the tree.
             tir_mod = _placeholder()
-    if tir_mod is not None and len(tir_mod.get_global_vars()) > 0:
-        lib = _build_tir(vm_build._auto_attach_system_lib_prefix(tir_mod, target), target, jobs, cached, objects)
+    try:
+        if objects is not None:
+            for symbol, obj in cached.found.items():
+                objects.add(symbol, obj)
+        if tir_mod is not None and len(tir_mod.get_global_vars()) > 0:
+            lib = _build_tir(vm_build._auto_attach_system_lib_prefix(tir_mod, target), target, jobs, cached, objects)
+    except BaseException:
+        if objects is not None:
+            objects.close()
+        raise
     linked = relax_api.VMLink(builder, target, lib, ext_libs, params)
     executable = WeightedExecutable(linked, weights) if weights else relax.VMExecutable(linked)
     if objects is not None:
@@ -196,6 +202,12 @@ class _KernelObjects(list):
         with open(self.path(symbol), "wb") as f:
             f.write(obj)
         self.append(self.path(symbol))
+
+    def close(self) -> None:
+        """Remove the files now: once exported, or when the build fails (an error's traceback may keep
+        this list alive for as long as the caller holds the error)."""
+        self.clear()
+        self._directory.cleanup()
 
 
 def _without(tir_mod: tvm.IRModule, symbols: set[str]) -> tvm.IRModule:
