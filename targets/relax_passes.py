@@ -503,6 +503,81 @@ class _RenameCallees(relax.PyExprMutator):
         return self.renamed.get(gvar, gvar)
 
 
+def _in_canonical_order(func: tvm.tirx.PrimFunc) -> list[int] | None:
+    """The positions of ``func``'s scalar parameters in the order their variables first appear in its
+    buffers' types (in parameter order) and then its body; None where that is the order they have."""
+    positions = [k for k, p in enumerate(func.params) if isinstance(p.ty, tvm.ir.PrimType)]
+    if len(positions) < 2:
+        return None
+    seen: list = []
+
+    def visit(var) -> None:
+        if not any(var.same_as(v) for v in seen):
+            seen.append(var)
+
+    roots = [p.ty for p in func.params if not isinstance(p.ty, tvm.ir.PrimType)] + [func.body]
+    for root in roots:
+        tvm_ffi.structural_walk(root, [(tvm.tirx.Var, visit)], order="pre")
+
+    def rank(k: int) -> tuple:
+        found = [i for i, v in enumerate(seen) if v.same_as(func.params[k])]
+        return (found[0] if found else len(seen), func.params[k].name)
+
+    ordered = sorted(positions, key=rank)
+    return None if ordered == positions else ordered
+
+
+@relax.expr_functor.mutator
+class _PermutedArgs(relax.PyExprMutator):
+    """``call_tir`` calls of the kernels in ``moves`` (callee -> {new position: old position}) with their
+    arguments moved likewise."""
+
+    def __init__(self, mod: tvm.IRModule, moves: dict):
+        super().__init__(mod)
+        self.moves = moves
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        visited = super().visit_call_(call)
+        callee = visited.args[0] if len(visited.args) > 1 else None
+        if not isinstance(callee, tvm.ir.GlobalVar) or callee not in self.moves:
+            return visited
+        fields = list(visited.args[1].fields)
+        moved = [fields[self.moves[callee].get(k, k)] for k in range(len(fields))]
+        args = [callee, relax.Tuple(moved), *visited.args[2:]]
+        return relax.Call(visited.op, args, visited.attrs, visited.ty_args, visited.span)
+
+
+@tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.OrderScalarParams")
+def order_scalar_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Run after ``FuseTIR``: each private kernel takes its scalar parameters (symbolic sizes such as
+    ``sym_height`` and ``sym_width``) in the order they first appear in it, and its calls pass them so.
+
+    ``FuseTIR`` orders them differently from one process to the next (it collects them in a hash map),
+    so a kernel's structural hash changed between compiles of the same model: equal kernels were not
+    merged (``merge_equal_kernels``) and the kernel cache missed them. The order derived here depends
+    on the kernel's structure only."""
+    moves: dict = {}
+    functions = dict(mod.functions_items())
+    for gvar, func in mod.functions_items():
+        if not isinstance(func, tvm.tirx.PrimFunc) or (func.attrs is not None and "global_symbol" in func.attrs):
+            continue
+        ordered = _in_canonical_order(func)
+        if ordered is None:
+            continue
+        positions = sorted(ordered)
+        params = list(func.params)
+        for new, old in zip(positions, ordered):
+            params[new] = func.params[old]
+        functions[gvar] = tvm.tirx.PrimFunc(params, func.body, func.ret_type, func.attrs, func.span)
+        moves[gvar] = dict(zip(positions, ordered))
+    if not moves:
+        return mod
+    for gvar, func in list(functions.items()):
+        if isinstance(func, relax.Function):
+            functions[gvar] = _PermutedArgs(mod, moves).visit_expr(func)
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
 @tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.MergeEqualKernels")
 def merge_equal_kernels(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
     """One private kernel for each structure: calls of a ``PrimFunc`` structurally equal to an earlier one

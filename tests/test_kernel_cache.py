@@ -172,3 +172,45 @@ def test_the_default_place_follows_the_cache_dir_variable(tmp_path, monkeypatch)
     monkeypatch.delenv(kernel_cache.ENV, raising=False)
     monkeypatch.setenv("NNADAPTER_TVM_CACHE_DIR", str(tmp_path))
     assert kernel_cache.default_dir() == os.path.join(str(tmp_path), "kernels")
+
+
+_PROCESS = """
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+import nnadapter_tvm as nna
+
+w = numpy_helper.from_array(np.linspace(-1, 1, 4 * 3 * 9, dtype="float32").reshape(4, 3, 3, 3), "w")
+nodes = [
+    helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+    helper.make_node("Relu", ["c"], ["r"]),
+    helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+    helper.make_node("Flatten", ["p"], ["y"]),
+]
+x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])
+y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+model = helper.make_model(
+    helper.make_graph(nodes, "g", [x_info], [y_info], initializer=[w]), opset_imports=[helper.make_opsetid("", 17)]
+)
+(compilation,) = nna.Predictor(model, cache_dir=sys.argv[1]).compilations
+stats = compilation.kernel_stats[0]
+print(stats.hits, stats.misses)
+"""
+
+
+def test_another_process_finds_every_kernel(kernels, tmp_path):
+    """Kernels taking symbolic sizes as scalars (a pooling over unknown H and W, whose order FuseTIR picks
+    anew in each process: relax_passes.order_scalar_params) are found by the next process's compile."""
+    import subprocess
+    import sys
+
+    counts = []
+    for name in ("a", "b"):
+        done = subprocess.run(
+            [sys.executable, "-c", _PROCESS, str(tmp_path / name)], capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        counts.append([int(v) for v in done.stdout.split()[-2:]])
+    (hits_a, misses_a), (hits_b, misses_b) = counts
+    assert hits_a == 0 and misses_a >= 2
+    assert (hits_b, misses_b) == (misses_a, 0)

@@ -315,3 +315,39 @@ def test_tile_guard_after_fusion_builds():
             (got,) = predictor.run({"x": x, "r": np.array(r, "int64")})
             # a sum of up to 3 float32 terms (float64 accumulation rounded once) plus a max: exact or 1 ulp
             np.testing.assert_allclose(got, x.sum() + np.tile(x, r).max(), rtol=1e-6)
+
+
+# -- a kernel's scalar parameters in an order of its structure ------------------------------------------
+
+
+def _scalar_kernel_module() -> tvm.IRModule:
+    """main(x [h, w]) calls y = x * 2 + 10 h + w through a kernel taking (x, w, h, y): its scalars in an
+    order other than their appearance in x's shape, as FuseTIR leaves them in some processes."""
+    h, w = tirx.Var("h", "int64"), tirx.Var("w", "int64")
+    x_te = te.placeholder((h, w), "float32", name="x")
+    y_te = te.compute((h, w), lambda i, j: x_te[i, j] * 2.0 + (h * 10 + w).astype("float32"), name="y")
+    kernel = te.create_prim_func([x_te, w, h, y_te]).without_attr("global_symbol")
+    bb = relax.BlockBuilder()
+    gvar = bb.add_func(kernel, "kernel")
+    x = relax.Var("x", relax.TensorType([h, w], "float32"))
+    with bb.function("main", [x]):
+        out = bb.emit(
+            relax.call_tir(gvar, [x, relax.prim_value(w), relax.prim_value(h)], relax.TensorType([h, w], "float32"))
+        )
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_order_scalar_params_follows_the_kernels_structure():
+    """The kernel takes h before w (their order in its buffers' shapes), the call passes them so, and the
+    module computes the same values; a module already in that order comes back as it was."""
+    mod = _scalar_kernel_module()
+    ordered = relax_passes.order_scalar_params(mod)
+    assert [p.name for p in ordered["kernel"].params] == ["x", "h", "w", "y"]
+    again = relax_passes.order_scalar_params(ordered)
+    assert again.same_as(ordered)
+    data = np.arange(6, dtype="float32").reshape(2, 3)
+    want = data * 2 + 10 * 2 + 3
+    for built in (mod, ordered):
+        vm = relax.VirtualMachine(tvm.compile(built, "llvm"), tvm.cpu())
+        np.testing.assert_array_equal(vm["main"](tvm.runtime.tensor(data)).numpy(), want)

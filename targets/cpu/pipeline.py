@@ -23,6 +23,7 @@ from nnadapter_tvm.targets.cpu.schedule import schedule_module
 from nnadapter_tvm.targets.relax_passes import (
     legalize_ops,
     merge_equal_kernels,
+    order_scalar_params,
     order_symbolic_definitions,
     split_fused_shape_params,
     view_guarded_values,
@@ -62,6 +63,7 @@ def _lower(mod: tvm.IRModule, target: tvm.target.Target, winograd: bool) -> tvm.
             split_fused_shape_params,
             write_concat_in_place,
             relax.transform.FuseTIR(),
+            order_scalar_params,
             merge_equal_kernels,
             order_symbolic_definitions,
         ]
