@@ -182,7 +182,17 @@ def tune(
     package_logger = logging.getLogger("tvm.s_tir.meta_schedule")
     if package_logger.level == logging.NOTSET:
         package_logger.setLevel(logging.WARNING)
-    loggers = ms.logging.get_loggers_from_work_dir(work_dir, [name for name, _, _ in found])
+    # MetaSchedule's logging config lists the package logger's handlers by name: one without a name (an
+    # application's, or pytest's capture handler) made a second tune in a process fail. Such handlers
+    # sit out the configuration and come back after it.
+    unnamed = [h for h in package_logger.handlers if not h.get_name()]
+    for handler in unnamed:
+        package_logger.removeHandler(handler)
+    try:
+        loggers = ms.logging.get_loggers_from_work_dir(work_dir, [name for name, _, _ in found])
+    finally:
+        for handler in unnamed:
+            package_logger.addHandler(handler)
     for (name, kernel, uses), logger in zip(found, loggers):
         context = ms.TuneContext(
             mod=kernel,
