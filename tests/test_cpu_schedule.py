@@ -18,6 +18,7 @@ from nnadapter_tvm.targets.cpu.groups import padded_group
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.simd import vector_lanes, vector_registers
+from nnadapter_tvm.targets.cpu.winograd import WINOGRAD
 from nnadapter_tvm.targets.llvm import LlvmDriver
 from nnadapter_tvm.tools import builtin_model
 
@@ -517,7 +518,9 @@ def _check_symbolic(body, shapes: list[tuple], symbolic: list[tuple[int, ...]], 
         with TARGET, tvm.transform.PassContext(opt_level=3):
             want = _run(tvm.compile(_module(fed, body), TARGET), inputs)
         got = vm["main"](*[tvm.runtime.tensor(x) for x in inputs]).numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(fed))
+        # F(4x4, 3x3) rounds to a few 1e-6 of the output's scale (test_cpu_winograd); the others to 1e-7.
+        atol = max(1e-4, 2e-5 * float(np.abs(want).max())) if rule == WINOGRAD else 1e-4
+        np.testing.assert_allclose(got, want, rtol=1e-4 if rule != WINOGRAD else 0, atol=atol, err_msg=str(fed))
     return report
 
 
@@ -558,6 +561,8 @@ def test_symbolic_batch_height_width_conv(name, axes):
     unknown, every kernel fell back to naive loops, 90x slower, until the parallel loops stopped fusing
     static loops inside a symbolic one)."""
     c, kwargs, rule = SYMBOLIC_CONV_CASES[name]
+    if name == "3x3-wide" and axes == (0, 2, 3):
+        rule = WINOGRAD  # 64 x 64 channels at an unknown (typical) size: winograd.applies
     sizes = [[(1, c, 9, 9)], [(2, c, 5, 16)], [(1, c, 3, 1)]]
     sizes = [[tuple(d if i in axes else sizes[0][0][i] for i, d in enumerate(fed[0]))] for fed in sizes]
     _check_symbolic(_fixed_conv(**kwargs), [sizes[0][0]], [axes], sizes, rule)

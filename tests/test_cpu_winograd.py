@@ -153,29 +153,73 @@ def test_direct_sums_run_under_the_tile_test(shape, k):
         ((1, 2, 9, 8), (8, 8, 3, 3), (1, 1), (1, 1), 1, False),  # no full 3x3 window along the height
         ((1, 14, 14, 128), (32, 128, 3, 3), (1, 1), (1, 1), 1, False),  # 29 MFLOP: compiles longer than it saves
         ((1, 28, 28, 128), (32, 128, 3, 3), (1, 1), (1, 1), 1, True),  # 58 MFLOP
+        # Unknown sizes count as a batch of 1 and 28 x 28 (TYPICAL_SIDE); the tiles cannot be counted.
+        (("n", "h", "w", 64), (64, 64, 3, 3), (1, 1), (1, 1), 1, True),
+        ((1, "h", "w", 256), (256, 256, 3, 3), (1, 1), (1, 1), 1, True),
+        (("n", 7, 7, 512), (512, 512, 3, 3), (1, 1), (1, 1), 1, False),
+        ((1, "h", "w", 32), (32, 32, 3, 3), (1, 1), (1, 1), 1, False),  # 14 MFLOP at 28 x 28
+        ((1, "h", "w", "c"), (64, 64, 3, 3), (1, 1), (1, 1), 1, False),  # channels unknown
+        ((1, "(h-1)//4+1", "w", 64), (64, 64, 3, 3), (1, 1), (1, 1), 1, False),  # a size derived from others
     ],
 )
 def test_where_winograd_applies(x_shape, w_shape, strides, dilation, groups, applies):
-    assert winograd.applies(list(x_shape), list(w_shape), strides, dilation, groups) is applies
+    h = tvm.tirx.Var("h", "int64")
+    sizes = {"(h-1)//4+1": (h - 1) // 4 + 1, "h": h}
+    x_shape = [sizes.get(d, tvm.tirx.Var(d, "int64")) if isinstance(d, str) else d for d in x_shape]
+    assert winograd.applies(x_shape, list(w_shape), strides, dilation, groups) is applies
 
 
-def test_symbolic_size_and_switch_keep_the_direct_kernel():
+def test_the_switch_keeps_the_direct_kernel():
     rng = np.random.default_rng(5)
     w = rng.standard_normal((16, 8, 3, 3)).astype("float32")
     bias = np.zeros(16, "float32")
     _, report = _build((1, 8, 12, 12), w, bias, (1, 1, 1, 1), True, winograd=False)
     assert CONV in report.values() and winograd.WINOGRAD not in report.values(), report
+
+
+def _symbolic(x_shape: list, w: np.ndarray, pads: tuple, relu: bool):
     bb = relax.BlockBuilder()
-    h = tvm.tirx.Var("h", "int64")
-    x = relax.Var("x", relax.TensorType([1, 8, h, 12], "float32"))
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            out = bb.emit_output(bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=[1, 1, 1, 1])))
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=list(pads)))
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(y)) if relu else y)
         bb.emit_func_output(out)
-    executable, report = pipeline.build(bb.finalize(), TARGET)
-    assert CONV in report.values() and winograd.WINOGRAD not in report.values(), report
-    xin = rng.standard_normal((1, 8, 10, 12)).astype("float32")
-    np.testing.assert_allclose(_run(executable, xin), _reference(xin, w, bias, (1, 1, 1, 1), False), atol=1e-4)
+    return pipeline.build(bb.finalize(), TARGET)
+
+
+# Symbolic axes of NCHW, channels in and out, pads, relu; the sizes fed: tails of every kind (outputs not
+# whole tiles, a row of tiles not whole blocks), a map smaller than one tile, and batches of 1 and 2.
+SYMBOLIC_CASES = {
+    "h": ((0, 2), 8, 16, (1, 1, 1, 1), True, [(1, 12), (1, 7), (2, 1)]),
+    "n-h-w": ((0, 2, 3), 16, 24, (1, 1, 1, 1), False, [(1, 12, 12), (2, 9, 30), (1, 2, 3), (3, 17, 5)]),
+    "h-w-no-padding": ((2, 3), 8, 8, (0, 0, 0, 0), True, [(10, 14), (3, 3), (6, 41)]),
+}
+
+
+@pytest.mark.parametrize("name", list(SYMBOLIC_CASES))
+def test_symbolic_sizes_run_winograd(name):
+    """Batch, height and width unknown at compile time: one Winograd kernel computes every size fed
+    (numpy's float64 convolution), including non-finite inputs at a tile's edge (the direct fallback)."""
+    axes, c, k, pads, relu = SYMBOLIC_CASES[name][:5]
+    fixed = {0: 1, 1: c, 2: 12, 3: 10}
+    shape = [tvm.tirx.Var(f"d{i}", "int64") if i in axes else fixed[i] for i in range(4)]
+    rng = np.random.default_rng(len(name))
+    w = (rng.standard_normal((k, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
+    executable, report = _symbolic(shape, w, pads, relu)
+    assert winograd.WINOGRAD in report.values(), report
+    bias = np.zeros(k, "float32")
+    for fed in SYMBOLIC_CASES[name][5]:
+        dims = {**fixed, **dict(zip(axes, fed))}
+        x = rng.standard_normal([dims[i] for i in range(4)]).astype("float32")
+        x[0, 1, -1, -1] = np.inf
+        got, want = _run(executable, x), _reference(x, w, bias, pads, relu)
+        assert got.shape == want.shape, fed
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+        finite = np.isfinite(want)
+        scale = np.abs(want[finite]).max() if finite.any() else 1.0
+        np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=2e-5 * scale, err_msg=str(fed))
 
 
 def test_whole_number_weights_keep_the_exact_direct_kernel():

@@ -2,7 +2,8 @@
 
 A convolution (NHWC after ``layout.to_nhwc``; an NCHW one converts its own input and output) becomes a
 weight-packing kernel and ``compute.conv_nhwc`` or ``compute.depthwise_nhwc``, or, stride-1 3x3 with a
-constant weight and a static input, a weight-transforming kernel and ``winograd.conv_nhwc``; a product with
+constant weight and an input of static or plainly symbolic size (``winograd.applies``), a weight-transforming
+kernel and ``winograd.conv_nhwc``; a product with
 a 2-D right operand a weight-packing kernel and ``compute.dense_packed``; a product of two run-time tensors
 (attention's Q K^T and P V) a run-time packing kernel and ``compute.batch_matmul_packed``.  The block and
 tile sizes come from the target (``simd``).  Anything else, or any surprise, keeps TVM's own lowering.

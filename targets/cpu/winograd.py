@@ -129,9 +129,9 @@ def output_size(h: int, w: int, pads) -> tuple[int, int]:
     return out_size(h, pads[0], pads[2], 3, 1, 1), out_size(w, pads[1], pads[3], 3, 1, 1)
 
 
-def tiles(size: int) -> int:
-    """Tiles along an output side of ``size`` pixels."""
-    return -(-size // M_TILE)
+def tiles(size):
+    """Tiles along an output side of ``size`` pixels (an int, or an expression of symbolic sizes)."""
+    return (size + M_TILE - 1) // M_TILE
 
 
 #: At least this many tiles per image where the transformed weight is large (see ``applies``).
@@ -142,32 +142,47 @@ MIN_TILES = 8
 #: inference (densenet121's forty 3x3 layers at 14x14 and 7x7 added 10 s to its compile for 0.7 ms).
 MIN_FLOPS = 40e6
 
+#: The height and width ``applies`` assumes of a side unknown at compile time: a mid-network feature map
+#: (ResNet's 28x28 stage). Such a layer gets Winograd where its channels would at that size; fed a smaller
+#: map it computes the same values, at the cost of tiles that are mostly padding.
+TYPICAL_SIDE = 28
+
 
 def applies(x_shape: list, w_shape: list, strides, dilation, groups: int, pads=(1, 1, 1, 1)) -> bool:
     """Whether a convolution of NHWC ``x_shape`` by OIHW ``w_shape`` runs as F(4x4, 3x3): 3x3, stride 1,
-    no dilation, one group, a static input, enough work to pay for its compile (``MIN_FLOPS``), and
+    no dilation, one group, static channels, enough work to pay for its compile (``MIN_FLOPS``), and
     enough tiles to pay for reading the transformed weight (36 / 9 = 4x the weight): on 7x7 outputs (4
     tiles) with 512 x 512 channels the direct kernel is faster (it reads a quarter of the bytes for the
-    same 4x16 pixels), with 256 x 256 slower."""
+    same 4x16 pixels), with 256 x 256 slower.
+
+    A batch, height or width unknown at compile time counts as 1, ``TYPICAL_SIDE`` and ``TYPICAL_SIDE``
+    for the work, and the tiles cannot be counted: only channels of at most 256 x 256 qualify (wider
+    layers sit where maps are small, 7x7 in a ResNet). Such a size must be a variable of its own (an
+    input's, or kept by stride-1 layers): one derived from others (``(h - 1) // 4 + 1`` after two
+    stride-2 layers) enters every unrolled index of the kernel, and TIR lowering took 13 s per kernel
+    (0.4 s static, 2 s with plain variables)."""
     k, c, kh, kw = w_shape
     if (kh, kw) != (3, 3) or groups != 1 or list(strides) != [1, 1] or list(dilation) != [1, 1]:
         return False
-    if not all(isinstance(d, int) for d in x_shape):
+    if not isinstance(x_shape[3], int) or not all(isinstance(d, (int, tirx.Var)) for d in x_shape):
         return False
-    n, h, w, _ = x_shape
+    n, h, w = (d if isinstance(d, int) else typical for d, typical in zip(x_shape, (1, TYPICAL_SIDE, TYPICAL_SIDE)))
     oh, ow = output_size(h, w, pads)
     if h < 3 or w < 3 or oh < 1 or ow < 1 or 2 * 9 * c * k * n * oh * ow < MIN_FLOPS:
         return False
+    if not all(isinstance(d, int) for d in x_shape):
+        return c * k <= 256 * 256
     return n * tiles(oh) * tiles(ow) >= MIN_TILES or c * k <= 256 * 256
 
 
-def tile_block(oh: int, ow: int, budget: int) -> tuple[int, int]:
+def tile_block(oh, ow, budget: int) -> tuple[int, int]:
     """The (rows, columns) of tiles one register tile of the products covers: at most ``budget`` tiles
     (accumulators per channel vector), whole rows of tiles when a row fits, the grid padded to whole
     blocks (wasted work) as little as possible.  Each step of the product loads the channel vectors of
     the weight once for the block's tiles, so a block of a few tiles is bound by those loads: the cost
-    counts them as 3 extra tiles."""
-    th, tw = tiles(oh), tiles(ow)
+    counts them as 3 extra tiles.  A side unknown at compile time (an expression) counts as
+    ``TYPICAL_SIDE`` pixels."""
+    th, tw = (tiles(s if isinstance(s, int) else TYPICAL_SIDE) for s in (oh, ow))
 
     def cost(rows: int, cols: int) -> float:
         padded = -(-th // rows) * rows * -(-tw // cols) * cols
@@ -206,12 +221,12 @@ def conv_nhwc(x: te.Tensor, u: te.Tensor, w: te.Tensor, pads, budget: int) -> te
     itself (``[K, C, 3, 3]``) serves the direct sums of non-finite outputs (``_finite``).  ``budget``:
     the tiles a register tile of the products may hold (``tile_block`` picks the block of tiles; the grid
     of tiles is padded to whole blocks)."""
-    n, h, width, c = (int(d) for d in x.shape)
+    n, h, width, c = (_static(d) for d in x.shape)
     dtype = x.dtype
     pad_t, pad_l = pads[0], pads[1]
     oh, ow = output_size(h, width, pads)
     rows, cols = tile_block(oh, ow, budget)
-    th, tw = -(-tiles(oh) // rows) * rows, -(-tiles(ow) // cols) * cols
+    th, tw = (tiles(oh) + rows - 1) // rows * rows, (tiles(ow) + cols - 1) // cols * cols
     # The input padded so that every tile's 6x6 window is inside it.
     ph, pw = th * M_TILE + 2, tw * M_TILE + 2
     xp = topi.nn.pad(x, [0, pad_t, pad_l, 0], [0, ph - h - pad_t, pw - width - pad_l, 0], name=PAD)
@@ -277,7 +292,7 @@ def _finite(yw: te.Tensor, x: te.Tensor, w: te.Tensor, size: tuple[int, int], pa
     ``w``'s channels."""
     n, _, _, kp = yw.shape
     oh, ow = size
-    _, h, width, c = (int(d) for d in x.shape)
+    _, h, width, c = (_static(d) for d in x.shape)
     k, dtype = int(w.shape[0]), yw.dtype
     rh, rw, rc = te.reduce_axis((0, 3), "rh"), te.reduce_axis((0, 3), "rw"), te.reduce_axis((0, c), "rc")
 
@@ -309,7 +324,10 @@ def _finite(yw: te.Tensor, x: te.Tensor, w: te.Tensor, size: tuple[int, int], pa
         condition = tirx.And(tile, _nonfinite(yw[b, y, xx, o]))
         return te.sum(tirx.Select(condition, value, tirx.const(0, dtype)), axis=[rh, rw, rc])
 
-    direct = te.compute((n, oh, ow, k), term, name=DIRECT)
+    # Over whole tiles, as ``yw``: with symbolic sizes TVM's region analysis proves that ``tile_max`` covers
+    # the reads ``y // 4`` only where ``y`` runs to a multiple of 4 (it cannot for ``y < oh``), and refuses
+    # to schedule the function.
+    direct = te.compute((n, tiles(oh) * M_TILE, tiles(ow) * M_TILE, k), term, name=DIRECT)
     return te.compute((n, oh, ow, k), lambda *i: tirx.Select(_nonfinite(yw(*i)), direct(*i), yw(*i)), name=FINITE)
 
 
@@ -349,7 +367,9 @@ def schedule_winograd(
     # The outer loop is over what is larger: the blocks of tiles when the transformed input is, the
     # channel blocks when the transformed weight is (each is then read from memory once, the other
     # again per iteration, from cache).
-    weight_first = _elements(sch.get(product).reads[1].source) > _elements(sch.get(v_block).writes[0].source)
+    # A transformed input of symbolic size is taken as the larger (a map of unknown size per image).
+    weight, transformed = _elements(sch.get(product).reads[1].source), _elements(sch.get(v_block).writes[0].source)
+    weight_first = transformed is not None and weight > transformed
     outer = [oo, n, yo, xo] if weight_first else [n, yo, xo, oo]
     sch.reorder(*outer, yt, xt, i, j, oi)
     sch.unroll(i)
@@ -417,9 +437,15 @@ def _take(sch: s_tir.Schedule, blocks: list, prefix: str) -> tuple:
     return found, [b for b in blocks if not b.same_as(found)]
 
 
-def _elements(buffer) -> int:
-    """The number of elements of a buffer of static shape."""
-    return int(np.prod([int(d) for d in buffer.shape]))
+def _elements(buffer) -> int | None:
+    """The number of elements of a buffer, None where its shape is symbolic."""
+    dims = [_static(d) for d in buffer.shape]
+    return int(np.prod(dims)) if all(isinstance(d, int) for d in dims) else None
+
+
+def _static(dim):
+    """A dimension as an int where it is one, else the expression."""
+    return int(dim) if isinstance(dim, (int, tirx.IntImm)) else dim
 
 
 def _substitute(expr, pairs: list):
