@@ -503,6 +503,16 @@ class _RenameCallees(relax.PyExprMutator):
         return self.renamed.get(gvar, gvar)
 
 
+def private_kernels(mod: tvm.IRModule) -> dict[tvm.ir.GlobalVar, tvm.tirx.PrimFunc]:
+    """``mod``'s kernels that only its own functions call: the ``PrimFunc``s without a ``global_symbol``
+    (one with it is callable by name from outside and must stay as it is)."""
+    return {
+        gvar: func
+        for gvar, func in mod.functions_items()
+        if isinstance(func, tvm.tirx.PrimFunc) and (func.attrs is None or "global_symbol" not in func.attrs)
+    }
+
+
 def _in_canonical_order(func: tvm.tirx.PrimFunc) -> list[int] | None:
     """The positions of ``func``'s scalar parameters in the order their variables first appear in its
     buffers' types (in parameter order) and then its body; None where that is the order they have."""
@@ -558,9 +568,7 @@ def order_scalar_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> t
     on the kernel's structure only."""
     moves: dict = {}
     functions = dict(mod.functions_items())
-    for gvar, func in mod.functions_items():
-        if not isinstance(func, tvm.tirx.PrimFunc) or (func.attrs is not None and "global_symbol" in func.attrs):
-            continue
+    for gvar, func in private_kernels(mod).items():
         ordered = _in_canonical_order(func)
         if ordered is None:
             continue
@@ -590,9 +598,7 @@ def merge_equal_kernels(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> t
     by name from outside) stay as they are."""
     groups: dict[int, list] = {}
     renamed: dict = {}
-    for gvar, func in mod.functions_items():
-        if not isinstance(func, tvm.tirx.PrimFunc) or (func.attrs is not None and "global_symbol" in func.attrs):
-            continue
+    for gvar, func in private_kernels(mod).items():
         same = groups.setdefault(tvm_ffi.structural_hash(func), [])
         kept = next((g for g, f in same if tvm_ffi.structural_equal(f, func)), None)
         if kept is None:

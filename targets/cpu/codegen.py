@@ -50,7 +50,7 @@ from nnadapter_tvm.errors import fail
 from nnadapter_tvm.runtime import phases
 from nnadapter_tvm.runtime.kernel_cache import SYMBOL_PREFIX, KernelCache
 from nnadapter_tvm.runtime.tvm_runtime import usable_cpus
-from nnadapter_tvm.targets.relax_passes import guard_reshape_analysis, lift_weights, rename_functions
+from nnadapter_tvm.targets.relax_passes import guard_reshape_analysis, lift_weights, private_kernels, rename_functions
 from nnadapter_tvm.types import ResultCode
 
 #: Overrides the number of LLVM modules (and threads) of a CPU build's kernels; 1 builds them in one
@@ -100,11 +100,7 @@ class CachedKernels:
         """``mod`` (fused, unscheduled) with each private kernel named after its cache entry, and what
         the cache holds of them. No use of the cache (None) where a kernel calls another: such kernels
         must share one LLVM module, and entries are one kernel each."""
-        kernels = {
-            gvar: func
-            for gvar, func in mod.functions_items()
-            if isinstance(func, tirx.PrimFunc) and (func.attrs is None or "global_symbol" not in func.attrs)
-        }
+        kernels = private_kernels(mod)
         if not kernels or _has_internal_calls(tvm.IRModule(kernels)):
             return mod, None
         plan, names = cls(cache), {}
