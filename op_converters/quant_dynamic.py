@@ -41,9 +41,10 @@ def _const(value: float | int, dtype: str) -> relax.Expr:
 
 
 def _saturate(v: relax.Expr, nan_to: float) -> relax.Expr:
-    """clip(v, 0, 255) with NaN sent to ``nan_to`` explicitly (clip alone keeps or drops NaN as LLVM's
-    min/max happen to order their operands)."""
-    return relax.op.where(relax.op.isnan(v), _const(nan_to, "float32"), relax.op.clip(v, 0.0, 255.0))
+    """clip(v, 0, 255) with NaN sent to ``nan_to`` explicitly (min/max alone keep or drop NaN as LLVM
+    happens to order their operands); maximum/minimum, which ConvertLayout moves to NHWC (not clip)."""
+    clipped = relax.op.minimum(relax.op.maximum(v, _const(0.0, "float32")), _const(255.0, "float32"))
+    return relax.op.where(relax.op.isnan(v), _const(nan_to, "float32"), clipped)
 
 
 @converter(O.DYNAMIC_QUANTIZE_LINEAR)

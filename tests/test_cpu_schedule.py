@@ -11,6 +11,7 @@ import tvm
 from tvm import relax
 
 import nnadapter_tvm as nna
+from nnadapter_tvm.runtime.convert import quantize_expr
 from nnadapter_tvm.targets import llvm as llvm_target
 from nnadapter_tvm.targets.cpu import pipeline, schedule
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE
@@ -142,6 +143,27 @@ def test_lower_rank_operands_stay_nhwc():
     # A lower-rank model input as the first operand keeps the op in NCHW (ConvertLayout follows the first
     # operand's layout), still with the right numbers.
     _check(_module([shape, side], lambda bb, x, s: body(bb, x, s, True)), [shape, side], CONV)
+
+
+def test_quantized_round_trip_between_convolutions_stays_nhwc():
+    """A convolution's output requantized to uint8 and dequantized for the next one (the runtime's
+    quantize_expr, as a QDQ model's every layer does): the quantization moves to NHWC with the
+    convolutions (a clip or a where with a scalar kept it in NCHW: two transposes of every feature map),
+    and the numbers match TVM's unscheduled loops."""
+    shape = (1, 8, 6, 6)
+    uint8 = nna.OperandType(nna.Precision.QUANT_UINT8_ASYMM_PER_LAYER, [1, 8, 6, 6], scale=0.05, zero_point=128)
+
+    def body(bb, x):
+        q = bb.emit(quantize_expr(_conv(bb, x, 8, 3), uint8))
+        y = bb.emit(relax.op.multiply(relax.op.subtract(relax.op.astype(q, "float32"), _const(1)), _const(1)))
+        return _conv(bb, y, 4, 3)
+
+    mod = _module([shape], body)
+    _check(mod, [shape], CONV)
+    converted = to_nhwc(mod).script(show_meta=False).splitlines()
+    transposes = [line for line in converted if "permute_dims(" in line and "metadata" not in line]
+    feature_maps = [line for line in transposes if "permute_dims(x0," not in line and "(1, 1, 1, " not in line]
+    assert len(feature_maps) == 1 and feature_maps[0].strip().startswith("gv"), transposes
 
 
 # Each case gives a concatenation's inputs; ``c(n)`` is the channel count of a convolution, n when the

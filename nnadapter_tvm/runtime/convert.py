@@ -114,14 +114,13 @@ def quantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
     y = relax.op.round(relax.op.divide(x, scale))
     if t.zero_point:
         y = relax.op.add(y, relax.const(np.array(t.zero_point, compute)))
-    # NaN saturates to the type's minimum, as onnxruntime's quantizers give (its saturating conversion);
-    # clip alone keeps or drops NaN as LLVM's min/max order their operands, and the cast of NaN is undefined.
-    # (Integer results, computed in float64, hold no NaN.)
-    clipped = relax.op.clip(y, float(info.min), float(info.max))
-    if compute == "float32":
-        y = relax.op.where(relax.op.isnan(y), relax.const(np.array(info.min, compute), compute), clipped)
-    else:
-        y = clipped
+    # NaN saturates to the type's minimum, as onnxruntime's quantizers give (its saturating conversion;
+    # the cast of NaN is undefined).  TVM computes maximum(a, b) as ``a > b ? a : b``: with y first, a NaN
+    # fails the comparison and becomes the bound (helpers.clamp puts the bound first to keep NaN).  No
+    # clip and no where: ConvertLayout leaves both in NCHW (clip's bounds, where's scalar), which put two
+    # transposes around every quantization after an NHWC convolution.
+    lo, hi = (relax.const(np.array(b, compute), compute) for b in (info.min, info.max))
+    y = relax.op.minimum(relax.op.maximum(y, lo), hi)
     return relax.op.astype(y, t.dtype)
 
 
