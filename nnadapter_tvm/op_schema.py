@@ -15,6 +15,9 @@ from nnadapter_tvm.types import Precision as P
 
 F32 = (P.FLOAT32,)
 F32_Q8 = (P.FLOAT32, P.QUANT_INT8_SYMM_PER_LAYER)
+# Extension beyond the spec's CONV_2D: activations quantized to uint8 with a zero point as well (QDQ models'
+# activations, Paddle Lite's ASYMM_QUANT_UINT8 drivers), computed on integers (op_converters/quant_conv.py).
+F32_Q8_U8 = (P.FLOAT32, P.QUANT_INT8_SYMM_PER_LAYER, P.QUANT_UINT8_ASYMM_PER_LAYER)
 F32_INT32 = (P.FLOAT32, P.INT32)
 F32_INT32_Q8 = (P.FLOAT32, P.INT32, P.QUANT_INT8_SYMM_PER_LAYER)
 F32_INT_Q8 = (P.FLOAT32, P.INT32, P.INT64, P.QUANT_INT8_SYMM_PER_LAYER)
@@ -88,7 +91,7 @@ def _conv_2d(*args: Arg) -> OpSchema:
     """CONV_2D's operands, with ``args`` inserted before ``fuse_code``."""
     return OpSchema(
         (
-            Arg("input", F32_Q8),
+            Arg("input", F32_Q8_U8),
             Arg("filter", FILTER),
             Arg("bias", BIAS),
             Arg("auto_pad", INT32),
@@ -99,7 +102,7 @@ def _conv_2d(*args: Arg) -> OpSchema:
             *args,
             _fuse(),
         ),
-        (Arg("output", F32_Q8),),
+        (Arg("output", F32_Q8_U8),),
     )
 
 

@@ -1,9 +1,10 @@
 """Convolutions: CONV_2D, CONV_2D_TRANSPOSE and DEFORMABLE_CONV_2D.
 
-Quantized operands arrive dequantized (docs/quantization.md): a per-channel filter is dequantized along
-its own ``channel_dim`` and a quantized bias with its own scales, so the spec's relation
-``bias_scale[i] = input_scale * filter_scale[i]`` is what a well-formed model satisfies but is not needed
-for the result to be right.
+A CONV_2D of an 8-bit quantized input and a constant 8-bit symmetric filter sums integer products
+(``quant_conv``).  Other quantized operands arrive dequantized (docs/quantization.md): a per-channel
+filter is dequantized along its own ``channel_dim`` and a quantized bias with its own scales, so the
+spec's relation ``bias_scale[i] = input_scale * filter_scale[i]`` is what a well-formed model satisfies
+but is not needed for the result to be right.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from nnadapter_tvm.op_converters.helpers import (
     unfused,
     with_plain_dims,
 )
+from nnadapter_tvm.op_converters.quant_conv import integer_conv_2d
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import ResultCode
@@ -52,6 +54,9 @@ def conv_2d(args: OpArgs) -> relax.Expr:
     x_dims, w_dims = rank4(args, x, "input"), rank4(args, w, "filter")
     strides, group, dilations, pads = conv_geometry(args, x_dims, w_dims)
     c_out = w_dims[0]
+    integer = integer_conv_2d(args, strides, group, dilations, pads, c_out)
+    if integer is not None:
+        return fuse(args, integer)
     y = relax.op.nn.conv2d(x, w, strides=strides, padding=relax_padding(pads), dilation=dilations, groups=group)
     return fuse(args, _add_bias(args, y, c_out))
 

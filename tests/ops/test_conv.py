@@ -213,6 +213,70 @@ def test_conv2d_quantized(per_channel, groups):
     check_quantized(OP.CONV_2D, inputs, expected, out_scale=0.1)
 
 
+# (groups, pads [top, bottom, left, right], strides, fuse_code, per-channel filter, bias, output): the
+# integer route (op_converters/quant_conv.py) of a uint8 input with a zero point.
+U8_CASES = {
+    "plain-padded": ("plain", [1, 0, 2, 1], [1, 1], nna.FuseCode.NONE, True, "int32", "uint8"),
+    "per-layer-relu": ("plain", [1, 1, 1, 1], [2, 1], nna.FuseCode.RELU, False, "int32", "uint8"),
+    "group2-relu6": ("group2", [0, 1, 1, 0], [1, 2], nna.FuseCode.RELU6, True, "int32", "uint8"),
+    "depthwise": ("depthwise", [1, 1, 1, 1], [1, 1], nna.FuseCode.NONE, True, "int32", "uint8"),
+    "depthwise-x2-no-bias": ("depthwise_x2", [1, 1, 1, 1], [2, 2], nna.FuseCode.RELU, True, None, "uint8"),
+    "unpadded-float-out": ("plain", [0, 0, 0, 0], [1, 1], nna.FuseCode.NONE, True, "int32", "float32"),
+    # A float bias (not input scale x filter scale) is added after the scaling.
+    "float-bias": ("plain", [1, 1, 1, 1], [1, 1], nna.FuseCode.RELU, True, "float32", "uint8"),
+}
+
+
+@pytest.mark.parametrize("name", list(U8_CASES))
+def test_conv2d_uint8_input_sums_integers(name):
+    """A QUANT_UINT8_ASYMM_PER_LAYER input (zero point 131, the padding holding it), an int8 filter per
+    layer or channel, an int32 bias: the result equals input_scale * filter_scale * (sum (q_x - 131) * q_w
+    + q_bias), summed exactly (int64 numpy reference), then requantized to a uint8 output (zero point 7)
+    within one step, or given as float32."""
+    group_key, pads, strides, code, per_channel, bias, out = U8_CASES[name]
+    c_in, c_out, group = GROUPS[group_key]
+    rng = np.random.default_rng(len(name))
+    in_scale, in_zero = 0.03, 131
+    qx = rng.integers(0, 256, (2, c_in, 7, 8)).astype("uint8")
+    qw = rng.integers(-128, 128, (c_out, c_in // group, 3, 3)).astype("int8")
+    w_scale = rng.uniform(0.002, 0.01, c_out).astype("float32") if per_channel else np.float32(0.004)
+    if per_channel:
+        w_op = Const(qw, nna.Precision.QUANT_INT8_SYMM_PER_CHANNEL, scale=w_scale.tolist(), channel_dim=0)
+    else:
+        w_op = Const(qw, nna.Precision.QUANT_INT8_SYMM_PER_LAYER, scale=float(w_scale))
+    acc_scale = np.float32(in_scale) * np.broadcast_to(w_scale, [c_out]).astype("float32")
+    qb = rng.integers(-5000, 5000, c_out).astype("int32")
+    real_bias = np.zeros(c_out)
+    if bias == "int32":
+        precision = (
+            nna.Precision.QUANT_INT32_SYMM_PER_CHANNEL if per_channel else nna.Precision.QUANT_INT32_SYMM_PER_LAYER
+        )
+        scale = acc_scale.tolist() if per_channel else float(acc_scale[0])
+        b_op = Const(qb, precision, scale=scale, channel_dim=0 if per_channel else None)
+        real_bias = qb * acc_scale.astype("float64")
+    elif bias == "float32":
+        real_bias = rng.uniform(-1, 1, c_out).astype("float32")
+        b_op = Const(real_bias)
+    else:
+        b_op = Const(None)
+    # The exact integer sums (float64 holds them exactly), then the scale.
+    acc = conv2d_ref(qx.astype("float64") - in_zero, qw.astype("float64"), None, pads, strides, [1, 1], group)
+    expected = fuse_ref(acc * acc_scale.reshape(1, -1, 1, 1) + np.reshape(real_bias, (1, -1, 1, 1)), code)
+    x = In(qx, nna.Precision.QUANT_UINT8_ASYMM_PER_LAYER, scale=in_scale, zero_point=in_zero)
+    inputs = [x, w_op, b_op, i32([int(PAD.NONE)]), i32(pads), i32(strides), i32([group]), i32([1, 1]), fuse(code)]
+    if out == "float32":
+        (got,) = run_op(OP.CONV_2D, inputs, [Out()], [expected.shape])
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+        return
+    out_scale, out_zero = float(np.abs(expected).max() / 200), 7
+    want = quantize(expected, out_scale, out_zero, "uint8")
+    (got,) = run_op(
+        OP.CONV_2D, inputs, [Out(nna.Precision.QUANT_UINT8_ASYMM_PER_LAYER, None, out_scale, out_zero)], [want.shape]
+    )
+    assert got.dtype == np.uint8
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+
+
 # -- CONV_2D_TRANSPOSE ----------------------------------------------------------------------------
 
 
