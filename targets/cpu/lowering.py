@@ -18,7 +18,7 @@ import numpy as np
 import tvm
 from tvm import relax, tirx, topi
 
-from nnadapter_tvm.targets.cpu import compute, softmax, vmath, winograd
+from nnadapter_tvm.targets.cpu import compute, int8, softmax, vmath, winograd
 from nnadapter_tvm.targets.cpu.concat import legalize_concat
 from nnadapter_tvm.targets.cpu.simd import (
     channel_block,
@@ -55,6 +55,7 @@ class Lowering:
 
     def __init__(self, target: tvm.target.Target, winograd: bool = True):
         self.winograd = winograd
+        self.target = target
         self.lanes = vector_lanes(target)
         self.registers = vector_registers(target)
         self._default = {
@@ -101,6 +102,8 @@ class Lowering:
         if layouts not in (("NHWC", "OIHW", "NHWC"), ("NCHW", "OIHW", "NCHW")):
             return None
         nchw = layouts[0] == "NCHW"
+        if x.ty.dtype in ("uint8", "int8") and w.ty.dtype == "int8" and _out_dtype(attrs, "") == "int32":
+            return self._conv2d_int8(bb, call, nchw)
         if x.ty.dtype != "float32" or w.ty.dtype != "float32" or _out_dtype(attrs, "float32") != "float32":
             return None
         w_shape, x_shape = static_shape(w.ty), _shape(x)
@@ -144,6 +147,49 @@ class Lowering:
         if nchw:
             y = bb.call_te(topi.transpose, bb.emit(y), [0, 3, 1, 2], primfunc_name_hint="transpose")
         return y
+
+    def _conv2d_int8(self, bb: relax.BlockBuilder, call: relax.Call, nchw: bool) -> relax.Expr | None:
+        """An 8-bit convolution into int32 with a constant filter (``int8``): the target's dot-product
+        kernel for a uint8 NHWC input of static size and one group, else the float route (the integers as
+        float32, exact below 2^24, through the float kernels), else None (TVM's own lowering)."""
+        x, w = call.args
+        attrs = call.attrs
+        if not isinstance(w, _CONSTANT):
+            return None
+        weight = w.value.numpy()
+        x_shape = _shape(x)
+        found = int8.dot_product(self.target)
+        static = x_shape is not None and all(isinstance(d, int) for d in x_shape)
+        if found is not None and not nchw and static and int(attrs.groups) == 1 and x.ty.dtype == "uint8":
+            lanes = found[0]
+            oc = weight.shape[0]
+            ocp = -(-oc // lanes) * lanes
+            ob = 2 * lanes if ocp % (2 * lanes) == 0 else lanes
+            name = compute.PACK + "int8_conv_weight"
+            wp = bb.emit_te(int8.pack_weight, w, ocp, ob, primfunc_name_hint=name)
+            pads = tuple(int(v) for v in attrs.padding)
+            strides, dilation = [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation]
+            y = bb.call_te(int8.conv_nhwc, x, wp, strides, pads, dilation, primfunc_name_hint=int8.INT8_CONV)
+            if ocp != oc:
+                y = relax.op.strided_slice(bb.emit(y), axes=[3], begin=[0], end=[oc])
+            return y
+        if not int8.exact_in_float32(weight):
+            return None
+        xf = bb.emit_te(topi.cast, x, "float32", primfunc_name_hint="cast")
+        as_float = relax.op.nn.conv2d(
+            xf,
+            relax.const(weight.astype("float32")),
+            strides=attrs.strides,
+            padding=attrs.padding,
+            dilation=attrs.dilation,
+            groups=attrs.groups,
+            data_layout=attrs.data_layout,
+            kernel_layout=attrs.kernel_layout,
+            out_layout=attrs.out_layout,
+            out_dtype="float32",
+        )
+        y = self._conv2d(bb, as_float)
+        return None if y is None else relax.op.astype(bb.emit(y), "int32")
 
     def _by_winograd(self, w: relax.Expr, x_shape: list, strides: list, dilation: list, groups: int, pads) -> bool:
         """Whether ``_winograd`` lowers a convolution: enabled (``CPU_WINOGRAD``), a constant weight (its
