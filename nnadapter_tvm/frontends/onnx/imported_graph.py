@@ -16,7 +16,7 @@ from onnx import numpy_helper
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.frontends.onnx import function_bodies, host, rank_rules, shape_elements
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
-from nnadapter_tvm.frontends.onnx.registry import get_converter, get_graph_importer
+from nnadapter_tvm.frontends.onnx.registry import get_converter, get_fold_note, get_graph_importer
 from nnadapter_tvm.frontends.onnx.value_info import dim_names, type_of
 from nnadapter_tvm.frontends.onnx.values import Shape, Unit, Value, node_label
 from nnadapter_tvm.types import NNAdapterError, ResultCode
@@ -154,6 +154,9 @@ class ImportedGraph:
         if _foldable(node, inputs):
             unit.outputs = self._bind(node, host.evaluate(node, [v.const if v else None for v in inputs], opset))
             unit.folded = True
+            note = get_fold_note(node.op_type) if default_domain else None
+            if note is not None:
+                note(node, inputs, unit.outputs)
             self.units.append(unit)
             return
         elements = self._shape_elements(node, inputs)

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 _CONVERTERS: dict[str, Converter] = {}
 _GRAPH_IMPORTERS: dict[str, GraphImporter] = {}
+# (node, its constant inputs, its folded outputs): records on the outputs what the folding lost.
+FoldNote = Callable[["onnx.NodeProto", "list[Value | None]", "list[Value]"], None]
+_FOLD_NOTES: dict[str, FoldNote] = {}
 
 
 def _register(table: dict, kind: str, op_types: tuple[str, ...]) -> Callable:
@@ -52,6 +55,24 @@ def onnx_graph_op(*op_types: str) -> Callable[[GraphImporter], GraphImporter]:
     """Register ``fn`` as the graph importer of ONNX ``op_types``: ops whose attributes are graphs
     (If, Loop, Scan) import into the graph itself rather than through a ``NodeContext``."""
     return _register(_GRAPH_IMPORTERS, "graph importer", op_types)
+
+
+def fold_note(op_type: str) -> Callable[[FoldNote], FoldNote]:
+    """Register ``fn`` to run after a node of ``op_type`` whose inputs are all constants was folded at
+    import: DequantizeLinear notes the quantized constant its float result came from (ops/quant.py)."""
+
+    def register(fn: FoldNote) -> FoldNote:
+        if op_type in _FOLD_NOTES:
+            raise RuntimeError(f"fold note of ONNX op {op_type} registered twice")
+        _FOLD_NOTES[op_type] = fn
+        return fn
+
+    return register
+
+
+def get_fold_note(op_type: str) -> FoldNote | None:
+    _load_families()
+    return _FOLD_NOTES.get(op_type)
 
 
 def get_converter(op_type: str) -> Converter | None:

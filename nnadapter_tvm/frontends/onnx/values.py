@@ -43,6 +43,9 @@ class Value:
     # A float tensor cast from integers computed from dimensions: that integer tensor (the same values,
     # exactly), so that a float Range over a size (YOLO's anchor grid) is computed as an integer one.
     from_integer: Value | None = None
+    # A float tensor that a DequantizeLinear made of a quantized one (a value with ``quant``, or such a
+    # constant): that value, so that an operation on it can compute on the integers (a QDQ Conv).
+    dequantized: Value | None = None
 
     @property
     def is_const(self) -> bool:

@@ -12,7 +12,7 @@ import numpy as np
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import binary, broadcast_shape, cast, norm_axis, rank_of, reshape
 from nnadapter_tvm.frontends.onnx.ops.conv import conv_operands, emit_conv
-from nnadapter_tvm.frontends.onnx.registry import onnx_op
+from nnadapter_tvm.frontends.onnx.registry import fold_note, onnx_op
 from nnadapter_tvm.frontends.onnx.values import Quant, Value
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
@@ -163,7 +163,9 @@ def dequantize_linear(ctx: NodeContext) -> Value:
         same_zero = (zp.const.reshape(-1) if zp is not None and zp.is_const else np.zeros(1)) == (q.zero_point or 0)
         if not (same_scale and np.all(same_zero) and out == np.float32):
             ctx.unsupported("DequantizeLinear of a quantized value with other parameters than its own")
-        return ctx.emit(O.DEQUANTIZE, [x], dtype="float32")
+        y = ctx.emit(O.DEQUANTIZE, [x], dtype="float32")
+        y.dequantized = x
+        return y
     if x.dtype.name not in _INT_TYPES and x.dtype != np.int32:
         ctx.unsupported(f"DequantizeLinear of {x.dtype}")
     layout = _Layout(ctx, x, scale)
@@ -172,6 +174,40 @@ def dequantize_linear(ctx: NodeContext) -> Value:
         data = binary(ctx, O.SUB, data, cast(ctx, layout.param(zp), "float32"), shape=data.shape)
     y = binary(ctx, O.MUL, data, cast(ctx, layout.param(scale), "float32"), shape=data.shape)
     return cast(ctx, layout.restore(y), out)
+
+
+@fold_note("DequantizeLinear")
+def dequantized_constant(node, inputs: list[Value | None], outputs: list[Value]) -> None:
+    """A DequantizeLinear of constants (a QDQ model's weights and int32 biases), folded to float at import:
+    its result notes the quantized constant it came from (``Value.dequantized``) when an NNAdapter
+    quantized type holds it: int8 or int32 with zero points 0 (symmetric), one scale or one per index of
+    ``axis``; so that a Conv of it can compute on the integers (ops/conv.py)."""
+    x, scale = inputs[0], inputs[1]
+    zp = inputs[2] if len(inputs) > 2 else None
+    if x.dtype not in (np.int8, np.int32) or scale.dtype != np.float32 or x.rank is None:
+        return
+    if zp is not None and np.any(zp.const):
+        return
+    scales = scale.const.reshape(-1)
+    if (
+        np.any(scales <= 0)
+        or not np.all(np.isfinite(scales))
+        or any(a.name == "block_size" and a.i for a in node.attribute)
+    ):
+        return
+    layer, channel = {
+        np.dtype("int8"): (Precision.QUANT_INT8_SYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_CHANNEL),
+        np.dtype("int32"): (Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL),
+    }[np.dtype(x.dtype)]
+    if scale.const.size == 1:
+        quant = Quant(layer, float(scales[0]), 0)
+    else:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+        axis = axis + x.rank if axis < 0 else axis
+        if scale.rank != 1 or not 0 <= axis < x.rank or x.shape[axis] != scales.size:
+            return
+        quant = Quant(channel, tuple(float(v) for v in scales), 0, axis)
+    outputs[0].dequantized = Value(f"{outputs[0].name}/quantized", x.dtype, x.shape, const=x.const, quant=quant)
 
 
 _INT8 = ("int8", "uint8")
