@@ -165,6 +165,7 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
     regs = vector_registers(target)
     _inline_side_inputs(sch, block)
     epilogue = epilogue_blocks(sch, block)
+    epilogue = _inline_epilogue(sch, epilogue)
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, lanes)
     b, y, x, o, rh, rw, rg, ri = sch.get_loops(block)
@@ -195,3 +196,18 @@ def _inline_side_inputs(sch: s_tir.Schedule, main) -> None:
     for b in reversed(root[: names.index(sch.get(main).name_hint)]):
         if sch.get(b).name_hint not in feeding:
             sch.compute_inline(b)
+
+
+def _inline_epilogue(sch: s_tir.Schedule, epilogue: list) -> list:
+    """The epilogue's stages inlined into its last one, where TVM allows: a requantization, its
+    dequantization for the next operation (a residual addition) and the next requantization are some
+    twenty element-wise stages; each a buffer of the whole tile, they cost more than the products of a
+    1x1 convolution over 64 channels.  Casts and roundings stay as written (inlining changes no
+    arithmetic: TVM folds no float operation across them)."""
+    kept = []
+    for stage in epilogue[:-1]:
+        try:
+            sch.compute_inline(stage)
+        except Exception:  # a stage TVM cannot inline stays one of its own
+            kept.append(stage)
+    return [*kept, epilogue[-1]] if epilogue else epilogue
