@@ -15,8 +15,9 @@ from nnadapter_tvm.types import Precision as P
 
 F32 = (P.FLOAT32,)
 F32_Q8 = (P.FLOAT32, P.QUANT_INT8_SYMM_PER_LAYER)
-# Extension beyond the spec's CONV_2D: activations quantized to uint8 with a zero point as well (QDQ models'
-# activations, Paddle Lite's ASYMM_QUANT_UINT8 drivers), computed on integers (op_converters/quant_conv.py).
+# Extension beyond the spec's CONV_2D and FULLY_CONNECTED: activations quantized to uint8 with a zero point
+# as well (QDQ models' activations, Paddle Lite's ASYMM_QUANT_UINT8 drivers), computed on integers
+# (op_converters/quant_integer.py).
 F32_Q8_U8 = (P.FLOAT32, P.QUANT_INT8_SYMM_PER_LAYER, P.QUANT_UINT8_ASYMM_PER_LAYER)
 F32_INT32 = (P.FLOAT32, P.INT32)
 F32_INT32_Q8 = (P.FLOAT32, P.INT32, P.QUANT_INT8_SYMM_PER_LAYER)
@@ -206,7 +207,7 @@ SCHEMAS: dict[O, OpSchema] = {
     O.FLOOR: _unary(),
     O.FLOOR_DIV: _binary(),
     O.FULLY_CONNECTED: OpSchema(
-        (Arg("input", F32_Q8), Arg("weight", FILTER), Arg("bias", BIAS), _fuse()), (Arg("output", F32_Q8),)
+        (Arg("input", F32_Q8_U8), Arg("weight", FILTER), Arg("bias", BIAS), _fuse()), (Arg("output", F32_Q8_U8),)
     ),
     O.GATHER: _unary(Arg("indices", INT32_64), Arg("axis", INT32, optional=True), precisions=F32_INT_Q8),  # axis: -1
     O.GELU: _unary(Arg("approximate", BOOL)),

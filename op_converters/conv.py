@@ -1,7 +1,7 @@
 """Convolutions: CONV_2D, CONV_2D_TRANSPOSE and DEFORMABLE_CONV_2D.
 
 A CONV_2D of an 8-bit quantized input and a constant 8-bit symmetric filter sums integer products
-(``quant_conv``).  Other quantized operands arrive dequantized (docs/quantization.md): a per-channel
+(``quant_integer``).  Other quantized operands arrive dequantized (docs/quantization.md): a per-channel
 filter is dequantized along its own ``channel_dim`` and a quantized bias with its own scales, so the
 spec's relation ``bias_scale[i] = input_scale * filter_scale[i]`` is what a well-formed model satisfies
 but is not needed for the result to be right.
@@ -23,7 +23,7 @@ from nnadapter_tvm.op_converters.helpers import (
     unfused,
     with_plain_dims,
 )
-from nnadapter_tvm.op_converters.quant_conv import integer_conv_2d
+from nnadapter_tvm.op_converters.quant_integer import integer_conv_2d
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import ResultCode

@@ -6,6 +6,7 @@ from tvm import relax, tirx
 
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d, fuse, where_empty
+from nnadapter_tvm.op_converters.quant_integer import integer_fully_connected
 from nnadapter_tvm.op_converters.registry import converter
 from nnadapter_tvm.op_converters.shape import reshape_checked
 from nnadapter_tvm.types import OperationType as O
@@ -21,20 +22,16 @@ def fully_connected(args: OpArgs) -> relax.Expr:
 
     Reference: the spec (batch_size = num_elements / input_size; the header's "at least rank 2").
     """
-    x, w = args.tensor("input"), args.tensor("weight")
-    w_shape = args.shape(w)
+    w_shape = args.shape(args.raw_tensor("weight"))
     if len(w_shape) != 2:
         args.fail(f"must be 2-D [num_units, input_size], got {w_shape}", "weight")
     units, size = w_shape
-    x_shape = args.shape(x)
-    if not (len(x_shape) == 2 and _same_dim(x_shape[1], size)):
-        if isinstance(size, int) and size == 0:
-            args.fail(
-                f"input_size is 0: an input of shape {x_shape} has no batch size (num_elements / input_size); "
-                "only a 2-D input [batch, 0] does",
-                "input",
-            )
-        x = reshape_checked(args, x, [-1, size], "input", f"shape {x_shape} flattened to [-1, input_size = {size}]")
+    integer = None
+    if isinstance(size, int) and size > 0:
+        integer = integer_fully_connected(args, units, lambda x: _flattened(args, x, size))
+    if integer is not None:
+        return fuse(args, integer)
+    x, w = _flattened(args, args.tensor("input"), size), args.tensor("weight")
     y = matmul_rounded_once(x, relax.op.permute_dims(w, [1, 0]), args.input_type("input").dtype)
     if not isinstance(size, int):  # input_size 0 at execution: a sum of nothing
         y = where_empty(args, y, size, 0)
@@ -44,6 +41,20 @@ def fully_connected(args: OpArgs) -> relax.Expr:
             args.fail(f"bias shape {args.shape(b)} must be [num_units] = [{units}]", "bias")
         y = relax.op.add(y, b)
     return fuse(args, y)
+
+
+def _flattened(args: OpArgs, x: relax.Expr, size) -> relax.Expr:
+    """FULLY_CONNECTED's input as ``[batch, input_size]``: an input of another shape flattened."""
+    x_shape = args.shape(x)
+    if len(x_shape) == 2 and _same_dim(x_shape[1], size):
+        return x
+    if isinstance(size, int) and size == 0:
+        args.fail(
+            f"input_size is 0: an input of shape {x_shape} has no batch size (num_elements / input_size); "
+            "only a 2-D input [batch, 0] does",
+            "input",
+        )
+    return reshape_checked(args, x, [-1, size], "input", f"shape {x_shape} flattened to [-1, input_size = {size}]")
 
 
 def matmul_rounded_once(x: relax.Expr, y: relax.Expr, dtype: str) -> relax.Expr:

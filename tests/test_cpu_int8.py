@@ -105,3 +105,38 @@ def test_weights_past_the_float32_bound_keep_exact_sums() -> None:
     executable, _ = _build(x, w, np.zeros(8, "int32"), 1, (1, 1, 1, 1), 1, TARGETS["avx2"])
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_array_equal(got, _reference(x, w, 1, (1, 1, 1, 1), 1))
+
+
+# (left operand's shape [..., M, K], N)
+DENSE_CASES = {
+    "one-row-odd-k": ((1, 101), 40),
+    "rows": ((6, 64), 48),
+    "batched-rows": ((2, 3, 24), 20),
+    "wide": ((2, 256), 1000),
+}
+
+
+@pytest.mark.parametrize("target_name", list(TARGETS))
+@pytest.mark.parametrize("case", list(DENSE_CASES))
+def test_int8_matmul_sums_exactly(case: str, target_name: str) -> None:
+    """``matmul`` of uint8 by a constant int8 [K, N] into int32 (a quantized FULLY_CONNECTED's product)."""
+    if not RUNNABLE[target_name]:
+        pytest.skip(f"this machine cannot run code built for {target_name}")
+    shape, n = DENSE_CASES[case]
+    target = TARGETS[target_name]
+    rng = np.random.default_rng(len(case))
+    a = rng.integers(0, 256, shape).astype("uint8")
+    a.reshape(-1, shape[-1])[0] = 255
+    w = rng.integers(-128, 128, (shape[-1], n)).astype("int8")
+    w[:, 0] = -128
+    bb = relax.BlockBuilder()
+    av = relax.Var("a", relax.TensorType(a.shape, "uint8"))
+    with bb.function("main", [av]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(av, relax.const(w), out_dtype="int32"))
+        bb.emit_func_output(out)
+    executable, report = pipeline.build(bb.finalize(), target)
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(a)).numpy()
+    np.testing.assert_array_equal(got, a.astype("int64") @ w.astype("int64"))
+    if int8.dot_product(target) is not None:
+        assert int8.INT8_DENSE in set(report.values()), report

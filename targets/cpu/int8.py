@@ -1,4 +1,4 @@
-"""8-bit integer convolutions (``conv2d`` of uint8 by int8 into int32, what ``op_converters/quant_conv.py``
+"""8-bit integer convolutions (``conv2d`` of uint8 by int8 into int32, what ``op_converters/quant_integer.py``
 emits for a quantized CONV_2D) on the CPU's 8-bit dot-product instruction.
 
 ``vpdpbusd`` (AVX-512 VNNI, and AVX-VNNI on 256-bit vectors) multiplies 4 unsigned bytes by 4 signed bytes
@@ -35,6 +35,7 @@ from nnadapter_tvm.targets.cpu.simd import _has, row_tile, tile_budget, vector_r
 from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, tile_epilogue
 
 INT8_CONV = "nna_conv2d_nhwc_int8"
+INT8_DENSE = "nna_dense_int8"
 #: Input channels one dot-product instruction sums per lane.
 GROUP = 4
 
@@ -154,18 +155,83 @@ def conv_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation) -> te.Tensor
     return te.compute((n, oh, ow, ocb * ob), body, name=INT8_CONV)
 
 
+def pack_dense_weight(w: te.Tensor, npad: int, nb: int) -> te.Tensor:
+    """``[K, N]`` int8 -> ``[NPAD / nb, KP / 4, nb, 4]``, zero past N and past K (``KP``: K rounded up to a
+    multiple of 4)."""
+    k, n = (int(d) for d in w.shape)
+    kp = -(-k // GROUP) * GROUP
+
+    def body(o, g, v, i):
+        row, col = g * GROUP + i, o * nb + v
+        inside = tirx.all(row < k, col < n)
+        return tirx.Select(inside, w[tirx.min(row, k - 1), tirx.min(col, n - 1)], tirx.const(0, "int8"))
+
+    return te.compute((npad // nb, kp // GROUP, nb, GROUP), body, name=PACK + "int8_dense_weight")
+
+
+def dense(a: te.Tensor, bp: te.Tensor) -> te.Tensor:
+    """out[..., m, j] = sum over k of int32(a[..., m, k]) * int32(bp[j // nb, k // 4, j % nb, k % 4]); ``a``'s
+    K padded with zeros to a multiple of 4 when it is not one."""
+    *batch, k = (int(d) for d in a.shape)
+    nblocks, groups, nb, _ = (int(d) for d in bp.shape)
+    if groups * GROUP != k:
+
+        def padded(*idx):
+            *lead, c = idx
+            return tirx.Select(c < k, a[(*lead, tirx.min(c, k - 1))], tirx.const(0, a.dtype))
+
+        a = te.compute((*batch, groups * GROUP), padded, name=PAD)
+    rg, ri = te.reduce_axis((0, groups), "rg"), te.reduce_axis((0, GROUP), "ri")
+
+    def body(*idx):
+        *lead, j = idx
+        value = a[(*lead, rg * GROUP + ri)].astype("int32")
+        return te.sum(value * bp[j // nb, rg, j % nb, ri].astype("int32"), axis=[rg, ri])
+
+    return te.compute((*batch, nblocks * nb), body, name=INT8_DENSE)
+
+
+def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
+    """Rows x a block of columns per register tile, the channel groups reduced outside it, the (lanes x 4)
+    step the tensor intrinsic; column blocks and row tiles in parallel."""
+    lanes, intrinsic = _dot_product_or_raise(target)
+    regs = vector_registers(target)
+    _inline_side_inputs(sch, block)
+    epilogue = _inline_epilogue(sch, epilogue_blocks(sch, block))
+    for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
+        schedule_spatial(sch, pad, lanes)
+    *rows, j, rg, ri = sch.get_loops(block)
+    m = sch.fuse(*rows) if len(rows) > 1 else rows[0]
+    nb = int(sch.get(block).reads[-1].source.shape[-2])
+    jo, ji = sch.split(j, [None, nb])
+    mt = row_tile(loop_extent(sch, m), tile_budget(regs, nb // lanes), 1)
+    mo, mi = sch.split(m, [None, mt])
+    jv, jl = sch.split(ji, [None, lanes])
+    sch.reorder(jo, mo, rg, mi, jv, jl, ri)
+    tile_epilogue(sch, block, epilogue, mo, lanes)
+    parallel(sch, [jo, mo], min_elements=1, work=None)
+    init = sch.decompose_reduction(block, rg)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.tensorize(jl, intrinsic)
+    sch.unroll(jv)
+    sch.unroll(mi)
+
+
+def _dot_product_or_raise(target: tvm.target.Target) -> tuple[int, str]:
+    found = dot_product(target)
+    if found is None:
+        raise ValueError("the target has no 8-bit dot product")
+    return found
+
+
 def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
     """The register tile of ``tiled.schedule_conv`` with the dot-product instruction as its step: output
     columns x a block of output channels accumulate while the kernel rows, columns and channel groups are
     reduced outside; the tile's (lanes x 4) inner step is the tensor intrinsic."""
-    found = dot_product(target)
-    if found is None:
-        raise ValueError("the target has no 8-bit dot product")
-    lanes, intrinsic = found
+    lanes, intrinsic = _dot_product_or_raise(target)
     regs = vector_registers(target)
     _inline_side_inputs(sch, block)
-    epilogue = epilogue_blocks(sch, block)
-    epilogue = _inline_epilogue(sch, epilogue)
+    epilogue = _inline_epilogue(sch, epilogue_blocks(sch, block))
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, lanes)
     b, y, x, o, rh, rw, rg, ri = sch.get_loops(block)

@@ -222,6 +222,8 @@ class Lowering:
 
     def _matmul(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
         a, b = call.args
+        if a.ty.dtype in ("uint8", "int8") and b.ty.dtype == "int8" and _out_dtype(call.attrs, "") == "int32":
+            return self._matmul_int8(bb, a, b)
         if _out_dtype(call.attrs, "float32") != "float32":
             return None
         if a.ty.dtype != "float32" or b.ty.dtype != "float32":
@@ -242,6 +244,36 @@ class Lowering:
         if npad != n:
             y = relax.op.strided_slice(bb.emit(y), axes=[len(a_shape) - 1], begin=[0], end=[n])
         return y
+
+    def _matmul_int8(self, bb: relax.BlockBuilder, a: relax.Expr, b: relax.Expr) -> relax.Expr | None:
+        """An 8-bit product into int32 with a constant 2-D right operand (``int8``): the target's dot-product
+        kernel for a uint8 left operand of static shape, else the float route, else TVM's own lowering."""
+        if not isinstance(b, _CONSTANT) or len(b.ty.shape.values) != 2:
+            return None
+        weight = b.value.numpy()
+        a_shape = _shape(a)
+        found = int8.dot_product(self.target)
+        static = a_shape is not None and len(a_shape) >= 2 and all(isinstance(d, int) for d in a_shape)
+        if found is not None and static and a.ty.dtype == "uint8":
+            lanes = found[0]
+            n = weight.shape[1]
+            npad = -(-n // lanes) * lanes
+            nb = 2 * lanes if npad % (2 * lanes) == 0 else lanes
+            name = compute.PACK + "int8_dense_weight"
+            bp = bb.emit_te(int8.pack_dense_weight, b, npad, nb, primfunc_name_hint=name)
+            # Rows as one axis (a reshape is a view): the register tile then runs along all of them, and the
+            # epilogue's indices follow the tile's.
+            rows = int(np.prod(a_shape[:-1]))
+            flat = a if len(a_shape) == 2 else bb.emit(relax.op.reshape(a, [rows, a_shape[-1]]))
+            y = bb.emit(bb.call_te(int8.dense, flat, bp, primfunc_name_hint=int8.INT8_DENSE))
+            if npad != n:
+                y = bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[n]))
+            return y if len(a_shape) == 2 else relax.op.reshape(y, [*a_shape[:-1], n])
+        if not int8.exact_in_float32(weight.T):
+            return None
+        af = bb.emit_te(topi.cast, a, "float32", primfunc_name_hint="cast")
+        y = self._matmul(bb, relax.op.matmul(af, relax.const(weight.astype("float32")), out_dtype="float32"))
+        return None if y is None else relax.op.astype(bb.emit(y), "int32")
 
     def _batch_matmul(self, bb: relax.BlockBuilder, a: relax.Expr, b: relax.Expr) -> relax.Expr | None:
         """A product of two run-time tensors with the same batch dims (attention's Q K^T and P V): the

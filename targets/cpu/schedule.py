@@ -24,8 +24,9 @@ from nnadapter_tvm.errors import fail
 from nnadapter_tvm.targets.base import is_scheduled
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE, PAD
 from nnadapter_tvm.targets.cpu.generic import schedule_generic
-from nnadapter_tvm.targets.cpu.int8 import INT8_CONV
+from nnadapter_tvm.targets.cpu.int8 import INT8_CONV, INT8_DENSE
 from nnadapter_tvm.targets.cpu.int8 import schedule_conv as schedule_int8_conv
+from nnadapter_tvm.targets.cpu.int8 import schedule_dense as schedule_int8_dense
 from nnadapter_tvm.targets.cpu.loops import BUFFER_LOAD, child_blocks
 from nnadapter_tvm.targets.cpu.reduction_init import hoist_reduction_inits
 from nnadapter_tvm.targets.cpu.simd import vector_lanes
@@ -66,6 +67,7 @@ def schedule_prim_func(
         (DENSE, schedule_dense),
         (WINOGRAD, schedule_winograd),
         (INT8_CONV, schedule_int8_conv),
+        (INT8_DENSE, schedule_int8_dense),
     )
     for name, fn in main_rules:
         rules.append((name, lambda sch, n=name, f=fn: f(sch, _require(_main_block(sch, n)), target)))

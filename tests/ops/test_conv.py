@@ -214,7 +214,7 @@ def test_conv2d_quantized(per_channel, groups):
 
 
 # (groups, pads [top, bottom, left, right], strides, fuse_code, per-channel filter, bias, output): the
-# integer route (op_converters/quant_conv.py) of a uint8 input with a zero point.
+# integer route (op_converters/quant_integer.py) of a uint8 input with a zero point.
 U8_CASES = {
     "plain-padded": ("plain", [1, 0, 2, 1], [1, 1], nna.FuseCode.NONE, True, "int32", "uint8"),
     "per-layer-relu": ("plain", [1, 1, 1, 1], [2, 1], nna.FuseCode.RELU, False, "int32", "uint8"),

@@ -5,7 +5,21 @@ bias whose scales are input_scale * weight_scale[i]; MAT_MUL with both operands 
 
 import numpy as np
 import pytest
-from oputil import Const, b8, check_quantized, dequantize, fuse, fuse_ref, q8_const, q8_input, quantize, rand
+from oputil import (
+    Const,
+    In,
+    Out,
+    b8,
+    check_quantized,
+    dequantize,
+    fuse,
+    fuse_ref,
+    q8_const,
+    q8_input,
+    quantize,
+    rand,
+    run_op,
+)
 
 import nnadapter_tvm as nna
 
@@ -102,3 +116,52 @@ def test_mat_mul_quantized_constant_y():
     x, x_real = q8_input(rand(3, 4, seed=6), IN_SCALE)
     y, y_real = q8_const(rand(4, 2, seed=7), 0.025)
     check_quantized(OP.MAT_MUL, [x, y], matmul_ref(x_real, y_real, False, False), out_scale=0.1)
+
+
+@pytest.mark.parametrize(
+    "shape, per_channel, bias, code, out",
+    [
+        ((3, 40), True, "int32", nna.FuseCode.NONE, "uint8"),
+        ((2, 3, 24), False, "int32", nna.FuseCode.RELU, "uint8"),  # flattened to [6, 24]
+        ((1, 100), True, None, nna.FuseCode.RELU6, "uint8"),
+        ((4, 33), True, "float32", nna.FuseCode.NONE, "float32"),  # a bias of another scale, added as reals
+    ],
+    ids=["per-channel", "flattened-per-layer", "no-bias", "float-bias"],
+)
+def test_fully_connected_uint8_input_sums_integers(shape, per_channel, bias, code, out):
+    """A QUANT_UINT8_ASYMM_PER_LAYER input (zero point 131): input_scale * weight_scale * (sum (q_x - 131) *
+    q_w + q_bias), summed exactly (int64 numpy), requantized to uint8 within one step or given as float32."""
+    rng = np.random.default_rng(sum(shape))
+    units, size = 20, shape[-1]
+    qx = rng.integers(0, 256, shape).astype("uint8")
+    qw = rng.integers(-128, 128, (units, size)).astype("int8")
+    w_scale = rng.uniform(0.002, 0.01, units).astype("float32") if per_channel else np.float32(0.004)
+    if per_channel:
+        w_op = Const(qw, P.QUANT_INT8_SYMM_PER_CHANNEL, scale=w_scale.tolist(), channel_dim=0)
+    else:
+        w_op = Const(qw, P.QUANT_INT8_SYMM_PER_LAYER, scale=float(w_scale))
+    acc_scale = (np.float32(IN_SCALE) * np.broadcast_to(w_scale, [units])).astype("float32")
+    real_bias = np.zeros(units)
+    if bias == "int32":
+        qb = rng.integers(-5000, 5000, units).astype("int32")
+        precision = P.QUANT_INT32_SYMM_PER_CHANNEL if per_channel else P.QUANT_INT32_SYMM_PER_LAYER
+        scale = acc_scale.tolist() if per_channel else float(acc_scale[0])
+        b_op = Const(qb, precision, scale=scale, channel_dim=0 if per_channel else None)
+        real_bias = qb * acc_scale.astype("float64")
+    elif bias == "float32":
+        real_bias = rng.uniform(-1, 1, units).astype("float32")
+        b_op = Const(real_bias)
+    else:
+        b_op = Const(None)
+    acc = (qx.reshape(-1, size).astype("int64") - 131) @ qw.T.astype("int64")
+    expected = fuse_ref(acc * acc_scale + real_bias, code)
+    x = In(qx, P.QUANT_UINT8_ASYMM_PER_LAYER, scale=IN_SCALE, zero_point=131)
+    inputs = [x, w_op, b_op, fuse(code)]
+    if out == "float32":
+        (got,) = run_op(OP.FULLY_CONNECTED, inputs, [Out()], [expected.shape])
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+        return
+    out_scale = float(np.abs(expected).max() / 200)
+    want = quantize(expected, out_scale, 7, "uint8")
+    (got,) = run_op(OP.FULLY_CONNECTED, inputs, [Out(P.QUANT_UINT8_ASYMM_PER_LAYER, None, out_scale, 7)], [want.shape])
+    assert got.dtype == np.uint8 and np.abs(got.astype(int) - want.astype(int)).max() <= 1

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
+from nnadapter_tvm.frontends.onnx.ops import qdq
 from nnadapter_tvm.frontends.onnx.ops.common import cast, cast_back, fuse_none, in_float32, rank_of
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.op_converters.conv3d import CONV_3D_TRANSPOSE
-from nnadapter_tvm.types import AutoPad, Precision
+from nnadapter_tvm.types import AutoPad
 from nnadapter_tvm.types import OperationType as O
 
 
@@ -125,28 +126,16 @@ def conv(ctx: NodeContext) -> Value:
     return conv_nd(ctx, x, w, bias)
 
 
-_QUANT_INPUTS = (Precision.QUANT_UINT8_ASYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_LAYER)
-_QUANT_FILTERS = (Precision.QUANT_INT8_SYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_CHANNEL)
-_QUANT_BIASES = (Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL)
-
-
 def _quantized_operands(x: Value, w: Value, bias: Value) -> tuple[Value, Value, Value] | None:
     """A QDQ Conv (DequantizeLinear of an 8-bit activation and of an int8 weight, symmetric per tensor or
-    per output channel): the quantized input, filter and bias its float operands were dequantized from,
-    for a CONV_2D on quantized operands that sums integer products (op_converters/quant_conv.py) and gives
-    the real result, which the QuantizeLinear after it requantizes.  The bias stays the float constant
-    unless it is a dequantized int32.  None for anything else (1-D, a float or run-time weight)."""
-    xq, wq = x.dequantized, w.dequantized
-    if xq is None or wq is None or xq.quant is None or wq.quant is None or x.rank != 4:
+    per output channel): the quantized input, filter and bias its float operands were dequantized from
+    (``qdq``), for a CONV_2D on quantized operands that sums integer products
+    (op_converters/quant_integer.py) and gives the real result, which the QuantizeLinear after it
+    requantizes.  None for anything else (1-D, a float or run-time weight, a run-time bias)."""
+    if x.rank != 4:
         return None
-    if xq.quant.precision not in _QUANT_INPUTS or wq.quant.precision not in _QUANT_FILTERS:
-        return None
-    if wq.quant.precision == Precision.QUANT_INT8_SYMM_PER_CHANNEL and wq.quant.channel_dim != 0:
-        return None
-    bq = bias.dequantized
-    if bq is not None and bq.quant is not None and bq.quant.precision in _QUANT_BIASES:
-        return xq, wq, bq
-    return (xq, wq, bias) if bias.is_const else None
+    xq, wq, bq = qdq.activation(x), qdq.weight(w, 0), qdq.bias(bias)
+    return None if xq is None or wq is None or bq is None else (xq, wq, bq)
 
 
 def conv_nd(ctx: NodeContext, x: Value, w: Value, bias: Value) -> Value:

@@ -1,10 +1,12 @@
-"""Matrix products: MatMul -> MAT_MUL; Gemm -> FULLY_CONNECTED or MAT_MUL + MUL + ADD."""
+"""Matrix products: MatMul -> MAT_MUL; Gemm -> FULLY_CONNECTED or MAT_MUL + MUL + ADD; QDQ products of a
+constant int8 weight -> FULLY_CONNECTED on quantized operands."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
+from nnadapter_tvm.frontends.onnx.ops import qdq
 from nnadapter_tvm.frontends.onnx.ops.common import binary, fuse_none, to_rank0
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
@@ -20,11 +22,31 @@ def matmul(ctx: NodeContext, a: Value, b: Value, shape: object = "node") -> Valu
 
 @onnx_op("MatMul")
 def mat_mul(ctx: NodeContext) -> Value:
-    """MatMul -> MAT_MUL (numpy broadcasting and 1-D operands)."""
+    """MatMul -> MAT_MUL (numpy broadcasting and 1-D operands); a QDQ MatMul of an 8-bit activation by a
+    constant 2-D int8 weight -> FULLY_CONNECTED on quantized operands (rows flattened, then reshaped back)."""
     a, b = ctx.input(0), ctx.input(1)
     if a.dtype.kind != "f":
         ctx.unsupported(f"MatMul of {a.dtype}: MAT_MUL takes floating-point tensors")
+    out = ctx.out_shape()
+    if a.rank is not None and a.rank >= 2 and b.rank == 2 and out is not None and None not in out:
+        rows = (int(np.prod(out[:-1])), out[-1])
+        y = _quantized_fully_connected(ctx, a, b, ctx.constant(np.zeros([0], "float32")), False, rows)
+        if y is not None:
+            return y if a.rank == 2 else ctx.emit(O.RESHAPE, [y, ctx.i32(list(out))], shape=out)
     return matmul(ctx, a, b)
+
+
+def _quantized_fully_connected(
+    ctx: NodeContext, a: Value, b: Value, bias: Value, trans_b: bool, shape: object = "node"
+) -> Value | None:
+    """A QDQ product (DequantizeLinear of an 8-bit activation times a constant int8 weight, per tensor or
+    per output column) as FULLY_CONNECTED on the quantized operands (``qdq``), which sums integer products
+    and gives the real result; None for anything else."""
+    aq, bq, biasq = qdq.activation(a), qdq.weight(b, 0 if trans_b else 1), qdq.bias(bias)
+    if aq is None or bq is None or biasq is None:
+        return None
+    weight = bq if trans_b else qdq.transposed(bq)
+    return ctx.emit(O.FULLY_CONNECTED, [aq, weight, biasq, fuse_none(ctx)], dtype="float32", shape=shape)
 
 
 @onnx_op("Gemm")
@@ -53,6 +75,11 @@ def gemm(ctx: NodeContext) -> Value:
     elif c.is_const and units is not None and c.const.size in (1, units) and (c.rank < 2 or c.shape == (1, units)):
         bias = ctx.constant(np.broadcast_to(c.const.reshape(-1), [units]).copy())
     fits = a.dtype == np.float32 and alpha == 1.0 and beta == 1.0 and not trans_a and bias is not None
+    # A dequantized int32 bias as it is (its int32 values join the integer sums); ``bias`` is a float copy.
+    exact_bias = c if c is not None and c.dequantized is not None and c.rank == 1 and c.shape == (units,) else bias
+    quantized = _quantized_fully_connected(ctx, a, b, exact_bias, trans_b) if fits else None
+    if quantized is not None:
+        return quantized
     if fits and (trans_b or b.is_const):
         weight = b if trans_b else ctx.constant(np.ascontiguousarray(b.const.T))
         return ctx.emit(O.FULLY_CONNECTED, [a, weight, bias, fuse_none(ctx)])
