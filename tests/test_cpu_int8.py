@@ -1,6 +1,7 @@
-"""The CPU's 8-bit integer convolutions (targets/cpu/int8.py): ``conv2d`` of uint8 by a constant int8
-weight into int32 gives exactly numpy's int64 sums, on the dot-product kernel (AVX-512 VNNI, AVX-VNNI on
-256-bit vectors) where the target has it, and on the float route (AVX2 without VNNI) elsewhere."""
+"""The CPU's 8-bit integer convolutions and products (targets/cpu/int8.py): ``conv2d`` / ``matmul`` of uint8
+(or int8) by a constant int8 weight into int32 give exactly numpy's int64 sums, on the integer kernel of
+each x86 target (vpdpbusd: AVX-512 VNNI, AVX-VNNI; pmaddwd on 16-bit values: AVX-512BW, AVX2) and on the
+float route where there is none (SSE)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,26 @@ from tvm import relax
 
 from nnadapter_tvm.targets.cpu import int8, pipeline
 from nnadapter_tvm.targets.cpu.compute import CONV
+from nnadapter_tvm.targets.cpu.winograd import WINOGRAD
 from nnadapter_tvm.targets.llvm import LlvmDriver
 
 HOST = LlvmDriver().tvm_target({})
 # The targets a build here can also run: the host's own, and older x86 CPUs whose instructions it has.
 TARGETS = {
     "host": HOST,
-    "avx-vnni-256": tvm.target.Target({"kind": "llvm", "mcpu": "alderlake"}),
-    "avx2": tvm.target.Target({"kind": "llvm", "mcpu": "haswell"}),
+    "avx-vnni-256": tvm.target.Target({"kind": "llvm", "mcpu": "alderlake"}),  # vpdpbusd on 256 bits
+    "avx512-no-vnni": tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512"}),  # pmaddwd on 512
+    "avx2": tvm.target.Target({"kind": "llvm", "mcpu": "haswell"}),  # pmaddwd on 256
+    "sse": tvm.target.Target({"kind": "llvm", "mcpu": "x86-64"}),  # none: the float route
 }
-HOST_FEATURES = {name: int8._has(name, HOST) for name in ("avx2", "avxvnni", "avx512vnni")}
-RUNNABLE = {"host": True, "avx-vnni-256": HOST_FEATURES["avxvnni"], "avx2": HOST_FEATURES["avx2"]}
+HOST_FEATURES = {name: int8._has(name, HOST) for name in ("avx2", "avxvnni", "avx512bw")}
+RUNNABLE = {
+    "host": True,
+    "avx-vnni-256": HOST_FEATURES["avxvnni"],
+    "avx512-no-vnni": HOST_FEATURES["avx512bw"],
+    "avx2": HOST_FEATURES["avx2"],
+    "sse": True,
+}
 
 # (channels in, height, width, channels out, kernel, stride, pads [top, left, bottom, right], dilation)
 CASES = {
@@ -88,7 +98,7 @@ def test_int8_conv_sums_exactly(case: str, target_name: str) -> None:
     want = _reference(x, w, stride, pads, dilation) + offset.reshape(1, -1, 1, 1)
     np.testing.assert_array_equal(got, want)
     rules = set(report.values())
-    if int8.dot_product(target) is not None:
+    if int8.dot_product(target, "uint8") is not None:
         assert int8.INT8_CONV in rules, report
     elif int8.exact_in_float32(w):
         assert CONV in rules, report  # the float route's kernel
@@ -96,13 +106,11 @@ def test_int8_conv_sums_exactly(case: str, target_name: str) -> None:
 
 def test_weights_past_the_float32_bound_keep_exact_sums() -> None:
     """A weight whose sums may leave float32's exact integers (255 x 128 x 576 > 2^24) is not put on the
-    float route: the result is still exact on a target without the dot product."""
-    if not RUNNABLE["avx2"]:
-        pytest.skip("this machine cannot run AVX2 code")
+    float route: the result is still exact on a target without an integer kernel."""
     x = np.full((1, 64, 5, 5), 255, "uint8")
     w = np.full((8, 64, 3, 3), -128, "int8")
     assert not int8.exact_in_float32(w)
-    executable, _ = _build(x, w, np.zeros(8, "int32"), 1, (1, 1, 1, 1), 1, TARGETS["avx2"])
+    executable, _ = _build(x, w, np.zeros(8, "int32"), 1, (1, 1, 1, 1), 1, TARGETS["sse"])
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_array_equal(got, _reference(x, w, 1, (1, 1, 1, 1), 1))
 
@@ -138,5 +146,22 @@ def test_int8_matmul_sums_exactly(case: str, target_name: str) -> None:
     executable, report = pipeline.build(bb.finalize(), target)
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(a)).numpy()
     np.testing.assert_array_equal(got, a.astype("int64") @ w.astype("int64"))
-    if int8.dot_product(target) is not None:
+    if int8.dot_product(target, "uint8") is not None:
         assert int8.INT8_DENSE in set(report.values()), report
+
+
+def test_3x3_without_vnni_takes_winograd() -> None:
+    """Without vpdpbusd, a stride-1 3x3 convolution Winograd applies to runs it in float32 (a quarter of the
+    products; pmaddwd does no more an instruction than float32's FMA): sums as close as a float32
+    convolution's, rounded to integers, not exact."""
+    if not RUNNABLE["avx2"]:
+        pytest.skip("this machine cannot run AVX2 code")
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (1, 64, 28, 28)).astype("uint8")
+    w = rng.integers(-128, 128, (64, 64, 3, 3)).astype("int8")
+    executable, report = _build(x, w, np.zeros(64, "int32"), 1, (1, 1, 1, 1), 1, TARGETS["avx2"])
+    assert WINOGRAD in set(report.values()), report
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    want = _reference(x, w, 1, (1, 1, 1, 1), 1)
+    assert got.dtype == np.int32
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())

@@ -23,6 +23,8 @@ integer lowering.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tvm
 from tvm import s_tir, te, tirx
@@ -36,67 +38,98 @@ from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, tile_epilogue
 
 INT8_CONV = "nna_conv2d_nhwc_int8"
 INT8_DENSE = "nna_dense_int8"
-#: Input channels one dot-product instruction sums per lane.
-GROUP = 4
 
 
-def _dot_desc(lanes: int):
+@dataclasses.dataclass(frozen=True)
+class DotProduct:
+    """A target's integer multiply-add over a group of input channels: each 32-bit lane of the result adds
+    ``group`` products of ``input_dtype`` by ``weight_dtype`` elements, ``lanes`` lanes per instruction."""
+
+    lanes: int
+    group: int
+    input_dtype: str
+    weight_dtype: str
+    intrinsic: str  # the registered tensor intrinsic
+
+
+def _intrinsic(lanes: int, group: int, a_dtype: str, b_dtype: str, llvm: str, accumulates: bool):
+    """desc and impl of ``c[i] += sum_k a[k] * b[i, k]`` (k < group, i < lanes) as one LLVM intrinsic: the
+    group of ``a`` broadcast to every lane as one 32-bit word.  ``accumulates``: the intrinsic adds to c
+    (vpdpbusd), else its result is added (pmaddwd)."""
+    width = lanes * group
+
     @T.prim_func(s_tir=True)
     def desc(
-        a: T.Buffer((4,), "uint8", offset_factor=1),
-        b: T.Buffer((lanes, 4), "int8", offset_factor=1),
+        a: T.Buffer((group,), a_dtype, offset_factor=1),
+        b: T.Buffer((lanes, group), b_dtype, offset_factor=1),
         c: T.Buffer((lanes,), "int32", offset_factor=1, scope="local"),
     ) -> None:
         with T.sblock("root"):
-            T.reads(c[0:lanes], a[0:4], b[0:lanes, 0:4])
+            T.reads(c[0:lanes], a[0:group], b[0:lanes, 0:group])
             T.writes(c[0:lanes])
             for i in T.serial(0, lanes):
-                for k in T.serial(0, 4):
+                for k in T.serial(0, group):
                     with T.sblock("update"):
                         vi, vk = T.axis.remap("SR", [i, k])
                         c[vi] = c[vi] + T.cast(a[vk], "int32") * T.cast(b[vi, vk], "int32")
 
-    return desc
-
-
-def _dot_impl(lanes: int, intrinsic: str):
     @T.prim_func(s_tir=True)
     def impl(
-        a: T.Buffer((4,), "uint8", offset_factor=1),
-        b: T.Buffer((lanes, 4), "int8", offset_factor=1),
+        a: T.Buffer((group,), a_dtype, offset_factor=1),
+        b: T.Buffer((lanes, group), b_dtype, offset_factor=1),
         c: T.Buffer((lanes,), "int32", offset_factor=1, scope="local"),
     ) -> None:
         with T.sblock("root"):
-            T.reads(c[0:lanes], a[0:4], b[0:lanes, 0:4])
+            T.reads(c[0:lanes], a[0:group], b[0:lanes, 0:group])
             T.writes(c[0:lanes])
-            a_i32 = T.reinterpret(a.vload([0], "uint8x4"), dtype="int32")
-            c[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
-                T.llvm_lookup_intrinsic_id(intrinsic),
-                c.vload([0], dtype=f"int32x{lanes}"),
-                T.reinterpret(T.broadcast(a_i32, lanes), dtype=f"uint8x{4 * lanes}"),
-                b.vload([0, 0], dtype=f"int8x{4 * lanes}"),
-                dtype=f"int32x{lanes}",
-            )
+            word = T.reinterpret(a.vload([0], f"{a_dtype}x{group}"), dtype="int32")
+            a_all = T.reinterpret(T.broadcast(word, lanes), dtype=f"{a_dtype}x{width}")
+            b_all = b.vload([0, 0], dtype=f"{b_dtype}x{width}")
+            acc = c.vload([0], dtype=f"int32x{lanes}")
+            if accumulates:
+                c[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id(llvm), acc, a_all, b_all, dtype=f"int32x{lanes}"
+                )
+            else:
+                c[T.ramp(T.int32(0), 1, lanes)] = acc + T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id(llvm), a_all, b_all, dtype=f"int32x{lanes}"
+                )
 
-    return impl
+    return desc, impl
 
 
-#: (lanes, tensor intrinsic name, LLVM intrinsic) of vpdpbusd on 512- and 256-bit vectors.
-_VNNI = {
-    16: ("nna_dot_u8i8_16x4_vnni", "llvm.x86.avx512.vpdpbusd.512"),
-    8: ("nna_dot_u8i8_8x4_vnni", "llvm.x86.avx512.vpdpbusd.256"),
+# vpdpbusd (AVX-512 VNNI, AVX-VNNI): 4 uint8 x int8 products a lane.  pmaddwd (AVX2, AVX-512BW): 2 int16 x
+# int16 products a lane, exact for 8-bit values widened to 16 bits (vpmaddubsw's uint8 x int8 pairs would
+# saturate at int16: 255 x 127 x 2 > 32767).
+_KINDS = {
+    "vnni512": (DotProduct(16, 4, "uint8", "int8", "nna_dot_u8i8_16x4_vnni"), "llvm.x86.avx512.vpdpbusd.512", True),
+    "vnni256": (DotProduct(8, 4, "uint8", "int8", "nna_dot_u8i8_8x4_vnni"), "llvm.x86.avx512.vpdpbusd.256", True),
+    "pmaddwd512": (
+        DotProduct(16, 2, "int16", "int16", "nna_dot_i16_16x2_pmaddwd"),
+        "llvm.x86.avx512.pmaddw.d.512",
+        False,
+    ),
+    "pmaddwd256": (DotProduct(8, 2, "int16", "int16", "nna_dot_i16_8x2_pmaddwd"), "llvm.x86.avx2.pmadd.wd", False),
 }
-for _lanes, (_name, _llvm) in _VNNI.items():
-    s_tir.TensorIntrin.register(_name, _dot_desc(_lanes), _dot_impl(_lanes, _llvm))
+for _dot, _llvm, _accumulates in _KINDS.values():
+    s_tir.TensorIntrin.register(
+        _dot.intrinsic, *_intrinsic(_dot.lanes, _dot.group, _dot.input_dtype, _dot.weight_dtype, _llvm, _accumulates)
+    )
 
 
-def dot_product(target: tvm.target.Target) -> tuple[int, str] | None:
-    """(lanes, tensor intrinsic) of the target's uint8 x int8 dot product, or None: AVX-512 VNNI on 512-bit
-    vectors, AVX-VNNI (or AVX-512 VNNI with 256-bit vectors only) on 256."""
-    if _has("avx512vnni", target) and _has("avx512bw", target):
-        return 16, _VNNI[16][0]
-    if _has("avxvnni", target) or (_has("avx512vnni", target) and _has("avx512vl", target)):
-        return 8, _VNNI[8][0]
+def dot_product(target: tvm.target.Target, input_dtype: str = "uint8") -> DotProduct | None:
+    """The target's integer multiply-add for 8-bit inputs of ``input_dtype`` by int8 weights, or None:
+    vpdpbusd on 512-bit vectors (AVX-512 VNNI) or 256 (AVX-VNNI) for uint8 inputs, else pmaddwd on 16-bit
+    values (AVX-512BW, AVX2), which also takes int8 inputs."""
+    if input_dtype == "uint8":
+        if _has("avx512vnni", target) and _has("avx512bw", target):
+            return _KINDS["vnni512"][0]
+        if _has("avxvnni", target) or (_has("avx512vnni", target) and _has("avx512vl", target)):
+            return _KINDS["vnni256"][0]
+    if _has("avx512bw", target):
+        return _KINDS["pmaddwd512"][0]
+    if _has("avx2", target):
+        return _KINDS["pmaddwd256"][0]
     return None
 
 
@@ -107,30 +140,30 @@ def exact_in_float32(w: np.ndarray) -> bool:
     return bool(bound < 2**24)
 
 
-def pack_weight(w: te.Tensor, ocp: int, ob: int) -> te.Tensor:
-    """``[OC, C, KH, KW]`` int8 -> ``[OCP / ob, KH, KW, CP / 4, ob, 4]``, zero past OC and past C (``CP``: C
-    rounded up to a multiple of 4)."""
+def pack_weight(w: te.Tensor, ocp: int, ob: int, group: int, dtype: str) -> te.Tensor:
+    """``[OC, C, KH, KW]`` int8 -> ``[OCP / ob, KH, KW, CP / group, ob, group]`` of ``dtype``, zero past OC
+    and past C (``CP``: C rounded up to a multiple of ``group``)."""
     oc, c, kh, kw = (int(d) for d in w.shape)
-    cp = -(-c // GROUP) * GROUP
+    cp = -(-c // group) * group
 
     def body(o, a, b, g, v, i):
-        channel = g * GROUP + i
+        channel = g * group + i
         value = _zero_past(w, (o * ob + v, tirx.min(channel, c - 1), a, b), oc)
-        return tirx.Select(channel < c, value, tirx.const(0, "int8"))
+        return tirx.Select(channel < c, value, tirx.const(0, "int8")).astype(dtype)
 
-    return te.compute((ocp // ob, kh, kw, cp // GROUP, ob, GROUP), body, name=PACK + "int8_conv_weight")
+    return te.compute((ocp // ob, kh, kw, cp // group, ob, group), body, name=PACK + "int8_conv_weight")
 
 
-def conv_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation) -> te.Tensor:
+def conv_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, input_dtype: str) -> te.Tensor:
     """out[n, y, x, o] = sum over (kh, kw, c) of int32(pad(x)[n, y * sh + kh * dh, x * sw + kw * dw, c]) *
-    int32(wp[o // ob, kh, kw, c // 4, o % ob, c % 4]); the input padded with zeros (spatially, and its
-    channels to a multiple of 4)."""
+    int32(wp[o // ob, kh, kw, c // group, o % ob, c % group]); the input padded with zeros (spatially, and its
+    channels to a multiple of the group) and widened to ``input_dtype`` by a stage of its own."""
     n, h, w, c = (int(d) for d in x.shape)
-    ocb, kh, kw, groups, ob, _ = (int(d) for d in wp.shape)
+    ocb, kh, kw, groups, ob, group = (int(d) for d in wp.shape)
     (sh, sw), (dh, dw) = strides, dilation
-    cp = groups * GROUP
+    cp = groups * group
     pad_t, pad_l, pad_b, pad_r = pads
-    if any(pads) or cp != c:
+    if any(pads) or cp != c or x.dtype != input_dtype:
 
         def padded(b, y, xx, ch):
             inside = tirx.all(y >= pad_t, y < h + pad_t, xx >= pad_l, xx < w + pad_l, ch < c)
@@ -140,113 +173,116 @@ def conv_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation) -> te.Tensor
                 tirx.min(tirx.max(xx - pad_l, 0), w - 1),
                 tirx.min(ch, c - 1),
             )
-            return tirx.Select(inside, x[at], tirx.const(0, x.dtype))
+            return tirx.Select(inside, x[at], tirx.const(0, x.dtype)).astype(input_dtype)
 
         x = te.compute((n, h + pad_t + pad_b, w + pad_l + pad_r, cp), padded, name=PAD)
     oh = out_size(h, pad_t, pad_b, kh, sh, dh)
     ow = out_size(w, pad_l, pad_r, kw, sw, dw)
     rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
-    rg, ri = te.reduce_axis((0, groups), "rg"), te.reduce_axis((0, GROUP), "ri")
+    rg, ri = te.reduce_axis((0, groups), "rg"), te.reduce_axis((0, group), "ri")
 
     def body(b, y, xx, o):
-        pixel = x[b, y * sh + rh * dh, xx * sw + rw * dw, rg * GROUP + ri].astype("int32")
+        pixel = x[b, y * sh + rh * dh, xx * sw + rw * dw, rg * group + ri].astype("int32")
         return te.sum(pixel * wp[o // ob, rh, rw, rg, o % ob, ri].astype("int32"), axis=[rh, rw, rg, ri])
 
     return te.compute((n, oh, ow, ocb * ob), body, name=INT8_CONV)
 
 
-def pack_dense_weight(w: te.Tensor, npad: int, nb: int) -> te.Tensor:
-    """``[K, N]`` int8 -> ``[NPAD / nb, KP / 4, nb, 4]``, zero past N and past K (``KP``: K rounded up to a
-    multiple of 4)."""
+def pack_dense_weight(w: te.Tensor, npad: int, nb: int, group: int, dtype: str) -> te.Tensor:
+    """``[K, N]`` int8 -> ``[NPAD / nb, KP / group, nb, group]`` of ``dtype``, zero past N and past K (``KP``:
+    K rounded up to a multiple of ``group``)."""
     k, n = (int(d) for d in w.shape)
-    kp = -(-k // GROUP) * GROUP
+    kp = -(-k // group) * group
 
     def body(o, g, v, i):
-        row, col = g * GROUP + i, o * nb + v
+        row, col = g * group + i, o * nb + v
         inside = tirx.all(row < k, col < n)
-        return tirx.Select(inside, w[tirx.min(row, k - 1), tirx.min(col, n - 1)], tirx.const(0, "int8"))
+        value = tirx.Select(inside, w[tirx.min(row, k - 1), tirx.min(col, n - 1)], tirx.const(0, "int8"))
+        return value.astype(dtype)
 
-    return te.compute((npad // nb, kp // GROUP, nb, GROUP), body, name=PACK + "int8_dense_weight")
+    return te.compute((npad // nb, kp // group, nb, group), body, name=PACK + "int8_dense_weight")
 
 
-def dense(a: te.Tensor, bp: te.Tensor) -> te.Tensor:
-    """out[..., m, j] = sum over k of int32(a[..., m, k]) * int32(bp[j // nb, k // 4, j % nb, k % 4]); ``a``'s
-    K padded with zeros to a multiple of 4 when it is not one."""
+def dense(a: te.Tensor, bp: te.Tensor, input_dtype: str) -> te.Tensor:
+    """out[..., m, j] = sum over k of int32(a[..., m, k]) * int32(bp[j // nb, k // group, j % nb, k % group]);
+    ``a``'s K padded with zeros to a multiple of the group and widened to ``input_dtype`` where needed."""
     *batch, k = (int(d) for d in a.shape)
-    nblocks, groups, nb, _ = (int(d) for d in bp.shape)
-    if groups * GROUP != k:
+    nblocks, groups, nb, group = (int(d) for d in bp.shape)
+    if groups * group != k or a.dtype != input_dtype:
 
         def padded(*idx):
             *lead, c = idx
-            return tirx.Select(c < k, a[(*lead, tirx.min(c, k - 1))], tirx.const(0, a.dtype))
+            return tirx.Select(c < k, a[(*lead, tirx.min(c, k - 1))], tirx.const(0, a.dtype)).astype(input_dtype)
 
-        a = te.compute((*batch, groups * GROUP), padded, name=PAD)
-    rg, ri = te.reduce_axis((0, groups), "rg"), te.reduce_axis((0, GROUP), "ri")
+        a = te.compute((*batch, groups * group), padded, name=PAD)
+    rg, ri = te.reduce_axis((0, groups), "rg"), te.reduce_axis((0, group), "ri")
 
     def body(*idx):
         *lead, j = idx
-        value = a[(*lead, rg * GROUP + ri)].astype("int32")
+        value = a[(*lead, rg * group + ri)].astype("int32")
         return te.sum(value * bp[j // nb, rg, j % nb, ri].astype("int32"), axis=[rg, ri])
 
     return te.compute((*batch, nblocks * nb), body, name=INT8_DENSE)
 
 
+def _packed_dot(sch: s_tir.Schedule, block, target: tvm.target.Target) -> DotProduct:
+    """The instruction a kernel was computed for: its packed weight's element type says which."""
+    weight_dtype = str(sch.get(block).reads[-1].source.dtype)
+    for dot in (dot_product(target, "uint8"), dot_product(target, "int8")):
+        if dot is not None and dot.weight_dtype == weight_dtype:
+            return dot
+    raise ValueError(f"the target has no integer multiply-add for {weight_dtype} weights")
+
+
 def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
-    """Rows x a block of columns per register tile, the channel groups reduced outside it, the (lanes x 4)
-    step the tensor intrinsic; column blocks and row tiles in parallel."""
-    lanes, intrinsic = _dot_product_or_raise(target)
+    """Rows x a block of columns per register tile, the channel groups reduced outside it, the (lanes x
+    group) step the tensor intrinsic; column blocks and row tiles in parallel."""
+    dot = _packed_dot(sch, block, target)
     regs = vector_registers(target)
     _inline_side_inputs(sch, block)
     epilogue = _inline_epilogue(sch, epilogue_blocks(sch, block))
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
-        schedule_spatial(sch, pad, lanes)
+        schedule_spatial(sch, pad, dot.lanes)
     *rows, j, rg, ri = sch.get_loops(block)
     m = sch.fuse(*rows) if len(rows) > 1 else rows[0]
     nb = int(sch.get(block).reads[-1].source.shape[-2])
     jo, ji = sch.split(j, [None, nb])
-    mt = row_tile(loop_extent(sch, m), tile_budget(regs, nb // lanes), 1)
+    mt = row_tile(loop_extent(sch, m), tile_budget(regs, nb // dot.lanes), 1)
     mo, mi = sch.split(m, [None, mt])
-    jv, jl = sch.split(ji, [None, lanes])
+    jv, jl = sch.split(ji, [None, dot.lanes])
     sch.reorder(jo, mo, rg, mi, jv, jl, ri)
-    tile_epilogue(sch, block, epilogue, mo, lanes)
+    tile_epilogue(sch, block, epilogue, mo, dot.lanes)
     parallel(sch, [jo, mo], min_elements=1, work=None)
     init = sch.decompose_reduction(block, rg)
     sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(jl, intrinsic)
+    sch.tensorize(jl, dot.intrinsic)
     sch.unroll(jv)
     sch.unroll(mi)
 
 
-def _dot_product_or_raise(target: tvm.target.Target) -> tuple[int, str]:
-    found = dot_product(target)
-    if found is None:
-        raise ValueError("the target has no 8-bit dot product")
-    return found
-
-
 def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
-    """The register tile of ``tiled.schedule_conv`` with the dot-product instruction as its step: output
+    """The register tile of ``tiled.schedule_conv`` with the integer multiply-add as its step: output
     columns x a block of output channels accumulate while the kernel rows, columns and channel groups are
-    reduced outside; the tile's (lanes x 4) inner step is the tensor intrinsic."""
-    lanes, intrinsic = _dot_product_or_raise(target)
+    reduced outside; the tile's (lanes x group) inner step is the tensor intrinsic."""
+    dot = _packed_dot(sch, block, target)
     regs = vector_registers(target)
     _inline_side_inputs(sch, block)
     epilogue = _inline_epilogue(sch, epilogue_blocks(sch, block))
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
-        schedule_spatial(sch, pad, lanes)
+        schedule_spatial(sch, pad, dot.lanes)
     b, y, x, o, rh, rw, rg, ri = sch.get_loops(block)
     ob = int(sch.get(block).reads[-1].source.shape[-2])
-    vectors = ob // lanes
+    vectors = ob // dot.lanes
     oo, oi = sch.split(o, [None, ob])
     wt = row_tile(loop_extent(sch, x), tile_budget(regs, vectors), 2)
     xo, xi = sch.split(x, [None, wt])
-    ov, ol = sch.split(oi, [None, lanes])
+    ov, ol = sch.split(oi, [None, dot.lanes])
     sch.reorder(b, oo, y, xo, rh, rw, rg, xi, ov, ol, ri)
-    tile_epilogue(sch, block, epilogue, xo, lanes)
+    tile_epilogue(sch, block, epilogue, xo, dot.lanes)
     parallel(sch, [b, oo, y], min_elements=1, work=None)
     init = sch.decompose_reduction(block, rh)
     sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(ol, intrinsic)
+    sch.tensorize(ol, dot.intrinsic)
     sch.unroll(ov)
     sch.unroll(xi)
 

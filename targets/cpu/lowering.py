@@ -95,7 +95,7 @@ class Lowering:
 
     # conv2d ---------------------------------------------------------------------------
 
-    def _conv2d(self, bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr | None:
+    def _conv2d(self, bb: relax.BlockBuilder, call: relax.Call, integer_winograd: bool = False) -> relax.Expr | None:
         attrs = call.attrs
         x, w = call.args
         layouts = (attrs.data_layout, attrs.kernel_layout, attrs.out_layout)
@@ -129,7 +129,7 @@ class Lowering:
             y = bb.call_te(
                 compute.depthwise_nhwc, x, wp, strides, pads, dilation, ocg, *tile, primfunc_name_hint=compute.DEPTHWISE
             )
-        elif self._by_winograd(w, x_shape, strides, dilation, groups, pads):
+        elif self._by_winograd(w, x_shape, strides, dilation, groups, pads, integer_winograd):
             y = self._winograd(bb, x, w, pads)
         else:
             # Output channels pad to whole vectors (zero weights) when that is all a block lacks; the
@@ -158,22 +158,32 @@ class Lowering:
             return None
         weight = w.value.numpy()
         x_shape = _shape(x)
-        found = int8.dot_product(self.target)
+        dot = int8.dot_product(self.target, str(x.ty.dtype))
         static = x_shape is not None and all(isinstance(d, int) for d in x_shape)
-        if found is not None and not nchw and static and int(attrs.groups) == 1 and x.ty.dtype == "uint8":
-            lanes = found[0]
+        # Without vpdpbusd a 16-bit multiply-add does no more products an instruction than float32's FMA, and
+        # Winograd's float32 3x3 convolution does a quarter of the products: there, its sums (as close as a
+        # float32 convolution's of the dequantized values, what a QDQ graph means) are worth more than
+        # exact ones (ResNet-50 QDQ on an AVX2 build: 99 ms with pmaddwd for every convolution, float32 75).
+        by_winograd = dot is not None and dot.group == 2 and x_shape is not None and len(x_shape) == 4
+        if by_winograd:
+            nhwc = [x_shape[0], x_shape[2], x_shape[3], x_shape[1]] if nchw else x_shape
+            strides, dilation = [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation]
+            pads = tuple(int(v) for v in attrs.padding)
+            by_winograd = self._by_winograd(w, nhwc, strides, dilation, int(attrs.groups), pads, integer_ok=True)
+        if dot is not None and not nchw and static and int(attrs.groups) == 1 and not by_winograd:
             oc = weight.shape[0]
-            ocp = -(-oc // lanes) * lanes
-            ob = 2 * lanes if ocp % (2 * lanes) == 0 else lanes
+            ocp, ob = self._int8_block(oc, dot.lanes)
             name = compute.PACK + "int8_conv_weight"
-            wp = bb.emit_te(int8.pack_weight, w, ocp, ob, primfunc_name_hint=name)
+            wp = bb.emit_te(int8.pack_weight, w, ocp, ob, dot.group, dot.weight_dtype, primfunc_name_hint=name)
             pads = tuple(int(v) for v in attrs.padding)
             strides, dilation = [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation]
-            y = bb.call_te(int8.conv_nhwc, x, wp, strides, pads, dilation, primfunc_name_hint=int8.INT8_CONV)
+            y = bb.call_te(
+                int8.conv_nhwc, x, wp, strides, pads, dilation, dot.input_dtype, primfunc_name_hint=int8.INT8_CONV
+            )
             if ocp != oc:
                 y = relax.op.strided_slice(bb.emit(y), axes=[3], begin=[0], end=[oc])
             return y
-        if not int8.exact_in_float32(weight):
+        if not by_winograd and not int8.exact_in_float32(weight):
             return None
         xf = bb.emit_te(topi.cast, x, "float32", primfunc_name_hint="cast")
         as_float = relax.op.nn.conv2d(
@@ -188,10 +198,25 @@ class Lowering:
             out_layout=attrs.out_layout,
             out_dtype="float32",
         )
-        y = self._conv2d(bb, as_float)
-        return None if y is None else relax.op.astype(bb.emit(y), "int32")
+        y = self._conv2d(bb, as_float, integer_winograd=by_winograd)
+        # Winograd's sums are not integers: rounded to the nearest (a cast would truncate 2.9999 to 2).
+        y = None if y is None else bb.emit(relax.op.round(bb.emit(y)) if by_winograd else y)
+        return None if y is None else relax.op.astype(y, "int32")
 
-    def _by_winograd(self, w: relax.Expr, x_shape: list, strides: list, dilation: list, groups: int, pads) -> bool:
+    @staticmethod
+    def _int8_block(channels: int, lanes: int) -> tuple[int, int]:
+        """An integer kernel's output channels padded (zero weights) and its channel block: two vectors when
+        the channels span more than two (the tile then loads each input group once for twice the outputs;
+        1000 classes become 1024, not 63 blocks of one vector), else one."""
+        if channels > 2 * lanes:
+            padded = -(-channels // (2 * lanes)) * 2 * lanes
+            return padded, 2 * lanes
+        padded = -(-channels // lanes) * lanes
+        return padded, lanes
+
+    def _by_winograd(
+        self, w: relax.Expr, x_shape: list, strides: list, dilation: list, groups: int, pads, integer_ok: bool = False
+    ) -> bool:
         """Whether ``_winograd`` lowers a convolution: enabled (``CPU_WINOGRAD``), a constant weight (its
         transform runs at compile time) and a convolution ``winograd.applies`` to.
 
@@ -204,7 +229,7 @@ class Lowering:
         if not winograd.applies(x_shape, static_shape(w.ty), strides, dilation, groups, pads):
             return False
         weight = w.value.numpy()
-        return not np.array_equal(weight, np.round(weight))
+        return integer_ok or not np.array_equal(weight, np.round(weight))
 
     def _winograd(self, bb: relax.BlockBuilder, x: relax.Expr, w: relax.Expr, pads: tuple) -> relax.Expr:
         """An NHWC 3x3 convolution by F(4x4, 3x3) (``winograd``): the weight transformed (and packed in
@@ -252,20 +277,18 @@ class Lowering:
             return None
         weight = b.value.numpy()
         a_shape = _shape(a)
-        found = int8.dot_product(self.target)
+        dot = int8.dot_product(self.target, str(a.ty.dtype))
         static = a_shape is not None and len(a_shape) >= 2 and all(isinstance(d, int) for d in a_shape)
-        if found is not None and static and a.ty.dtype == "uint8":
-            lanes = found[0]
+        if dot is not None and static:
             n = weight.shape[1]
-            npad = -(-n // lanes) * lanes
-            nb = 2 * lanes if npad % (2 * lanes) == 0 else lanes
+            npad, nb = self._int8_block(n, dot.lanes)
             name = compute.PACK + "int8_dense_weight"
-            bp = bb.emit_te(int8.pack_dense_weight, b, npad, nb, primfunc_name_hint=name)
+            bp = bb.emit_te(int8.pack_dense_weight, b, npad, nb, dot.group, dot.weight_dtype, primfunc_name_hint=name)
             # Rows as one axis (a reshape is a view): the register tile then runs along all of them, and the
             # epilogue's indices follow the tile's.
             rows = int(np.prod(a_shape[:-1]))
             flat = a if len(a_shape) == 2 else bb.emit(relax.op.reshape(a, [rows, a_shape[-1]]))
-            y = bb.emit(bb.call_te(int8.dense, flat, bp, primfunc_name_hint=int8.INT8_DENSE))
+            y = bb.emit(bb.call_te(int8.dense, flat, bp, dot.input_dtype, primfunc_name_hint=int8.INT8_DENSE))
             if npad != n:
                 y = bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[n]))
             return y if len(a_shape) == 2 else relax.op.reshape(y, [*a_shape[:-1], n])
