@@ -857,3 +857,75 @@ def test_e2e_tune_for_the_board_over_rpc(board, tmp_path):
         tracker.terminate()
         with contextlib.suppress(Exception):
             ssh_board(board, f"kill $(cat {pidfile}) 2>/dev/null; rm -rf {pidfile} ~/nna-tune-*")
+
+
+@pytest.mark.slow
+@needs_cross
+@pytest.mark.parametrize("mattr", ["+neon,+dotprod", "+neon"], ids=["dotprod", "neon"])
+def test_e2e_int8_kernels_run_on_the_board(board, tmp_path, mattr):
+    """A QDQ model (uint8 activations: a 3x3 and a 1x1 convolution, a Gemm) built for the board: with
+    ``+dotprod`` its integer kernels run on sdot (the uint8 input shifted to int8 and corrected), without it
+    on the float route; both within one quantization step of onnxruntime's int8 on this host."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from nnadapter_tvm.frontends.onnx import import_model
+
+    rng = np.random.default_rng(14)
+    s_x, s_y = 0.02, 0.05
+    inits = [
+        numpy_helper.from_array(np.array(s_x, "float32"), "sx"),
+        numpy_helper.from_array(np.array(128, "uint8"), "zx"),
+        numpy_helper.from_array(np.array(s_y, "float32"), "sy"),
+        numpy_helper.from_array(np.array(3, "uint8"), "zy"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["x0"]),
+    ]
+    last = "x0"
+    for i, (shape, op) in enumerate([((32, 16, 3, 3), "Conv"), ((24, 32, 1, 1), "Conv"), ((10, 24 * 6 * 6), "Gemm")]):
+        w = rng.integers(-127, 128, shape).astype("int8")
+        scale = rng.uniform(0.002, 0.01, shape[0]).astype("float32")
+        inits += [
+            numpy_helper.from_array(w, f"w{i}"),
+            numpy_helper.from_array(scale, f"ws{i}"),
+            numpy_helper.from_array(np.zeros(shape[0], "int8"), f"wz{i}"),
+        ]
+        nodes.append(helper.make_node("DequantizeLinear", [f"w{i}", f"ws{i}", f"wz{i}"], [f"wd{i}"], axis=0))
+        if op == "Gemm":
+            nodes.append(helper.make_node("Flatten", [last], [f"f{i}"]))
+            nodes.append(helper.make_node("Gemm", [f"f{i}", f"wd{i}"], [f"p{i}"], transB=1))
+        else:
+            nodes.append(helper.make_node("Conv", [last, f"wd{i}"], [f"p{i}"], pads=[1, 1, 1, 1] if i == 0 else None))
+        nodes += [
+            helper.make_node("Relu", [f"p{i}"], [f"r{i}"]),
+            helper.make_node("QuantizeLinear", [f"r{i}", "sy", "zy"], [f"q{i}"]),
+            helper.make_node("DequantizeLinear", [f"q{i}", "sy", "zy"], [f"d{i}"]),
+        ]
+        last = f"d{i}"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "qdq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=inits,
+    )
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = rng.uniform(-2.5, 2.5, (1, 16, 6, 6)).astype("float32")
+    (want,) = ort.InferenceSession(onnx_model.SerializeToString()).run(None, {"x": x})
+    remote_dir = f"~/nna-int8-{os.getpid()}"
+    b = board_client(board, remote_dir)
+    try:
+        info = deploy.preflight(b)
+        _, token, path = deploy.compile_for_arm(import_model(onnx_model), f"ARM_MATTR={mattr};", str(tmp_path))
+        assert (b"nna_conv2d_nhwc_int8" in cache.read_file(path)) == ("dotprod" in mattr)
+        deploy.push(b, info, token, cache.read_file(path))
+        outputs, _ = deploy.run_on_board(b, info, token, [x], iterations=1, warmup=0)
+        # One step where a value lies within float32 rounding of a tie; three layers may carry it on.
+        assert np.abs(outputs[0] - want).max() <= 3 * s_y + 1e-6
+        assert np.mean(np.abs(outputs[0] - want) > s_y / 2) < 0.1
+    finally:
+        with contextlib.suppress(Exception):
+            ssh_board(board, f"rm -rf {deploy.remote_path_expr(remote_dir)}")

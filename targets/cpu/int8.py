@@ -50,6 +50,9 @@ class DotProduct:
     input_dtype: str
     weight_dtype: str
     intrinsic: str  # the registered tensor intrinsic
+    # Subtracted from a uint8 input to make it the instruction's int8 (sdot multiplies signed bytes); the
+    # lowering adds ``shift * sum(w[o])`` back.
+    shift: int = 0
 
 
 def _intrinsic(lanes: int, group: int, a_dtype: str, b_dtype: str, llvm: str, accumulates: bool):
@@ -110,6 +113,8 @@ _KINDS = {
         False,
     ),
     "pmaddwd256": (DotProduct(8, 2, "int16", "int16", "nna_dot_i16_8x2_pmaddwd"), "llvm.x86.avx2.pmadd.wd", False),
+    # sdot (ARMv8.2 dot product): 4 int8 x int8 products a lane, 4 lanes; a uint8 input shifted by 128.
+    "sdot": (DotProduct(4, 4, "int8", "int8", "nna_dot_i8i8_4x4_sdot"), "llvm.aarch64.neon.sdot.v4i32.v16i8", True),
 }
 for _dot, _llvm, _accumulates in _KINDS.values():
     s_tir.TensorIntrin.register(
@@ -126,6 +131,9 @@ def dot_product(target: tvm.target.Target, input_dtype: str = "uint8") -> DotPro
             return _KINDS["vnni512"][0]
         if _has("avxvnni", target) or (_has("avx512vnni", target) and _has("avx512vl", target)):
             return _KINDS["vnni256"][0]
+    if _has("dotprod", target):
+        sdot = _KINDS["sdot"][0]
+        return dataclasses.replace(sdot, shift=128) if input_dtype == "uint8" else sdot
     if _has("avx512bw", target):
         return _KINDS["pmaddwd512"][0]
     if _has("avx2", target):
@@ -154,7 +162,14 @@ def pack_weight(w: te.Tensor, ocp: int, ob: int, group: int, dtype: str) -> te.T
     return te.compute((ocp // ob, kh, kw, cp // group, ob, group), body, name=PACK + "int8_conv_weight")
 
 
-def conv_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, input_dtype: str) -> te.Tensor:
+def _widened(value, dtype: str, shift: int):
+    """A stored input element as the kernel reads it: ``dtype``, minus ``shift`` (a uint8 made int8)."""
+    if shift:
+        return (value.astype("int16") - shift).astype(dtype)
+    return value.astype(dtype)
+
+
+def conv_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, input_dtype: str, shift: int = 0) -> te.Tensor:
     """out[n, y, x, o] = sum over (kh, kw, c) of int32(pad(x)[n, y * sh + kh * dh, x * sw + kw * dw, c]) *
     int32(wp[o // ob, kh, kw, c // group, o % ob, c % group]); the input padded with zeros (spatially, and its
     channels to a multiple of the group) and widened to ``input_dtype`` by a stage of its own."""
@@ -163,7 +178,7 @@ def conv_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, input_dtype:
     (sh, sw), (dh, dw) = strides, dilation
     cp = groups * group
     pad_t, pad_l, pad_b, pad_r = pads
-    if any(pads) or cp != c or x.dtype != input_dtype:
+    if any(pads) or cp != c or x.dtype != input_dtype or shift:
 
         def padded(b, y, xx, ch):
             inside = tirx.all(y >= pad_t, y < h + pad_t, xx >= pad_l, xx < w + pad_l, ch < c)
@@ -173,7 +188,7 @@ def conv_nhwc(x: te.Tensor, wp: te.Tensor, strides, pads, dilation, input_dtype:
                 tirx.min(tirx.max(xx - pad_l, 0), w - 1),
                 tirx.min(ch, c - 1),
             )
-            return tirx.Select(inside, x[at], tirx.const(0, x.dtype)).astype(input_dtype)
+            return tirx.Select(inside, _widened(x[at], input_dtype, shift), tirx.const(-shift, input_dtype))
 
         x = te.compute((n, h + pad_t + pad_b, w + pad_l + pad_r, cp), padded, name=PAD)
     oh = out_size(h, pad_t, pad_b, kh, sh, dh)
@@ -203,16 +218,17 @@ def pack_dense_weight(w: te.Tensor, npad: int, nb: int, group: int, dtype: str) 
     return te.compute((npad // nb, kp // group, nb, group), body, name=PACK + "int8_dense_weight")
 
 
-def dense(a: te.Tensor, bp: te.Tensor, input_dtype: str) -> te.Tensor:
+def dense(a: te.Tensor, bp: te.Tensor, input_dtype: str, shift: int = 0) -> te.Tensor:
     """out[..., m, j] = sum over k of int32(a[..., m, k]) * int32(bp[j // nb, k // group, j % nb, k % group]);
     ``a``'s K padded with zeros to a multiple of the group and widened to ``input_dtype`` where needed."""
     *batch, k = (int(d) for d in a.shape)
     nblocks, groups, nb, group = (int(d) for d in bp.shape)
-    if groups * group != k or a.dtype != input_dtype:
+    if groups * group != k or a.dtype != input_dtype or shift:
 
         def padded(*idx):
             *lead, c = idx
-            return tirx.Select(c < k, a[(*lead, tirx.min(c, k - 1))], tirx.const(0, a.dtype)).astype(input_dtype)
+            value = _widened(a[(*lead, tirx.min(c, k - 1))], input_dtype, shift)
+            return tirx.Select(c < k, value, tirx.const(-shift, input_dtype))
 
         a = te.compute((*batch, groups * group), padded, name=PAD)
     rg, ri = te.reduce_axis((0, groups), "rg"), te.reduce_axis((0, group), "ri")

@@ -50,6 +50,14 @@ def _out_dtype(attrs, default: str) -> str:
     return default if text in ("", "None", "void") else text
 
 
+def _unshifted(bb: relax.BlockBuilder, y: relax.Expr, shift: int, weight_sums: np.ndarray) -> relax.Expr:
+    """An integer kernel's sums of ``(x - shift) * w`` (``int8.DotProduct.shift``) made sums of ``x * w``: plus
+    ``shift * sum(w[o])`` per output channel (the last axis), fused into the kernel's epilogue."""
+    if not shift:
+        return y
+    return relax.op.add(bb.emit(y), relax.const((shift * weight_sums).astype("int32"), "int32"))
+
+
 class Lowering:
     """``LegalizeOps`` overrides for ``relax.nn.conv2d`` and ``relax.matmul`` (see the module docstring)."""
 
@@ -178,11 +186,19 @@ class Lowering:
             pads = tuple(int(v) for v in attrs.padding)
             strides, dilation = [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation]
             y = bb.call_te(
-                int8.conv_nhwc, x, wp, strides, pads, dilation, dot.input_dtype, primfunc_name_hint=int8.INT8_CONV
+                int8.conv_nhwc,
+                x,
+                wp,
+                strides,
+                pads,
+                dilation,
+                dot.input_dtype,
+                dot.shift,
+                primfunc_name_hint=int8.INT8_CONV,
             )
             if ocp != oc:
                 y = relax.op.strided_slice(bb.emit(y), axes=[3], begin=[0], end=[oc])
-            return y
+            return _unshifted(bb, y, dot.shift, weight.astype("int64").reshape(oc, -1).sum(axis=1))
         if not by_winograd and not int8.exact_in_float32(weight):
             return None
         xf = bb.emit_te(topi.cast, x, "float32", primfunc_name_hint="cast")
@@ -288,9 +304,11 @@ class Lowering:
             # epilogue's indices follow the tile's.
             rows = int(np.prod(a_shape[:-1]))
             flat = a if len(a_shape) == 2 else bb.emit(relax.op.reshape(a, [rows, a_shape[-1]]))
-            y = bb.emit(bb.call_te(int8.dense, flat, bp, dot.input_dtype, primfunc_name_hint=int8.INT8_DENSE))
+            y = bb.call_te(int8.dense, flat, bp, dot.input_dtype, dot.shift, primfunc_name_hint=int8.INT8_DENSE)
+            y = bb.emit(y)
             if npad != n:
                 y = bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[n]))
+            y = bb.emit(_unshifted(bb, y, dot.shift, weight.astype("int64").sum(axis=0)))
             return y if len(a_shape) == 2 else relax.op.reshape(y, [*a_shape[:-1], n])
         if not int8.exact_in_float32(weight.T):
             return None
