@@ -79,19 +79,40 @@ class ConvertContext:
         return self._dequantized[operand.index]
 
 
-def _scale_const(t: OperandType, rank: int) -> relax.Expr:
+def _channel_axis(t: OperandType) -> int | None:
+    """The axis a per-layer quantization parameter is spread along (``_per_layer_const``): the channels of
+    an NCHW tensor, else the last axis; None where that size is unknown or 1."""
+    dims = list(t.dimensions)
+    axis = 1 if len(dims) == 4 else len(dims) - 1
+    return axis if dims and dims[axis] != UNKNOWN and dims[axis] > 1 else None
+
+
+def _per_layer_const(value: float, t: OperandType, dtype: str) -> relax.Expr:
+    """A per-layer scale or zero point as a vector along ``_channel_axis``, not a scalar: Relax's
+    legalization makes a scalar constant an immediate of the kernel, so every layer's requantization was a
+    kernel of its own (ResNet-50 QDQ: 60 kernels built where the float model has 30); as a vector the
+    kernel reads it, and layers of one shape share a kernel."""
+    axis = _channel_axis(t)
+    if axis is None:
+        return relax.const(np.array(value, dtype), dtype)
+    shape = [1] * len(t.dimensions)
+    shape[axis] = t.dimensions[axis]
+    return relax.const(np.full(shape, value, dtype), dtype)
+
+
+def _scale_const(t: OperandType, rank: int, dtype: str = "float32") -> relax.Expr:
     scale = np.asarray(t.scale, "float32")
     if t.precision in QUANT_PER_CHANNEL:
         shape = [1] * rank
         shape[t.channel_dim] = -1
-        scale = scale.reshape(shape)
-    return relax.const(scale)
+        return relax.const(scale.reshape(shape).astype(dtype), dtype)
+    return _per_layer_const(float(scale), t, dtype)
 
 
 def _dequantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
     y = relax.op.astype(x, "float32")
     if t.zero_point:
-        y = relax.op.subtract(y, relax.const(np.float32(t.zero_point)))
+        y = relax.op.subtract(y, _per_layer_const(float(t.zero_point), t, "float32"))
     return relax.op.multiply(y, _scale_const(t, len(t.dimensions)))
 
 
@@ -113,7 +134,7 @@ def quantize_expr(x: relax.Expr, t: OperandType) -> relax.Expr:
         scale = relax.op.astype(scale, compute)
     y = relax.op.round(relax.op.divide(x, scale))
     if t.zero_point:
-        y = relax.op.add(y, relax.const(np.array(t.zero_point, compute)))
+        y = relax.op.add(y, _per_layer_const(float(t.zero_point), t, compute))
     # NaN saturates to the type's minimum, as onnxruntime's quantizers give (its saturating conversion;
     # the cast of NaN is undefined).  TVM computes maximum(a, b) as ``a > b ? a : b``: with y first, a NaN
     # fails the comparison and becomes the bound (helpers.clamp puts the bound first to keep NaN).  No
