@@ -260,6 +260,34 @@ def dequantize(q: np.ndarray, scale, zero_point: int = 0, axis: int | None = Non
     return ((q.astype("float32") - zero_point) * scale).astype("float32")
 
 
+def integer_operands(rng, weight_shape: tuple, in_scale: float, per_channel: bool, bias: str | None) -> tuple:
+    """A random int8 weight (per layer, or per output channel along axis 0) and a bias for the tests of
+    quantized products on integers: ``bias`` "int32" (the spec's scale, input_scale * weight_scale),
+    "float32" (a real bias) or None.  Returns (q_weight, weight operand, bias operand, the scale from an
+    integer sum to real values per output channel, the real bias per output channel)."""
+    units = weight_shape[0]
+    qw = rng.integers(-128, 128, weight_shape).astype("int8")
+    w_scale = rng.uniform(0.002, 0.01, units).astype("float32") if per_channel else np.float32(0.004)
+    if per_channel:
+        w_op = Const(qw, P.QUANT_INT8_SYMM_PER_CHANNEL, scale=w_scale.tolist(), channel_dim=0)
+    else:
+        w_op = Const(qw, P.QUANT_INT8_SYMM_PER_LAYER, scale=float(w_scale))
+    acc_scale = (np.float32(in_scale) * np.broadcast_to(w_scale, [units])).astype("float32")
+    real_bias = np.zeros(units)
+    if bias == "int32":
+        qb = rng.integers(-5000, 5000, units).astype("int32")
+        precision = P.QUANT_INT32_SYMM_PER_CHANNEL if per_channel else P.QUANT_INT32_SYMM_PER_LAYER
+        scale = acc_scale.tolist() if per_channel else float(acc_scale[0])
+        b_op = Const(qb, precision, scale=scale, channel_dim=0 if per_channel else None)
+        real_bias = qb * acc_scale.astype("float64")
+    elif bias == "float32":
+        real_bias = rng.uniform(-1, 1, units).astype("float32")
+        b_op = Const(real_bias)
+    else:
+        b_op = Const(None)
+    return qw, w_op, b_op, acc_scale, real_bias
+
+
 def q8_input(x: np.ndarray, scale: float) -> tuple[In, np.ndarray]:
     """A QUANT_INT8_SYMM_PER_LAYER model input for ``x`` and the real values it represents."""
     q = quantize(x, scale)

@@ -23,6 +23,7 @@ from oputil import (
     fuse_ref,
     i32,
     i64,
+    integer_operands,
     q8_input,
     quantize,
     rand,
@@ -238,27 +239,9 @@ def test_conv2d_uint8_input_sums_integers(name):
     rng = np.random.default_rng(len(name))
     in_scale, in_zero = 0.03, 131
     qx = rng.integers(0, 256, (2, c_in, 7, 8)).astype("uint8")
-    qw = rng.integers(-128, 128, (c_out, c_in // group, 3, 3)).astype("int8")
-    w_scale = rng.uniform(0.002, 0.01, c_out).astype("float32") if per_channel else np.float32(0.004)
-    if per_channel:
-        w_op = Const(qw, nna.Precision.QUANT_INT8_SYMM_PER_CHANNEL, scale=w_scale.tolist(), channel_dim=0)
-    else:
-        w_op = Const(qw, nna.Precision.QUANT_INT8_SYMM_PER_LAYER, scale=float(w_scale))
-    acc_scale = np.float32(in_scale) * np.broadcast_to(w_scale, [c_out]).astype("float32")
-    qb = rng.integers(-5000, 5000, c_out).astype("int32")
-    real_bias = np.zeros(c_out)
-    if bias == "int32":
-        precision = (
-            nna.Precision.QUANT_INT32_SYMM_PER_CHANNEL if per_channel else nna.Precision.QUANT_INT32_SYMM_PER_LAYER
-        )
-        scale = acc_scale.tolist() if per_channel else float(acc_scale[0])
-        b_op = Const(qb, precision, scale=scale, channel_dim=0 if per_channel else None)
-        real_bias = qb * acc_scale.astype("float64")
-    elif bias == "float32":
-        real_bias = rng.uniform(-1, 1, c_out).astype("float32")
-        b_op = Const(real_bias)
-    else:
-        b_op = Const(None)
+    qw, w_op, b_op, acc_scale, real_bias = integer_operands(
+        rng, (c_out, c_in // group, 3, 3), in_scale, per_channel, bias
+    )
     # The exact integer sums (float64 holds them exactly), then the scale.
     acc = conv2d_ref(qx.astype("float64") - in_zero, qw.astype("float64"), None, pads, strides, [1, 1], group)
     expected = fuse_ref(acc * acc_scale.reshape(1, -1, 1, 1) + np.reshape(real_bias, (1, -1, 1, 1)), code)

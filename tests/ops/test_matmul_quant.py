@@ -14,6 +14,7 @@ from oputil import (
     dequantize,
     fuse,
     fuse_ref,
+    integer_operands,
     q8_const,
     q8_input,
     quantize,
@@ -134,25 +135,7 @@ def test_fully_connected_uint8_input_sums_integers(shape, per_channel, bias, cod
     rng = np.random.default_rng(sum(shape))
     units, size = 20, shape[-1]
     qx = rng.integers(0, 256, shape).astype("uint8")
-    qw = rng.integers(-128, 128, (units, size)).astype("int8")
-    w_scale = rng.uniform(0.002, 0.01, units).astype("float32") if per_channel else np.float32(0.004)
-    if per_channel:
-        w_op = Const(qw, P.QUANT_INT8_SYMM_PER_CHANNEL, scale=w_scale.tolist(), channel_dim=0)
-    else:
-        w_op = Const(qw, P.QUANT_INT8_SYMM_PER_LAYER, scale=float(w_scale))
-    acc_scale = (np.float32(IN_SCALE) * np.broadcast_to(w_scale, [units])).astype("float32")
-    real_bias = np.zeros(units)
-    if bias == "int32":
-        qb = rng.integers(-5000, 5000, units).astype("int32")
-        precision = P.QUANT_INT32_SYMM_PER_CHANNEL if per_channel else P.QUANT_INT32_SYMM_PER_LAYER
-        scale = acc_scale.tolist() if per_channel else float(acc_scale[0])
-        b_op = Const(qb, precision, scale=scale, channel_dim=0 if per_channel else None)
-        real_bias = qb * acc_scale.astype("float64")
-    elif bias == "float32":
-        real_bias = rng.uniform(-1, 1, units).astype("float32")
-        b_op = Const(real_bias)
-    else:
-        b_op = Const(None)
+    qw, w_op, b_op, acc_scale, real_bias = integer_operands(rng, (units, size), IN_SCALE, per_channel, bias)
     acc = (qx.reshape(-1, size).astype("int64") - 131) @ qw.T.astype("int64")
     expected = fuse_ref(acc * acc_scale + real_bias, code)
     x = In(qx, P.QUANT_UINT8_ASYMM_PER_LAYER, scale=IN_SCALE, zero_point=131)
