@@ -365,17 +365,26 @@ def _collect_vars(expr: relax.Expr) -> list:
 
 def _sorted_block(block: relax.DataflowBlock, defined_outside: set) -> relax.DataflowBlock:
     """``block``'s bindings in their order, except that each comes after the bindings whose variables it
-    reads and after the ``match_cast`` that defines a symbolic variable it uses; ``block`` itself where
-    nothing moves (or the dependencies form a cycle: then nothing valid is known to us)."""
+    reads and after a ``match_cast`` that defines a symbolic variable it uses; ``block`` itself where
+    nothing moves (or the dependencies form a cycle: then nothing valid is known to us).
+
+    A variable may be defined by several ``match_cast`` bindings (the ``Shape`` one that reads it from a
+    tensor, and a guard that names it bare in its tensor's shape): any one of them placed before a use
+    will do.  Taking the first in the current order as the only definer made a cycle of an EXPAND guard
+    (a guard defining ``expand_d1`` after kernels that use it), and the block stayed unsorted."""
     bindings = list(block.bindings)
     index = {b.var: i for i, b in enumerate(bindings)}
-    definer: dict = {}
+    definers: dict = {}
+    defines: list[set] = []
     for i, b in enumerate(bindings):
+        own = set()
         if isinstance(b, relax.MatchCast):
-            for v in relax.analysis.definable_tir_vars_in_type(b.ty):
-                if v not in defined_outside:
-                    definer.setdefault(v, i)
-    deps: list[set[int]] = []
+            own = {v for v in relax.analysis.definable_tir_vars_in_type(b.ty) if v not in defined_outside}
+            for v in own:
+                definers.setdefault(v, []).append(i)
+        defines.append(own)
+    reads: list[set[int]] = []
+    needs: list[set] = []
     for i, b in enumerate(bindings):
         used: set[int] = set()
         symbols = set(relax.analysis.tir_vars_in_type(b.var.ty))
@@ -387,19 +396,23 @@ def _sorted_block(block: relax.DataflowBlock, defined_outside: set) -> relax.Dat
             elif isinstance(e.ty, tvm.ir.PrimType):  # a symbolic variable passed as a scalar
                 symbols.add(e)
             symbols |= set(relax.analysis.tir_vars_in_type(e.ty))
-        used |= {definer[v] for v in symbols if v in definer}
         used.discard(i)
-        deps.append(used)
-    if all(max(d, default=-1) < i for i, d in enumerate(deps)):
+        reads.append(used)
+        needs.append({v for v in symbols if v in definers and v not in defines[i]})
+
+    def ready(i: int, placed: set[int]) -> bool:
+        return reads[i] <= placed and all(any(d in placed for d in definers[v]) for v in needs[i])
+
+    placed: set[int] = set()
+    if all(ready(i, set(range(i))) for i in range(len(bindings))):
         return block  # already valid (the common case: nothing to sort)
     order: list[int] = []
-    placed: set[int] = set()
     while len(order) < len(bindings):
-        ready = next((i for i in range(len(bindings)) if i not in placed and deps[i] <= placed), None)
-        if ready is None:
+        nxt = next((i for i in range(len(bindings)) if i not in placed and ready(i, placed)), None)
+        if nxt is None:
             return block
-        order.append(ready)
-        placed.add(ready)
+        order.append(nxt)
+        placed.add(nxt)
     if order == list(range(len(bindings))):
         return block
     return relax.DataflowBlock([bindings[i] for i in order], block.span)
