@@ -32,9 +32,9 @@ from tvm.script import tirx as T
 
 from nnadapter_tvm.targets.cpu.compute import PACK, PAD, _zero_past, out_size
 from nnadapter_tvm.targets.cpu.generic import schedule_spatial
-from nnadapter_tvm.targets.cpu.loops import child_blocks, loop_extent, parallel
+from nnadapter_tvm.targets.cpu.loops import loop_extent, parallel
 from nnadapter_tvm.targets.cpu.simd import _has, row_tile, tile_budget, vector_registers
-from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, tile_epilogue
+from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, inline_side_inputs, tile_epilogue
 
 INT8_CONV = "nna_conv2d_nhwc_int8"
 INT8_DENSE = "nna_dense_int8"
@@ -255,7 +255,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     group) step the tensor intrinsic; column blocks and row tiles in parallel."""
     dot = _packed_dot(sch, block, target)
     regs = vector_registers(target)
-    _inline_side_inputs(sch, block)
+    inline_side_inputs(sch, block)
     epilogue = _inline_epilogue(sch, epilogue_blocks(sch, block))
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, dot.lanes)
@@ -282,7 +282,7 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
     reduced outside; the tile's (lanes x group) inner step is the tensor intrinsic."""
     dot = _packed_dot(sch, block, target)
     regs = vector_registers(target)
-    _inline_side_inputs(sch, block)
+    inline_side_inputs(sch, block)
     epilogue = _inline_epilogue(sch, epilogue_blocks(sch, block))
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, dot.lanes)
@@ -301,19 +301,6 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
     sch.tensorize(ol, dot.intrinsic)
     sch.unroll(ov)
     sch.unroll(xi)
-
-
-def _inline_side_inputs(sch: s_tir.Schedule, main) -> None:
-    """Inline the element-wise blocks before ``main`` that it does not read: a residual input dequantized
-    in the same kernel (a QDQ ResNet's skip connection, cast and scaled), which the epilogue's addition
-    reads.  Computed whole at the root, it kept the epilogue off the register tile (``reverse_compute_at``
-    needs every producer under the tile's loop)."""
-    feeding = {sch.get(b).name_hint for b in sch.get_producers(main)}
-    root = child_blocks(sch)
-    names = [sch.get(b).name_hint for b in root]
-    for b in reversed(root[: names.index(sch.get(main).name_hint)]):
-        if sch.get(b).name_hint not in feeding:
-            sch.compute_inline(b)
 
 
 def _inline_epilogue(sch: s_tir.Schedule, epilogue: list) -> list:

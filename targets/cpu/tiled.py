@@ -78,6 +78,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     """A packed product (``compute.dense_packed``, ``compute.batch_matmul_packed``): rows x a column block
     per register tile, K reduced outside it; column blocks x rows parallel."""
     lanes, regs = vector_lanes(target), vector_registers(target)
+    inline_side_inputs(sch, block)
     epilogue = epilogue_blocks(sch, block)
     loops = sch.get_loops(block)
     *rows, j, k = loops
@@ -124,6 +125,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
 def _start(sch: s_tir.Schedule, block, target: tvm.target.Target) -> tuple[int, int, list]:
     """A convolution's lanes, registers and epilogue blocks; its padding stage scheduled as a copy."""
     lanes, regs = vector_lanes(target), vector_registers(target)
+    inline_side_inputs(sch, block)
     epilogue = epilogue_blocks(sch, block)
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, lanes)
@@ -191,6 +193,20 @@ def _tiles_whole_batches(tile: int, extents: list[int]) -> bool:
         if tile % block and block % tile:
             return False
     return True
+
+
+def inline_side_inputs(sch: s_tir.Schedule, main) -> None:
+    """Inline the element-wise blocks before ``main`` that it does not read: an input of the epilogue computed
+    in the same kernel (a QDQ ResNet's skip connection, dequantized; a dynamically quantized product's
+    scale, x_scale * w_scale).  Computed whole at the root, it kept the epilogue off the register tile
+    (``reverse_compute_at`` needs every producer under the tile's loop): the rule failed and the kernel ran
+    unscheduled (a MiniLM's products 5x slower than float32)."""
+    feeding = {sch.get(b).name_hint for b in sch.get_producers(main)}
+    root = child_blocks(sch)
+    names = [sch.get(b).name_hint for b in root]
+    for b in reversed(root[: names.index(sch.get(main).name_hint)]):
+        if sch.get(b).name_hint not in feeding:
+            sch.compute_inline(b)
 
 
 def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
