@@ -1,24 +1,31 @@
-"""8-bit integer convolutions (``conv2d`` of uint8 by int8 into int32, what ``op_converters/quant_integer.py``
-emits for a quantized CONV_2D) on the CPU's 8-bit dot-product instruction.
+"""8-bit integer convolutions and products (``conv2d`` / ``matmul`` of uint8 or int8 by a constant int8
+weight into int32, what ``op_converters/quant_integer.py`` emits for a quantized CONV_2D or FULLY_CONNECTED)
+on the CPU's integer multiply-add instructions (``DotProduct``, chosen from the target's features):
 
-``vpdpbusd`` (AVX-512 VNNI, and AVX-VNNI on 256-bit vectors) multiplies 4 unsigned bytes by 4 signed bytes
-and adds the 4 products to each 32-bit lane: 4 multiply-adds per lane where float32's FMA does 1.  The
-kernel is the float convolution's register tile (``tiled.schedule_conv``) with the multiply-add over the
-channel axis replaced by that instruction over groups of 4 input channels:
+- ``vpdpbusd`` (AVX-512 VNNI on 512-bit vectors, AVX-VNNI on 256): 4 uint8 x int8 products added to each
+  32-bit lane, 4 multiply-adds per lane where float32's FMA does 1;
+- ``sdot`` (aarch64 ``+dotprod``): 4 int8 x int8 products a lane, 4 lanes; a uint8 input is shifted by 128
+  in the kernel's input stage and ``128 * sum(w[o])`` added back in the epilogue;
+- ``pmaddwd`` on 16-bit values (AVX-512BW, AVX2): 2 products a lane, exact (vpmaddubsw's uint8 x int8
+  pairs would saturate at int16); no more products an instruction than FMA, so stride-1 3x3
+  convolutions there run float32 Winograd instead (``lowering``).
 
-- the weight is packed once, at compile time, into ``[OC / ob, KH, KW, C / 4, ob, 4]`` (``ob`` output
-  channels, a multiple of the lanes; 4 input channels innermost: one 64-byte vector per 16 lanes);
-- the input's channels are padded to a multiple of 4 (zeros) when they are not one already;
-- each step of the tile broadcasts 4 input bytes of one pixel and adds their products with a vector of
-  weights to the pixel's accumulators, which stay in registers through the kernel rows, columns and
-  channel groups; the epilogue (the zero-point offset, the scale, the activation, the requantization)
-  runs on the tile.
+The kernel is the float kernel's register tile (``tiled``) with the multiply-add over the channel axis
+replaced by that instruction over groups of ``group`` input channels (a tensor intrinsic):
 
-The sums are exact (no intermediate saturation: ``vpdpbusd`` adds the four products in 32 bits).  A target
-without the instruction, a signed input, a grouped convolution or a symbolic size takes the float route:
-the stored integers converted to float32, whose products and sums are exact while every partial sum stays
-below 2^24 (``exact_in_float32``), through the float convolution's kernels; beyond that bound, TVM's own
-integer lowering.
+- the weight is packed once, at compile time: ``[OC / ob, KH, KW, C / group, ob, group]`` for a
+  convolution, ``[N / nb, K / group, nb, group]`` for a product (``ob``, ``nb``: one or two vectors);
+- the input's channels are padded to a multiple of the group (zeros), widened or shifted, in a stage of
+  its own;
+- each step of the tile broadcasts one group of a pixel's (row's) inputs and adds their products with a
+  vector of weights to the accumulators, which stay in registers through the reduction; the epilogue
+  (the zero-point offset, the scale, the activation, the requantization) is inlined into one stage on the
+  tile.
+
+The sums are exact (the instructions add in 32 bits).  A target without an instruction, a grouped
+convolution or a symbolic size takes the float route: the stored integers converted to float32, whose
+products and sums are exact while every partial sum stays below 2^24 (``exact_in_float32``), through the
+float kernels; beyond that bound, TVM's own integer lowering.
 """
 
 from __future__ import annotations
