@@ -168,6 +168,8 @@ class Lowering:
         x_shape = _shape(x)
         dot = int8.dot_product(self.target, str(x.ty.dtype))
         static = x_shape is not None and all(isinstance(d, int) for d in x_shape)
+        strides, dilation = [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation]
+        pads = tuple(int(v) for v in attrs.padding)
         # Without vpdpbusd a 16-bit multiply-add does no more products an instruction than float32's FMA, and
         # Winograd's float32 3x3 convolution does a quarter of the products: there, its sums (as close as a
         # float32 convolution's of the dequantized values, what a QDQ graph means) are worth more than
@@ -175,16 +177,12 @@ class Lowering:
         by_winograd = dot is not None and dot.group == 2 and x_shape is not None and len(x_shape) == 4
         if by_winograd:
             nhwc = [x_shape[0], x_shape[2], x_shape[3], x_shape[1]] if nchw else x_shape
-            strides, dilation = [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation]
-            pads = tuple(int(v) for v in attrs.padding)
             by_winograd = self._by_winograd(w, nhwc, strides, dilation, int(attrs.groups), pads, integer_ok=True)
         if dot is not None and not nchw and static and int(attrs.groups) == 1 and not by_winograd:
             oc = weight.shape[0]
             ocp, ob = self._int8_block(oc, dot.lanes)
             name = compute.PACK + "int8_conv_weight"
             wp = bb.emit_te(int8.pack_weight, w, ocp, ob, dot.group, dot.weight_dtype, primfunc_name_hint=name)
-            pads = tuple(int(v) for v in attrs.padding)
-            strides, dilation = [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation]
             y = bb.call_te(
                 int8.conv_nhwc,
                 x,

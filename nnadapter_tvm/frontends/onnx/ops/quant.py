@@ -116,15 +116,30 @@ def _native_quant(ctx: NodeContext, layout: _Layout, scale: Value, zp: Value | N
         return None
     zero = np.zeros([1], "int64") if zp is None else zp.const.astype("int64").reshape(-1)
     scales = scale.const.astype("float32").reshape(-1)
+    return _quant_of(dtype, scales, zero, None if layout.per_tensor else layout.axis)
+
+
+# The symmetric NNAdapter precisions of an element type: (per layer, per channel).
+_SYMMETRIC = {
+    np.dtype("int8"): (Precision.QUANT_INT8_SYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_CHANNEL),
+    np.dtype("int32"): (Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL),
+}
+
+
+def _quant_of(dtype, scales: np.ndarray, zeros: np.ndarray, axis: int | None) -> Quant | None:
+    """The NNAdapter quantized type of ``dtype`` values with these constant scales and zero points (per
+    tensor when ``axis`` is None, else one per index of ``axis``): uint8 per tensor with its zero point, or
+    int8 / int32 symmetric per tensor or per axis; None where no NNAdapter precision holds them."""
     if np.any(scales <= 0):
         return None
-    if dtype == np.uint8 and layout.per_tensor:
-        return Quant(Precision.QUANT_UINT8_ASYMM_PER_LAYER, float(scales[0]), int(zero[0]))
-    if dtype == np.int8 and not np.any(zero):
-        if layout.per_tensor:
-            return Quant(Precision.QUANT_INT8_SYMM_PER_LAYER, float(scales[0]), 0)
-        return Quant(Precision.QUANT_INT8_SYMM_PER_CHANNEL, tuple(float(s) for s in scales), 0, layout.axis)
-    return None
+    if dtype == np.uint8 and axis is None:
+        return Quant(Precision.QUANT_UINT8_ASYMM_PER_LAYER, float(scales[0]), int(zeros[0]))
+    pair = _SYMMETRIC.get(np.dtype(dtype))
+    if pair is None or np.any(zeros):
+        return None
+    if axis is None:
+        return Quant(pair[0], float(scales[0]), 0)
+    return Quant(pair[1], tuple(float(s) for s in scales), 0, axis)
 
 
 @onnx_op("QuantizeLinear")
@@ -186,27 +201,19 @@ def dequantized_constant(node, inputs: list[Value | None], outputs: list[Value])
     zp = inputs[2] if len(inputs) > 2 else None
     if x.dtype not in (np.int8, np.int32) or scale.dtype != np.float32 or x.rank is None:
         return
-    if zp is not None and np.any(zp.const):
-        return
     scales = scale.const.reshape(-1)
-    if (
-        np.any(scales <= 0)
-        or not np.all(np.isfinite(scales))
-        or any(a.name == "block_size" and a.i for a in node.attribute)
-    ):
+    if not np.all(np.isfinite(scales)) or any(a.name == "block_size" and a.i for a in node.attribute):
         return
-    layer, channel = {
-        np.dtype("int8"): (Precision.QUANT_INT8_SYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_CHANNEL),
-        np.dtype("int32"): (Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL),
-    }[np.dtype(x.dtype)]
-    if scale.const.size == 1:
-        quant = Quant(layer, float(scales[0]), 0)
-    else:
+    axis = None
+    if scale.const.size != 1:
         axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
         axis = axis + x.rank if axis < 0 else axis
         if scale.rank != 1 or not 0 <= axis < x.rank or x.shape[axis] != scales.size:
             return
-        quant = Quant(channel, tuple(float(v) for v in scales), 0, axis)
+    zeros = np.zeros(1) if zp is None else zp.const.reshape(-1)
+    quant = _quant_of(x.dtype, scales, zeros, axis)
+    if quant is None:
+        return
     outputs[0].dequantized = Value(f"{outputs[0].name}/quantized", x.dtype, x.shape, const=x.const, quant=quant)
 
 
