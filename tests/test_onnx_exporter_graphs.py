@@ -282,6 +282,37 @@ def test_slice_bounds_read_from_data() -> None:
     _check(model, [{"x": x, "starts": np.array(s, "int64"), "ends": np.array(e, "int64")} for s, e in bounds])
 
 
+@pytest.mark.parametrize("steps", [(1, 1), (-1, -2), (-2, 1)])
+def test_slice_bounds_beyond_int32_read_from_data(steps: tuple[int, int]) -> None:
+    """Bounds read from data that int32 does not hold (INT64_MAX / INT64_MIN, the exporters' "to the
+    end", and 2^62) clamp as ONNX defines: a wrapping cast made 2^62 an end of 0, so a backward slice
+    from the last element gave two elements where ONNX gives none.  The reference is onnx's evaluator:
+    onnxruntime takes an end of exactly INT64_MAX with a negative step as -1 (one element more)."""
+    from onnx.reference import ReferenceEvaluator
+
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 6]),
+        helper.make_tensor_value_info("starts", TensorProto.INT64, [2]),
+        helper.make_tensor_value_info("ends", TensorProto.INT64, [2]),
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [
+        numpy_helper.from_array(np.array([0, 1], "int64"), "axes"),
+        numpy_helper.from_array(np.array(steps, "int64"), "steps"),
+    ]
+    model = _model(nodes, inputs, [y], inits, opset=17)
+    predictor, reference = nna.Predictor(model), ReferenceEvaluator(model)
+    x = np.arange(30, dtype="float32").reshape(5, 6)
+    big, top, bottom = 2**62, np.iinfo("int64").max, np.iinfo("int64").min
+    bounds = [([-1, 0], [big, top]), ([top, -big], [bottom, big]), ([-big, 2], [big, bottom]), ([big, 1], [-big, 5])]
+    for starts, ends in bounds:
+        feeds = {"x": x, "starts": np.array(starts, "int64"), "ends": np.array(ends, "int64")}
+        (got,), (want,) = predictor.run(feeds), reference.run(None, feeds)
+        assert got.shape == want.shape, (starts, ends, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want)
+
+
 def _fpn_resize_model(sizes_nodes: list, mode: str = "nearest") -> onnx.ModelProto:
     """Resize(x, roi=[], scales=[], sizes) as torchvision's FPN and detection transforms write it: roi and
     scales given as empty constants, the sizes computed in the graph."""

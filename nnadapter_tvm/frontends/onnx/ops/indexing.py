@@ -80,6 +80,8 @@ def _slice_computed(ctx: NodeContext, x: Value, rank: int) -> Value:
             ctx.fail(f"starts and ends hold {count} and {v.shape[0]} values, one per sliced axis")
         if v.is_const:  # INT64 bounds clamped to INT32, as in the constant case
             v = ctx.constant(np.clip(np.reshape(v.const, -1), _I32.min, _I32.max), v.dtype)
+        elif np.dtype(v.dtype).itemsize > 4 or np.dtype(v.dtype) == np.uint32:
+            v = _saturate_int32(ctx, v)  # a wrapping CAST makes INT64_MAX (to the end) -1
         bounds.append(cast(ctx, v, "int32"))
     axes = ctx.ints_attr_or_input("axes", 3, 10, list(range(count)))
     steps = ctx.ints_attr_or_input("steps", 4, 10, [1] * count)
@@ -92,6 +94,14 @@ def _slice_computed(ctx: NodeContext, x: Value, rank: int) -> Value:
     if out is None:
         out = tuple(None if a in axes else d for a, d in enumerate(x.shape))
     return ctx.emit(O.SLICE, [x, ctx.i32(axes), *bounds, ctx.i32(steps)], shape=out)
+
+
+def _saturate_int32(ctx: NodeContext, v: Value) -> Value:
+    """``v`` (a wider integer type) clamped to INT32's range by MAX and MIN in its own type, so
+    that the CAST after it saturates as ONNX's clamping of bounds expects rather than wrapping."""
+    info = np.iinfo(np.int32)
+    lo, hi = (ctx.constant(np.asarray([b], v.dtype), v.dtype) for b in (max(info.min, np.iinfo(v.dtype).min), info.max))
+    return binary(ctx, O.MIN, binary(ctx, O.MAX, v, lo, shape=v.shape), hi, shape=v.shape)
 
 
 @onnx_op("Gather")
