@@ -5,17 +5,18 @@ vectorize) and takes ``exp`` from libm, one call per element (``vmath``'s docstr
 recognizer ends in a softmax over [1, 40, 6625] that took 0.72 ms where onnxruntime takes 0.03 ms
 (now 0.11 ms).
 
-Along a last axis of static length ``n`` the row is read as ``n // lanes`` whole vectors: the max and the
+Along the last axis the row of ``n`` elements is read as ``n // lanes`` whole vectors: the max and the
 sum of exponentials are first reduced per lane (``[rows, lanes]`` partial results, the reduction over
 the row's vectors with the lane axis inside it, which the ``generic`` rule vectorizes), then over the
-lanes, and the tail of fewer than ``lanes`` elements apart. Each exponential (``vmath.exp_f32``) is
-computed once, kept for the sum and the output. Along another axis, or a last axis whose length is known
-only at execution, one reduction runs over the whole axis (the ``generic`` rule vectorizes it where the
-contiguous axis is a spatial one): only the exponentials change.
+lanes, and the tail of fewer than ``lanes`` elements apart.  ``n`` may be known only at execution
+(attention's sequence length): the same stages, each partial result read only where it had an element.
+Each exponential (``vmath.exp_f32``) is computed once, kept for the sum and the output. Along another
+axis one reduction runs over the whole axis (the ``generic`` rule vectorizes it where the contiguous axis
+is a spatial one): only the exponentials change.
 
 log_softmax is x - max - log(sum(exp(x - max))), the logarithm once a row.
 
-Along a static last axis every stage is computed row by row (``schedule_rows``): the rows run in parallel,
+Along the last axis every stage is computed row by row (``schedule_rows``): the rows run in parallel,
 and each row's max, exponentials, sum and output are computed while the row is in the L1 cache. As stages
 of their own over the whole tensor, attention's [6, 1500, 1500] scores (54 MB) went through memory five
 times: 26 ms a softmax in Whisper's encoder.
@@ -33,11 +34,14 @@ from nnadapter_tvm.targets.cpu.vmath import exp_f32
 _F32 = "float32"
 
 
-def _row_reduce(x: te.Tensor, outer: list, n: int, lanes: int, combine: str, name: str) -> te.Tensor:
-    """Per row of ``x`` ([*outer, n], n static), the max or sum (``combine``) of its elements: whole vectors
-    reduced per lane (contiguous loads, the lane axis vectorized by the ``generic`` rule), then the lanes
-    and the tail of fewer than ``lanes`` elements. Only stages with something to reduce are built: a
-    reduction over no element leaves its result unwritten in TIR (its init sits inside the empty loop)."""
+def _row_reduce(x: te.Tensor, outer: list, n: object, lanes: int, combine: str, name: str) -> te.Tensor:
+    """Per row of ``x`` ([*outer, n]), the max or sum (``combine``) of its elements: whole vectors reduced
+    per lane (contiguous loads, the lane axis vectorized by the ``generic`` rule), then the lanes and the
+    tail of fewer than ``lanes`` elements.  A reduction over no element leaves its result unwritten in
+    TIR (its init sits inside the empty loop): for a static ``n`` only stages with something to reduce
+    are built; for a symbolic one (``_symbolic_row_reduce``) no result is read that may be unwritten."""
+    if not isinstance(n, int):
+        return _symbolic_row_reduce(x, outer, n, lanes, combine, name)
     reducer = te.max if combine == "max" else te.sum
     full, start = n // lanes, n // lanes * lanes
     parts = []
@@ -53,14 +57,42 @@ def _row_reduce(x: te.Tensor, outer: list, n: int, lanes: int, combine: str, nam
         parts.append(te.compute(outer, lambda *r: reducer(x[(*r, start + rt)], axis=[rt]), name=f"{name}_tail"))
     if len(parts) == 1:
         return parts[0]
+    return _combine(parts[0], parts[1], outer, combine, name)
+
+
+def _combine(a: te.Tensor, b: te.Tensor, outer: list, combine: str, name: str) -> te.Tensor:
     if combine == "max":
-        return te.compute(outer, lambda *r: tirx.max(parts[0][r], parts[1][r]), name=name)
-    return te.compute(outer, lambda *r: parts[0][r] + parts[1][r], name=name)
+        return te.compute(outer, lambda *r: tirx.max(a[r], b[r]), name=name)
+    return te.compute(outer, lambda *r: a[r] + b[r], name=name)
+
+
+def _symbolic_row_reduce(x: te.Tensor, outer: list, n: tirx.PrimExpr, lanes: int, combine: str, name: str):
+    """``_row_reduce`` over a row length known only at execution (attention's sequence): ``n // lanes``
+    whole vectors per lane and the tail of ``n % lanes`` elements, as for a static length, each result
+    read only where its reduction had an element (else it is unwritten).  Not a tail of ``lanes``
+    elements guarded by ``< n``: ``te.create_prim_func`` (TVM 0.27) drops a reduction's ``where``."""
+    reducer = te.max if combine == "max" else te.sum
+    full = tirx.floordiv(n, lanes)
+    start = full * lanes
+    rv = te.reduce_axis((0, full), f"{name}_v")
+    partial = te.compute(
+        (*outer, lanes), lambda *i: reducer(x[(*i[:-1], rv * lanes + i[-1])], axis=[rv]), name=f"{name}_lanes"
+    )
+    rl = te.reduce_axis((0, lanes), f"{name}_l")
+    over = te.compute(outer, lambda *r: reducer(partial[(*r, rl)], axis=[rl]), name=f"{name}_over_lanes")
+    rt = te.reduce_axis((0, n - start), f"{name}_t")
+    tail = te.compute(outer, lambda *r: reducer(x[(*r, start + rt)], axis=[rt]), name=f"{name}_tail")
+    both = _combine(over, tail, outer, combine, f"{name}_both")
+
+    def pick(*r):
+        return tirx.Select(full > 0, tirx.Select(n > start, both[r], over[r]), tail[r])
+
+    return te.compute(outer, pick, name=name)
 
 
 def _last_axis(x: te.Tensor, lanes: int, log: bool) -> te.Tensor:
     *outer, n = x.shape
-    n = int(n)
+    n = int(n) if isinstance(n, tirx.IntImm) else n
     row_max = _row_reduce(x, outer, n, lanes, "max", "softmax_max")
     # Each exponential computed once, kept for the sum and the output (a second exp_f32 per element
     # cost more than reading 4 bytes back from cache).
@@ -97,22 +129,21 @@ def _other_axis(x: te.Tensor, axis: int, log: bool) -> te.Tensor:
 def softmax_te(x: te.Tensor, axis: int, lanes: int, log: bool = False) -> te.Tensor:
     """softmax (``log``: log_softmax) of a float32 ``x`` along ``axis`` (see the module docstring)."""
     axis = axis % len(x.shape)
-    if axis == len(x.shape) - 1 and isinstance(x.shape[axis], tirx.IntImm) and int(x.shape[axis]) > 0:
+    if axis == len(x.shape) - 1 and not (isinstance(x.shape[axis], tirx.IntImm) and int(x.shape[axis]) == 0):
         return _last_axis(x, max(1, lanes), log)
-    # Another axis, or a length known only at execution: one reduction over the whole axis (zero
-    # elements only where the output has none), its exponentials vectorized where the contiguous axis
-    # is a spatial one.
+    # Another axis: one reduction over the whole axis (zero elements only where the output has none),
+    # its exponentials vectorized where the contiguous axis is a spatial one.
     return _other_axis(x, axis, log)
 
 
-#: The stage ``_last_axis`` computes the exponentials in: only a softmax along a static last axis has it.
+#: The stage ``_last_axis`` computes the exponentials in: only a softmax along the last axis has it.
 ROW_STAGE = "softmax_exp"
 #: The rule's name in a build's schedule report.
 RULE = "softmax-rows"
 
 
 def schedule_rows(sch: s_tir.Schedule, lanes: int) -> None:
-    """A function ending in a softmax or log_softmax along a static last axis (``_last_axis``), with any
+    """A function ending in a softmax or log_softmax along the last axis (``_last_axis``), with any
     element-wise producers fused before it: the rows (all axes but the last, fused) in parallel, and under
     each row every stage, producers included, for that row only; the row's loops vectorized (the
     reductions per lane, as the ``generic`` rule does them). Raises ``NotThisRule`` for any other function."""
@@ -120,8 +151,8 @@ def schedule_rows(sch: s_tir.Schedule, lanes: int) -> None:
     if not any(sch.get(b).name_hint == ROW_STAGE for b in blocks):
         raise NotThisRule
     last = blocks[-1]
-    *outer, inner = sch.get_loops(last)
-    if not outer or loop_extent(sch, inner) is None or "R" in (iter_kinds(sch, last) or ["R"]):
+    outer = sch.get_loops(last)[:-1]
+    if not outer or "R" in (iter_kinds(sch, last) or ["R"]):
         raise NotThisRule
     row = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     for blk in reversed(blocks[:-1]):

@@ -136,7 +136,7 @@ def test_softmax_long_rows(op, shape, axis):
 
 
 @pytest.mark.parametrize("op", [OP.SOFTMAX, OP.LOG_SOFTMAX], ids=lambda o: o.name)
-@pytest.mark.parametrize("length", [5, 16, 37, 200])
+@pytest.mark.parametrize("length", [1, 5, 16, 37, 200, 1500])
 def test_softmax_rows_of_unknown_length(op, length):
     x = rand(3, length, seed=length, low=-20.0, high=20.0)
     want = _softmax_stable(x, -1) if op == OP.SOFTMAX else _log_softmax(x, -1)
@@ -145,7 +145,8 @@ def test_softmax_rows_of_unknown_length(op, length):
 
 
 @pytest.mark.parametrize("op", [OP.SOFTMAX, OP.LOG_SOFTMAX], ids=lambda o: o.name)
-def test_softmax_special_values(op):
+@pytest.mark.parametrize("length_known", [True, False], ids=["static", "unknown_length"])
+def test_softmax_special_values(op, length_known):
     """NaN, +inf and -inf in rows of 37 (whole vectors and a tail), as the stable float64 formula gives
     them: a NaN or a +inf makes the row NaN, a -inf element is exp 0 (log: -inf), a row of -inf is NaN,
     and values near float32's limits do not overflow."""
@@ -161,7 +162,11 @@ def test_softmax_special_values(op):
     x = rows.astype("float32")
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         want = _softmax_stable(x, -1) if op == OP.SOFTMAX else _log_softmax(x, -1)
-    check_op(op, [In(x), i32([-1])], want, rtol=1e-5, atol=1e-5)
+    if length_known:
+        check_op(op, [In(x), i32([-1])], want, rtol=1e-5, atol=1e-5)
+    else:
+        dims = [7, nna.UNKNOWN]
+        check_op(op, [In(x, dims=dims), i32([-1])], want, [Out(dims=dims)], rtol=1e-5, atol=1e-5)
 
 
 # -- references written from the spec (float64) ----------------------------------------------
