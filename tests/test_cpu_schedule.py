@@ -753,12 +753,51 @@ def test_static_rows_ending_in_1_tile_the_rows_before():
 
 
 @pytest.mark.parametrize(
+    "reduce, shape, symbolic",
+    [
+        ("max", (128, 768), ()),  # every element, in parallel chunks
+        ("min", (128, 768), (0,)),  # every element, rows unknown (DynamicQuantizeLinear's range)
+        ("sum", (3, 37), ()),  # each row: whole vectors and a tail
+        ("max", (5, 37), (0, 1)),  # each row of a length known only at execution
+        ("sum", (2, 3, 40), (2,)),
+    ],
+    ids=str,
+)
+def test_reductions_along_the_contiguous_axis_run_in_lanes(reduce, shape, symbolic):
+    """A reduction over the last axes (of every element, or of each row) is reduced per lane (a vector of
+    partial results) and then over the lanes: vectorized, the same results as TVM's unscheduled loops,
+    also at other sizes of a symbolic build."""
+    axis = None if reduce != "sum" else [-1]
+    op = {"max": relax.op.max, "min": relax.op.min, "sum": relax.op.sum}[reduce]
+
+    def body(bb, x):
+        return bb.emit(op(x, axis=axis))
+
+    mod = _symbolic_module([shape], [symbolic], body) if symbolic else _module([shape], body)
+    with TARGET, tvm.transform.PassContext(opt_level=3):
+        prepared, report = pipeline.prepare(mod, TARGET)
+    (name,) = report
+    assert "T.vectorized(" in prepared[name].script(show_meta=False), prepared[name].script(show_meta=False)
+    if not symbolic:
+        _check(mod, [shape], "generic")
+        return
+    other = tuple(d + 3 if i in symbolic else d for i, d in enumerate(shape))
+    _check_symbolic(
+        body,
+        [shape],
+        [symbolic],
+        [[shape], [other], [tuple(1 if i in symbolic else d for i, d in enumerate(shape))]],
+        "generic",
+    )
+
+
+@pytest.mark.parametrize(
     "op",
     ["max_pool", "avg_pool", "global_mean", "softmax", "transpose", "concat", "pad", "broadcast_add", "conv_transpose"],
 )
 def test_symbolic_generic_ops(op):
-    """Pools, reductions, softmax, injective kernels and TVM's own conv2d_transpose (a reduction whose
-    contiguous axis, the width, is symbolic) on NCHW inputs with N, H, W unknown."""
+    """Pools, reductions, softmax (by its row rule), injective kernels and TVM's own conv2d_transpose (a
+    reduction whose contiguous axis, the width, is symbolic) on NCHW inputs with N, H, W unknown."""
     shape = (1, 19, 9, 11)
 
     def body(bb, x):
@@ -781,7 +820,7 @@ def test_symbolic_generic_ops(op):
         return bb.emit(relax.op.add(x, _fixed(1, 19, 1, 1)))
 
     sizes = [[shape], [(2, 19, 4, 33)], [(1, 19, 1, 1)]]
-    _check_symbolic(body, [shape], [(0, 2, 3)], sizes, "generic")
+    _check_symbolic(body, [shape], [(0, 2, 3)], sizes, "softmax-rows" if op == "softmax" else "generic")
 
 
 def test_symbolic_conv_network_stays_nhwc_and_scheduled():
