@@ -122,3 +122,22 @@ def test_tanh_within_ulps_of_float64_with_ieee_special_values():
     assert (zeros == 0).all() and np.signbit(zeros).tolist() == np.signbit(values[values == 0]).tolist()
     text = "\n".join(f.script() for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
     assert "T.tanh(" not in text, "TVM's tanh is one libm call per element"
+
+
+@pytest.mark.parametrize(
+    "op, reference",
+    [(relax.op.isnan, np.isnan), (relax.op.isinf, np.isinf), (relax.op.isfinite, np.isfinite)],
+    ids=["isnan", "isinf", "isfinite"],
+)
+def test_float_class_tests_as_integer_compares(op, reference):
+    """isnan / isinf / isfinite of float32 as compares of the bits, exact on every class (NaNs of either
+    sign and any payload, infinities, the largest finite values, subnormals, zeros), and no TVM isnan
+    left (LLVM turns it into a compare and a branch per element)."""
+    bits = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF, 0x7FBFFFFF], "uint32")
+    nans = bits.view(np.float32)
+    largest = np.finfo(np.float32).max
+    subnormal = np.finfo(np.float32).smallest_subnormal
+    values = np.concatenate([_values(), nans, [largest, -largest, subnormal, -subnormal]]).astype(np.float32)
+    got, lowered = _run(op, values)
+    np.testing.assert_array_equal(got, reference(values))
+    assert "T.isnan(" not in lowered.script(show_meta=False)

