@@ -797,6 +797,7 @@ def test_static_rows_ending_in_1_tile_the_rows_before():
         ("sum", (3, 37), ()),  # each row: whole vectors and a tail
         ("max", (5, 37), (0, 1)),  # each row of a length known only at execution
         ("sum", (2, 3, 40), (2,)),
+        ("max", (2, 5, 48), (0, 1)),  # [B, S, 768]: the static axis in lanes, the symbolic ones outside
     ],
     ids=str,
 )

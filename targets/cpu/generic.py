@@ -242,7 +242,16 @@ def _reduce_in_lanes(sch: s_tir.Schedule, block, spatial: list, reduce: list, la
     [128, 768] (1.5 ns an element), 15 us per lane.  A symbolic length runs whole vectors and the tail
     apart (partition hint, as ``loops.vectorize_inner``); a large static reduction of every element runs
     in ``CHUNKS`` parallel chunks first."""
-    r = sch.fuse(*reduce) if len(reduce) > 1 else reduce[0]
+    # The static reduced loops inside the symbolic ones, fused: fusing a symbolic loop too would index
+    # each element by divisions by a symbolic extent (a gather per vector: [B, S, 768] took 570 us).
+    extents = [loop_extent(sch, lp) for lp in reduce]
+    suffix = len(reduce)
+    while suffix > 0 and extents[suffix - 1] is not None:
+        suffix -= 1
+    static = static_product(extents[suffix:]) if suffix < len(reduce) else None
+    kept = suffix if static is not None and static >= 2 * lanes else 0
+    fused = reduce[kept:]
+    r = sch.fuse(*fused) if len(fused) > 1 else fused[0]
     extent = loop_extent(sch, r)
     if extent is not None and extent < 2 * lanes:
         parallel(sch, spatial, work=work)
@@ -256,8 +265,9 @@ def _reduce_in_lanes(sch: s_tir.Schedule, block, spatial: list, reduce: list, la
         parallel(sch, spatial, work=work)
     outer, lane = sch.split(r, [None, lanes])
     rf = sch.rfactor(lane, len(spatial))
-    outer, lane = sch.get_loops(rf)[-2:]
+    loops = sch.get_loops(rf)
+    outer, lane = loops[-2:]
     sch.vectorize(lane)
     if extent is None:
         sch.annotate(outer, "pragma_loop_partition_hint", 1)
-    sch.decompose_reduction(rf, outer)
+    sch.decompose_reduction(rf, loops[-2 - kept])  # above the symbolic reduced loops kept apart
