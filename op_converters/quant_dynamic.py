@@ -15,6 +15,11 @@ schedules) and is cast back to INT32 without loss.  Where 255 is too large a fac
 into ``16 * hi + lo`` (``lo`` in [0, 15], ``hi`` in [-16, 15]) and two float32 products of at most
 16 * sum|w'| each give ``16 * hi_out + lo_out`` in int32.  Otherwise (larger windows, run-time filters)
 the product is an int32 convolution / matrix product (``out_dtype`` int32 on int32 operands).
+
+A MAT_MUL_INTEGER whose right matrix minus its zero point is a constant that int8 holds (onnxruntime's
+``quantize_dynamic`` writes int8 weights with zero point 0) is instead the stored 8-bit ``x`` times that
+int8 matrix, minus ``x_zero_point * colsum``: the product the CPU target runs on its integer multiply-add
+(``targets/cpu/int8.py``; without one, the lowering takes the float routes above).
 """
 
 from __future__ import annotations
@@ -212,6 +217,11 @@ def conv_2d_integer(args: OpArgs) -> relax.Expr:
     return _exact_products(route, xs, ws, lambda a, b: relax.op.nn.conv2d(a, b, **geometry))
 
 
+def _int8_matrix(w: np.ndarray | None) -> bool:
+    """Whether ``w`` (a constant y - y_zero_point) is a matrix of values int8 holds."""
+    return w is not None and w.ndim == 2 and w.min(initial=0) >= -128 and w.max(initial=0) <= 127
+
+
 @converter(O.MAT_MUL_INTEGER)
 def mat_mul_integer(args: OpArgs) -> relax.Expr:
     """x (INT8/UINT8), y (INT8/UINT8), x_zero_point (x's type, optional), y_zero_point (y's type,
@@ -239,8 +249,16 @@ def mat_mul_integer(args: OpArgs) -> relax.Expr:
                 for a, b in zip(reversed(zs), reversed(shape))
             ):
                 args.fail(f"shape {zs} does not broadcast against its matrix {shape}", i)
-    xs = _shifted_int32(x, None if x_zp is None else relax.op.astype(x_zp, "int32"))
     shifted_y = _const_shifted(args, "y", "y_zero_point") if len(ys_shape) >= 2 else None
+    if _int8_matrix(shifted_y) and x.ty.dtype in ("uint8", "int8"):
+        # x @ (y - y_zp) - x_zp * colsum(y - y_zp): the stored 8-bit x times an int8 constant, which the CPU
+        # target computes with its integer multiply-add (targets/cpu/int8.py).
+        acc = relax.op.matmul(x, relax.const(shifted_y.astype("int8"), "int8"), out_dtype="int32")
+        if x_zp is None:
+            return acc
+        sums = relax.const(shifted_y.sum(axis=0).astype("int32"), "int32")
+        return relax.op.subtract(acc, relax.op.multiply(relax.op.astype(x_zp, "int32"), sums))
+    xs = _shifted_int32(x, None if x_zp is None else relax.op.astype(x_zp, "int32"))
     weight_sum = None if shifted_y is None else int(np.abs(shifted_y).sum(axis=-2).max(initial=0))
     route = integer_route(weight_sum, k_y if isinstance(k_y, int) else None)
     ys = (

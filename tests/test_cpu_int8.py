@@ -11,7 +11,7 @@ import tvm
 from tvm import relax
 
 from nnadapter_tvm.targets.cpu import int8, pipeline
-from nnadapter_tvm.targets.cpu.compute import CONV
+from nnadapter_tvm.targets.cpu.compute import CONV, DENSE
 from nnadapter_tvm.targets.cpu.winograd import WINOGRAD
 from nnadapter_tvm.targets.llvm import LlvmDriver
 
@@ -165,3 +165,53 @@ def test_3x3_without_vnni_takes_winograd() -> None:
     want = _reference(x, w, 1, (1, 1, 1, 1), 1)
     assert got.dtype == np.int32
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def _matmul_module(shape: list, k: int, w: np.ndarray, dtype: str = "uint8") -> tvm.IRModule:
+    bb = relax.BlockBuilder()
+    av = relax.Var("a", relax.TensorType([*shape, k], dtype))
+    with bb.function("main", [av]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(av, relax.const(w), out_dtype="int32"))
+        bb.emit_func_output(out)
+    return bb.finalize()
+
+
+@pytest.mark.parametrize("target_name", list(TARGETS))
+def test_int8_matmul_with_rows_known_at_execution(target_name: str) -> None:
+    """[B, S, K] uint8 rows (a dynamically quantized transformer's activations, batch and sequence
+    unknown) by a constant int8 [K, N]: one build, exact at every size, on the integer kernel where the
+    target has one (whole tiles of rows past the end, cropped)."""
+    if not RUNNABLE[target_name]:
+        pytest.skip(f"this machine cannot run code built for {target_name}")
+    target = TARGETS[target_name]
+    rng = np.random.default_rng(5)
+    k, n = 72, 40
+    w = rng.integers(-128, 128, (k, n)).astype("int8")
+    b, s = tvm.tirx.Var("b", "int64"), tvm.tirx.Var("s", "int64")
+    executable, report = pipeline.build(_matmul_module([b, s], k, w), target)
+    if int8.dot_product(target, "uint8") is not None:
+        assert int8.INT8_DENSE in set(report.values()), report
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    for size in [(1, 1), (1, 7), (2, 13), (3, 128)]:
+        a = rng.integers(0, 256, (*size, k)).astype("uint8")
+        got = vm["main"](tvm.runtime.tensor(a)).numpy()
+        np.testing.assert_array_equal(got, a.astype("int64") @ w.astype("int64"), err_msg=str(size))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_products_past_the_float32_bound_split_the_input(dtype: str) -> None:
+    """Without an integer kernel (SSE), a product whose one float32 sum could pass 2^24 (255 x 128 x 1024)
+    runs as two float32 products of the input's high and low 4 bits (16 x 128 x 1024 < 2^24): exact."""
+    k, n = 1024, 24
+    w = np.full((k, n), -128, "int8")
+    w[:, 1] = 127
+    assert not int8.exact_in_float32(w.T)
+    lo, hi = (0, 256) if dtype == "uint8" else (-128, 128)
+    a = np.random.default_rng(6).integers(lo, hi, (5, k)).astype(dtype)
+    a[0] = hi - 1
+    a[1] = lo
+    executable, report = pipeline.build(_matmul_module([5], k, w, dtype), TARGETS["sse"])
+    assert list(report.values()).count(DENSE) == 2, report  # the two halves on the float product rule
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(a)).numpy()
+    np.testing.assert_array_equal(got, a.astype("int64") @ w.astype("int64"))

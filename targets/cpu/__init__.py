@@ -40,7 +40,7 @@ turns a Relax module into a legalized, fused module whose every PrimFunc carries
 
 5. **Symbolic extents** (batch, height, width, sequence length unknown until execution; channels
    static) get the same rules: a register tile along a symbolic axis runs whole tiles past the end
-   (``compute._padded``: clamped reads, then a crop), vector loops over a symbolic axis are partitioned
+   (``compute.padded``: clamped reads, then a crop), vector loops over a symbolic axis are partitioned
    into whole vectors and a scalar tail (``loops.vectorize_inner``) unless their body compares the index
    with a bound of its own (a concatenation, a pad along that axis: scalar, since TVM's partitioning of
    two bounds can overlap its loops, ``loops.partition_safe``), parallel loops fuse at most two

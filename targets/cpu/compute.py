@@ -9,7 +9,7 @@ run-time tensors).
 
 A symbolic extent that a register tile runs along (a width, a row count), or a static one that no tile
 within the register budget divides (197 tokens), is padded to whole tiles: the compute reads a clamped
-index past the end and a crop stage keeps the valid part (see ``_padded``).
+index past the end and a crop stage keeps the valid part (see ``padded``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _is_static(expr) -> bool:
     return isinstance(expr, int) or isinstance(tvm.sym.Analyzer().simplify(expr), tirx.IntImm)
 
 
-def _padded(extent, tile: int, budget: int = 0):
+def padded(extent, tile: int, budget: int = 0):
     """``extent`` rounded up to a multiple of ``tile`` when it is symbolic; a static one to what
     ``simd.padded_rows`` gives for a register tile of at most ``budget`` rows (unchanged when it has a good
     divisor, or without a ``budget``). The same object is returned when nothing is padded.
@@ -106,7 +106,7 @@ def _padded(extent, tile: int, budget: int = 0):
     return (extent + tile - 1) // tile * tile
 
 
-def _crop(full: te.Tensor, shape: list, name: str) -> te.Tensor:
+def crop(full: te.Tensor, shape: list, name: str) -> te.Tensor:
     if all(_is_static(a - b) and int(tvm.sym.Analyzer().simplify(a - b)) == 0 for a, b in zip(full.shape, shape)):
         return full
     return te.compute(shape, lambda *i: full[i], name=name)
@@ -142,13 +142,13 @@ def _sliding_window(
     oh = out_size(h, pads[0], pads[2], kh, sh, dh)
     ow = out_size(w, pads[1], pads[3], kw, sw, dw)
     xp = _pad_nhwc(x, pads)
-    owp = _padded(ow, tile, budget)
+    owp = padded(ow, tile, budget)
 
     def body(b, y, xx, o):
         col = xx if owp is ow else tirx.min(xx, ow - 1)
         return term(xp, b, y, col, o)
 
-    return _crop(te.compute((n, oh, owp, oc), body, name=name), [n, oh, ow, oc], CROP)
+    return crop(te.compute((n, oh, owp, oc), body, name=name), [n, oh, ow, oc], CROP)
 
 
 def conv_nhwc(
@@ -206,25 +206,25 @@ def row_axis(extents: list) -> int:
 def dense_packed(a: te.Tensor, bp: te.Tensor, n: int, tile: int = 1, budget: int = 0) -> te.Tensor:
     """out[..., m, j] = sum_k a[..., m, k] * bp[j // nb, k, j % nb].
 
-    A symbolic row count (batch, sequence) runs whole tiles of rows (see ``_padded``), along the row
+    A symbolic row count (batch, sequence) runs whole tiles of rows (see ``padded``), along the row
     axis ``row_axis`` picks."""
     _, k, nb = (int(d) for d in bp.shape)
     r = te.reduce_axis((0, k), "k")
     batch = list(a.shape[:-1])
     axis = row_axis(batch) if batch else None
     rows = batch[axis] if batch else None
-    padded = _padded(rows, tile, budget) if rows is not None else None
+    rows_p = padded(rows, tile, budget) if rows is not None else None
 
     def body(*idx):
         *index, j = idx
-        if padded is not rows:
+        if rows_p is not rows:
             index[axis] = tirx.min(index[axis], rows - 1)
         return te.sum(a[(*index, r)] * bp[j // nb, r, j % nb], axis=[r])
 
-    if padded is rows:
+    if rows_p is rows:
         return te.compute((*batch, n), body, name=DENSE)
-    shape = [padded if i == axis else d for i, d in enumerate(batch)]
-    return _crop(te.compute((*shape, n), body, name=DENSE), [*batch, n], CROP)
+    shape = [rows_p if i == axis else d for i, d in enumerate(batch)]
+    return crop(te.compute((*shape, n), body, name=DENSE), [*batch, n], CROP)
 
 
 def batch_matmul_packed(a: te.Tensor, bp: te.Tensor, n, tile: int = 1, budget: int = 0) -> te.Tensor:
@@ -232,7 +232,7 @@ def batch_matmul_packed(a: te.Tensor, bp: te.Tensor, n, tile: int = 1, budget: i
     *batch, rows, _ = a.shape
     k, nb = bp.shape[-2], int(bp.shape[-1])
     r = te.reduce_axis((0, k), "k")
-    rows_p = _padded(rows, tile, budget)
+    rows_p = padded(rows, tile, budget)
     cols_p = bp.shape[-3] * nb
 
     def body(*idx):
@@ -242,4 +242,4 @@ def batch_matmul_packed(a: te.Tensor, bp: te.Tensor, n, tile: int = 1, budget: i
         return te.sum(a[(*lead, m, r)] * bp[(*lead, j // nb, r, j % nb)], axis=[r])
 
     full = te.compute((*batch, rows_p, cols_p), body, name=DENSE)
-    return _crop(full, [*batch, rows, n], CROP)
+    return crop(full, [*batch, rows, n], CROP)

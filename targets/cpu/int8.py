@@ -37,11 +37,11 @@ import tvm
 from tvm import s_tir, te, tirx
 from tvm.script import tirx as T
 
-from nnadapter_tvm.targets.cpu.compute import PACK, PAD, _zero_past, out_size
+from nnadapter_tvm.targets.cpu.compute import CROP, PACK, PAD, _zero_past, crop, out_size, padded
 from nnadapter_tvm.targets.cpu.generic import schedule_spatial
 from nnadapter_tvm.targets.cpu.loops import loop_extent, parallel
 from nnadapter_tvm.targets.cpu.simd import _has, row_tile, tile_budget, vector_registers
-from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, inline_side_inputs, tile_epilogue
+from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, inline_side_inputs, tile_epilogue, tile_rows
 
 INT8_CONV = "nna_conv2d_nhwc_int8"
 INT8_DENSE = "nna_dense_int8"
@@ -225,27 +225,32 @@ def pack_dense_weight(w: te.Tensor, npad: int, nb: int, group: int, dtype: str) 
     return te.compute((npad // nb, kp // group, nb, group), body, name=PACK + "int8_dense_weight")
 
 
-def dense(a: te.Tensor, bp: te.Tensor, input_dtype: str, shift: int = 0) -> te.Tensor:
-    """out[..., m, j] = sum over k of int32(a[..., m, k]) * int32(bp[j // nb, k // group, j % nb, k % group]);
-    ``a``'s K padded with zeros to a multiple of the group and widened to ``input_dtype`` where needed."""
-    *batch, k = (int(d) for d in a.shape)
+def dense(a: te.Tensor, bp: te.Tensor, input_dtype: str, shift: int = 0, tile: int = 1) -> te.Tensor:
+    """out[m, j] = sum over k of int32(a[m, k]) * int32(bp[j // nb, k // group, j % nb, k % group]);
+    ``a``'s K padded with zeros to a multiple of the group and widened to ``input_dtype`` where needed.
+    Rows known only at execution (a sequence) run whole tiles of ``tile`` rows past the end, reading the
+    last row, and a crop keeps the valid ones (``compute.padded``: a guarded tile stays in memory)."""
+    rows, k = a.shape
+    k = int(k)
     nblocks, groups, nb, group = (int(d) for d in bp.shape)
     if groups * group != k or a.dtype != input_dtype or shift:
 
-        def padded(*idx):
-            *lead, c = idx
-            value = _widened(a[(*lead, tirx.min(c, k - 1))], input_dtype, shift)
+        def widened(m, c):
+            value = _widened(a[m, tirx.min(c, k - 1)], input_dtype, shift)
             return tirx.Select(c < k, value, tirx.const(-shift, input_dtype))
 
-        a = te.compute((*batch, groups * group), padded, name=PAD)
+        a = te.compute((rows, groups * group), widened, name=PAD)
     rg, ri = te.reduce_axis((0, groups), "rg"), te.reduce_axis((0, group), "ri")
+    padded_rows = padded(rows, tile)
 
-    def body(*idx):
-        *lead, j = idx
-        value = a[(*lead, rg * group + ri)].astype("int32")
+    def body(m, j):
+        if padded_rows is not rows:
+            m = tirx.min(m, rows - 1)
+        value = a[m, rg * group + ri].astype("int32")
         return te.sum(value * bp[j // nb, rg, j % nb, ri].astype("int32"), axis=[rg, ri])
 
-    return te.compute((*batch, nblocks * nb), body, name=INT8_DENSE)
+    full = te.compute((padded_rows, nblocks * nb), body, name=INT8_DENSE)
+    return crop(full, [rows, nblocks * nb], CROP)
 
 
 def _packed_dot(sch: s_tir.Schedule, block, target: tvm.target.Target) -> DotProduct:
@@ -270,7 +275,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     m = sch.fuse(*rows) if len(rows) > 1 else rows[0]
     nb = int(sch.get(block).reads[-1].source.shape[-2])
     jo, ji = sch.split(j, [None, nb])
-    mt = row_tile(loop_extent(sch, m), tile_budget(regs, nb // dot.lanes), 1)
+    mt = tile_rows(sch, m, regs, nb // dot.lanes, 1)
     mo, mi = sch.split(m, [None, mt])
     jv, jl = sch.split(ji, [None, dot.lanes])
     sch.reorder(jo, mo, rg, mi, jv, jl, ri)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 import tvm
-from tvm import relax, tirx, topi
+from tvm import relax, te, tirx, topi
 
 from nnadapter_tvm.targets.cpu import compute, int8, softmax, vmath, winograd
 from nnadapter_tvm.targets.cpu.concat import legalize_concat
@@ -42,6 +42,14 @@ def _shape(expr: relax.Expr) -> list | None:
     if shape is None or not hasattr(shape, "values"):
         return None
     return [int(d.value) if isinstance(d, tirx.IntImm) else d for d in shape.values]
+
+
+def _product(dims: list) -> int | tirx.PrimExpr:
+    """The product of ``_shape`` dims: an int when all are static, else a simplified expression."""
+    total = 1
+    for d in dims:
+        total = total * d
+    return total if isinstance(total, int) else tvm.sym.Analyzer().simplify(total)
 
 
 def _out_dtype(attrs, default: str) -> str:
@@ -292,27 +300,54 @@ class Lowering:
         weight = b.value.numpy()
         a_shape = _shape(a)
         dot = int8.dot_product(self.target, str(a.ty.dtype))
-        static = a_shape is not None and len(a_shape) >= 2 and all(isinstance(d, int) for d in a_shape)
-        if dot is not None and static:
+        known_k = a_shape is not None and len(a_shape) >= 2 and isinstance(a_shape[-1], int)
+        if dot is not None and known_k:
             n = weight.shape[1]
             npad, nb = self._int8_block(n, dot.lanes)
             name = compute.PACK + "int8_dense_weight"
             bp = bb.emit_te(int8.pack_dense_weight, b, npad, nb, dot.group, dot.weight_dtype, primfunc_name_hint=name)
             # Rows as one axis (a reshape is a view): the register tile then runs along all of them, and the
-            # epilogue's indices follow the tile's.
-            rows = int(np.prod(a_shape[:-1]))
+            # epilogue's indices follow the tile's.  Rows known only at execution (batch x sequence) run
+            # whole tiles (``int8.dense``).
+            rows = _product(a_shape[:-1])
             flat = a if len(a_shape) == 2 else bb.emit(relax.op.reshape(a, [rows, a_shape[-1]]))
-            y = bb.call_te(int8.dense, flat, bp, dot.input_dtype, dot.shift, primfunc_name_hint=int8.INT8_DENSE)
+            tile = symbolic_tile(self.registers, max(nb // dot.lanes, 1))
+            y = bb.call_te(int8.dense, flat, bp, dot.input_dtype, dot.shift, tile, primfunc_name_hint=int8.INT8_DENSE)
             y = bb.emit(y)
             if npad != n:
                 y = bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[n]))
             y = bb.emit(_unshifted(bb, y, dot.shift, weight.astype("int64").sum(axis=0)))
             return y if len(a_shape) == 2 else relax.op.reshape(y, [*a_shape[:-1], n])
-        if not int8.exact_in_float32(weight.T):
+        if int8.exact_in_float32(weight.T):
+            af = bb.emit_te(topi.cast, a, "float32", primfunc_name_hint="cast")
+            y = self._matmul(bb, relax.op.matmul(af, relax.const(weight.astype("float32")), out_dtype="float32"))
+            return None if y is None else relax.op.astype(bb.emit(y), "int32")
+        return self._split_int8_product(bb, a, weight)
+
+    def _split_int8_product(self, bb: relax.BlockBuilder, a: relax.Expr, weight: np.ndarray) -> relax.Expr | None:
+        """``a @ weight`` of an 8-bit ``a`` as ``16 * (a >> 4) @ w + (a & 15) @ w``: two float32 products
+        whose partial sums (at most 16 * sum|w| of a column) stay integers float32 holds, where one
+        product of ``a`` (255 * sum|w|) would not; None where even these would not (TVM's lowering)."""
+        if str(a.ty.dtype) not in ("uint8", "int8"):
             return None
-        af = bb.emit_te(topi.cast, a, "float32", primfunc_name_hint="cast")
-        y = self._matmul(bb, relax.op.matmul(af, relax.const(weight.astype("float32")), out_dtype="float32"))
-        return None if y is None else relax.op.astype(bb.emit(y), "int32")
+        if 16 * np.abs(weight.astype("int64")).sum(axis=0).max(initial=0) >= 2**24:
+            return None
+        w = relax.const(weight.astype("float32"))
+        wide = bb.emit_te(topi.cast, a, "int32", primfunc_name_hint="cast")
+
+        def high(t: te.Tensor) -> te.Tensor:  # floor(a / 16): arithmetic for int8
+            return topi.cast(topi.right_shift(t, tirx.const(4, "int32")), "float32")
+
+        def low(t: te.Tensor) -> te.Tensor:
+            return topi.cast(topi.bitwise_and(t, tirx.const(15, "int32")), "float32")
+
+        parts = []
+        for half in (high, low):
+            y = self._matmul(bb, relax.op.matmul(bb.emit_te(half, wide), w, out_dtype="float32"))
+            if y is None:
+                return None
+            parts.append(bb.emit(relax.op.astype(bb.emit(y), "int32")))
+        return relax.op.add(relax.op.multiply(parts[0], relax.const(np.int32(16), "int32")), parts[1])
 
     def _batch_matmul(self, bb: relax.BlockBuilder, a: relax.Expr, b: relax.Expr) -> relax.Expr | None:
         """A product of two run-time tensors with the same batch dims (attention's Q K^T and P V): the

@@ -63,7 +63,7 @@ def symbolic_tile(registers: int, vectors: int) -> int:
     """Register-tile rows (output pixels of a row, matrix rows) for an extent known only at run time.
 
     A static extent gets the largest divisor within the register budget (``row_tile``); a symbolic
-    one is rounded up to a multiple of this tile instead (see ``compute._padded``), so the tile is kept
+    one is rounded up to a multiple of this tile instead (see ``compute.padded``), so the tile is kept
     short: at most ``SYMBOLIC_TILE - 1`` rows wasted per row of output.  8 divides the widths of inputs
     sized in multiples of 32 (OCR, detectors: 16, 32, 40, 80...) and of 224-pixel inputs down to 56; 7,
     14 and 28 compute 14% extra.  7 (the 224-input widths exactly) computed 16 columns as 21 (+31%: a
@@ -77,7 +77,7 @@ def padded_rows(extent: int, budget: int, lo: int = 4) -> int:
 
     The tile of such an extent was one row (``row_tile``): ViT's 197 tokens (prime) ran its products at
     a quarter of the tiled speed, and with AVX2's budget of 6 rows a 7- or 14-pixel row of output (deep
-    3x3 convolutions) had one-column tiles.  Padded (clamped reads, then a crop: ``compute._padded``),
+    3x3 convolutions) had one-column tiles.  Padded (clamped reads, then a crop: ``compute.padded``),
     197 computes 198 rows in tiles of 11 (AVX-512) and 7 computes 8 in tiles of 4 (AVX2)."""
     if budget < lo or extent <= budget or row_tile(extent, budget, lo) >= lo:
         return extent

@@ -8,7 +8,7 @@
 - ``depthwise``: the same with the channel block as the only reduction-free vector axis.
 
 A register tile along a symbolic axis runs whole tiles past the end (the compute padded the axis, see
-``compute._padded``).  A rule that does not apply raises ``NotThisRule``.
+``compute.padded``).  A rule that does not apply raises ``NotThisRule``.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
         axis = row_axis(extents) if _shared_weight(sch, block) else len(rows) - 1
         outer, m = rows[:axis] + rows[axis + 1 :], rows[axis]
     jo, ji = sch.split(j, [None, nb])
-    mt = _tile_rows(sch, m, regs, vectors, lo=2)
+    mt = tile_rows(sch, m, regs, vectors, lo=2)
     mo, mi = sch.split(m, [None, mt])
     # A shared weight's column block outermost, read by every row tile while it is in cache; an operand
     # packed per batch after its batch axes, so that a symbolic batch is the outermost loop and the
@@ -136,14 +136,14 @@ def _split_tile(sch: s_tir.Schedule, channels, ob: int, columns, regs: int, lane
     """A convolution's register tile: output ``channels`` split into blocks of ``ob`` (the vector axis),
     output ``columns`` into rows of the tile; returns (channel blocks, block, column tiles, tile)."""
     oo, oi = sch.split(channels, [None, ob])
-    wt = _tile_rows(sch, columns, regs, max(ob // lanes, 1))
+    wt = tile_rows(sch, columns, regs, max(ob // lanes, 1))
     xo, xi = sch.split(columns, [None, wt])
     return oo, oi, xo, xi
 
 
-def _tile_rows(sch: s_tir.Schedule, loop, registers: int, vectors: int, lo: int = 4) -> int:
+def tile_rows(sch: s_tir.Schedule, loop, registers: int, vectors: int, lo: int = 4) -> int:
     """The register tile's rows along ``loop``: a divisor of a static extent, ``symbolic_tile`` (which the
-    compute padded the loop to, see ``compute._padded``) for a symbolic one."""
+    compute padded the loop to, see ``compute.padded``) for a symbolic one."""
     extent = loop_extent(sch, loop)
     budget = tile_budget(registers, vectors)
     if extent is not None:
@@ -236,7 +236,7 @@ def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: i
     Each epilogue block keeps its own stage (not inlined: see ``generic.schedule_generic``), on the tile,
     except after a padded symbolic tile (below)."""
     if any(sch.get(b).name_hint.startswith(CROP) for b in epilogue[:-1]):
-        # A padded symbolic tile (see ``compute._padded``): the crop and the epilogue stages before the
+        # A padded symbolic tile (see ``compute.padded``): the crop and the epilogue stages before the
         # last are inlined into it.  As stages of their own on the tile, their buffers were a whole row of
         # symbolic size (the crop's), or min(tile, width) elements: a run-time sized array, kept in
         # memory, not registers (1.2-1.35x slower on a relu6 epilogue).
