@@ -1,12 +1,16 @@
 """Int8 against float32, ours against onnxruntime's: models quantized by onnxruntime's own tools.
 
     python scripts/bench_int8.py [--models squeezenet resnet50 inception_v1 vgg19] [--onnx FILE ...]
+                                 [--dynamic FILE ...] [--shape INPUT=DIMS ...]
                                  [--threads 2] [--block 5] [--rounds 4] [--opset 13] [--json out.json]
 
 Each model (onnx's light models by name, or an ONNX file of float32) is written at ``--opset`` with its
 weights as initializers (``tools/benchmark.optimizable``), then quantized by ``onnxruntime.quantization.
 quantize_static`` as its documentation recommends for CNNs on x86: QDQ format, int8 weights per channel,
-uint8 activations, calibrated (MinMax) on 8 seeded random inputs.  Four runners, each in its own process
+uint8 activations, calibrated (MinMax) on 8 seeded random inputs.  Files given with ``--dynamic``
+(transformers: a BERT exported by ``scripts/make_exports.py``) are quantized by ``quantize_dynamic`` instead,
+as onnxruntime recommends for them: int8 weights per tensor, activations quantized at run time.  ``--shape``
+sets the inputs' sizes (``input_ids=1x128``; unknown dims are 1 otherwise).  Four runners, each in its own process
 (``tools/benchmark.Worker``): onnxruntime and nnadapter-tvm, each on the float32 and the int8 file, timed
 in alternating blocks.  A row shows:
 
@@ -104,6 +108,15 @@ def quantize(f32: str, out: str, samples: int = 8) -> str:
     return out
 
 
+def quantize_dynamically(f32: str, out: str) -> str:
+    """onnxruntime's dynamic quantization of ``f32``, as its documentation recommends for transformers:
+    int8 weights per tensor, activations quantized at run time (DynamicQuantizeLinear + MatMulInteger)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(f32, out, weight_type=QuantType.QInt8)
+    return out
+
+
 def distance(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     return max(float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-12)) for g, w in zip(got, want))
 
@@ -113,14 +126,14 @@ def bench(name: str, files: dict[str, str], args: argparse.Namespace, workdir: s
     try:
         for runner, (kind, which) in RUNNERS.items():
             cache = tempfile.mkdtemp(dir=workdir)
-            workers[runner] = Worker(kind, files[which], args.threads, cache_dir=cache)
+            workers[runner] = Worker(kind, files[which], args.threads, cache_dir=cache, shapes=args.shape)
         outputs = {r: w.outputs(os.path.join(workdir, f"{name}-{r}.npz")) for r, w in workers.items()}
         samples = alternate(workers, args.block, args.rounds)
         compile_s = {r: w.info.get("compile_s") for r, w in workers.items()}
     finally:
         for worker in workers.values():
             worker.close()
-    alone_worker = Worker("onnxruntime", files["int8"], args.threads)
+    alone_worker = Worker("onnxruntime", files["int8"], args.threads, shapes=args.shape)
     try:
         alone_worker.block(args.block)
         alone = statistics.median(t for _ in range(args.rounds) for t in alone_worker.block(args.block))
@@ -184,6 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*", default=None, help=f"light models (default {DEFAULT_MODELS})")
     parser.add_argument("--onnx", nargs="*", default=[], help="float32 ONNX files to quantize and measure too")
+    parser.add_argument(
+        "--dynamic",
+        nargs="*",
+        default=[],
+        help="float32 ONNX files (transformers) to quantize with quantize_dynamic instead of quantize_static",
+    )
+    parser.add_argument(
+        "--shape", action="append", default=[], help="INPUT=DIMS fed to every runner (e.g. input_ids=1x128)"
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--block", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=4)
@@ -194,13 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=1.0, help="seconds between two runners' blocks")
     args = parser.parse_args(argv)
     benchmark.SETTLE_S = args.settle
-    sources = (DEFAULT_MODELS if args.models is None and not args.onnx else args.models or []) + args.onnx
+    given = args.onnx or args.dynamic
+    sources = (DEFAULT_MODELS if args.models is None and not given else args.models or []) + args.onnx
+    sources += [(source, "dynamic") for source in args.dynamic]
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         for source in sources:
+            source, how = source if isinstance(source, tuple) else (source, "static")
             name = os.path.splitext(os.path.basename(source))[0]
             f32 = float_model(source, args.opset, os.path.join(workdir, f"{name}_f32.onnx"))
-            files = {"f32": f32, "int8": quantize(f32, os.path.join(workdir, f"{name}_int8.onnx"))}
+            quantizer = quantize_dynamically if how == "dynamic" else quantize
+            files = {"f32": f32, "int8": quantizer(f32, os.path.join(workdir, f"{name}_int8.onnx"))}
             rows.append(bench(name, files, args, workdir))
             print(report(rows[-1:], args.threads).splitlines()[-1], file=sys.stderr, flush=True)
     print(report(rows, args.threads))
