@@ -226,32 +226,35 @@ def pack_dense_weight(w: te.Tensor, npad: int, nb: int, group: int, dtype: str) 
 
 
 def dense(a: te.Tensor, bp: te.Tensor, input_dtype: str, shift: int = 0, tile: int = 1) -> te.Tensor:
-    """out[m, j] = sum over k of int32(a[m, k]) * int32(bp[j // nb, k // group, j % nb, k % group]);
+    """out[..., m, j] = sum over k of int32(a[..., m, k]) * int32(bp[j // nb, k // group, j % nb, k % group]);
     ``a``'s K padded with zeros to a multiple of the group and widened to ``input_dtype`` where needed.
-    Rows known only at execution (a sequence) run whole tiles of ``tile`` rows past the end and a crop
-    keeps the valid ones (``compute.padded``: a guarded tile stays in memory); the rows past the end are
-    copies of the last one, made in the padding stage (a clamped row index in the product's loop made
-    it 2x slower)."""
-    rows, k = a.shape
+    Rows (the last axis before K) known only at execution (a sequence) run whole tiles of ``tile`` rows
+    past the end and a crop keeps the valid ones (``compute.padded``: a guarded tile stays in memory); the
+    rows past the end are copies of the last one, made in the padding stage (a clamped row index in the
+    product's loop made it 2x slower).  Batch axes stay axes (a reshape to rows would keep the epilogue
+    out of the kernel)."""
+    *batch, rows, k = a.shape
     k = int(k)
     nblocks, groups, nb, group = (int(d) for d in bp.shape)
     padded_rows = padded(rows, tile)
     if groups * group != k or a.dtype != input_dtype or shift or padded_rows is not rows:
 
-        def widened(m, c):
+        def widened(*idx):
+            *lead, m, c = idx
             row = m if padded_rows is rows else tirx.min(m, rows - 1)
-            value = _widened(a[row, tirx.min(c, k - 1)], input_dtype, shift)
+            value = _widened(a[(*lead, row, tirx.min(c, k - 1))], input_dtype, shift)
             return tirx.Select(c < k, value, tirx.const(-shift, input_dtype))
 
-        a = te.compute((padded_rows, groups * group), widened, name=PAD)
+        a = te.compute((*batch, padded_rows, groups * group), widened, name=PAD)
     rg, ri = te.reduce_axis((0, groups), "rg"), te.reduce_axis((0, group), "ri")
 
-    def body(m, j):
-        value = a[m, rg * group + ri].astype("int32")
+    def body(*idx):
+        *lead, j = idx
+        value = a[(*lead, rg * group + ri)].astype("int32")
         return te.sum(value * bp[j // nb, rg, j % nb, ri].astype("int32"), axis=[rg, ri])
 
-    full = te.compute((padded_rows, nblocks * nb), body, name=INT8_DENSE)
-    return crop(full, [rows, nblocks * nb], CROP)
+    full = te.compute((*batch, padded_rows, nblocks * nb), body, name=INT8_DENSE)
+    return crop(full, [*batch, rows, nblocks * nb], CROP)
 
 
 def _packed_dot(sch: s_tir.Schedule, block, target: tvm.target.Target) -> DotProduct:
@@ -273,15 +276,20 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, dot.lanes)
     *rows, j, rg, ri = sch.get_loops(block)
-    m = sch.fuse(*rows) if len(rows) > 1 else rows[0]
+    if any(loop_extent(sch, r) is None for r in rows):
+        # The fused index would divide by a symbolic extent: the tile runs along the rows (padded to
+        # whole tiles by the compute), the batch axes outside it.
+        outer, m = rows[:-1], rows[-1]
+    else:
+        outer, m = [], sch.fuse(*rows) if len(rows) > 1 else rows[0]
     nb = int(sch.get(block).reads[-1].source.shape[-2])
     jo, ji = sch.split(j, [None, nb])
     mt = tile_rows(sch, m, regs, nb // dot.lanes, 1)
     mo, mi = sch.split(m, [None, mt])
     jv, jl = sch.split(ji, [None, dot.lanes])
-    sch.reorder(jo, mo, rg, mi, jv, jl, ri)
+    sch.reorder(jo, *outer, mo, rg, mi, jv, jl, ri)
     tile_epilogue(sch, block, epilogue, mo, dot.lanes)
-    parallel(sch, [jo, mo], min_elements=1, work=None)
+    parallel(sch, [jo, *outer, mo], min_elements=1, work=None)
     init = sch.decompose_reduction(block, rg)
     sch.vectorize(sch.get_loops(init)[-1])
     sch.tensorize(jl, dot.intrinsic)

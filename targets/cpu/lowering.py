@@ -44,14 +44,6 @@ def _shape(expr: relax.Expr) -> list | None:
     return [int(d.value) if isinstance(d, tirx.IntImm) else d for d in shape.values]
 
 
-def _product(dims: list) -> int | tirx.PrimExpr:
-    """The product of ``_shape`` dims: an int when all are static, else a simplified expression."""
-    total = 1
-    for d in dims:
-        total = total * d
-    return total if isinstance(total, int) else tvm.sym.Analyzer().simplify(total)
-
-
 def _out_dtype(attrs, default: str) -> str:
     """An op's ``out_dtype`` attribute; unset (None, void, empty) means ``default``."""
     text = str(getattr(attrs, "out_dtype", None) or "")
@@ -306,18 +298,14 @@ class Lowering:
             npad, nb = self._int8_block(n, dot.lanes)
             name = compute.PACK + "int8_dense_weight"
             bp = bb.emit_te(int8.pack_dense_weight, b, npad, nb, dot.group, dot.weight_dtype, primfunc_name_hint=name)
-            # Rows as one axis (a reshape is a view): the register tile then runs along all of them, and the
-            # epilogue's indices follow the tile's.  Rows known only at execution (batch x sequence) run
-            # whole tiles (``int8.dense``).
-            rows = _product(a_shape[:-1])
-            flat = a if len(a_shape) == 2 else bb.emit(relax.op.reshape(a, [rows, a_shape[-1]]))
+            # Batch axes kept (the schedule fuses static ones with the rows): a reshape to rows and back
+            # kept the epilogue (the dequantization) out of the kernel, a kernel of its own per layer.
+            # Rows known only at execution (a sequence) run whole tiles (``int8.dense``).
             tile = symbolic_tile(self.registers, max(nb // dot.lanes, 1))
-            y = bb.call_te(int8.dense, flat, bp, dot.input_dtype, dot.shift, tile, primfunc_name_hint=int8.INT8_DENSE)
-            y = bb.emit(y)
+            y = bb.call_te(int8.dense, a, bp, dot.input_dtype, dot.shift, tile, primfunc_name_hint=int8.INT8_DENSE)
             if npad != n:
-                y = bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[n]))
-            y = bb.emit(_unshifted(bb, y, dot.shift, weight.astype("int64").sum(axis=0)))
-            return y if len(a_shape) == 2 else relax.op.reshape(y, [*a_shape[:-1], n])
+                y = relax.op.strided_slice(bb.emit(y), axes=[len(a_shape) - 1], begin=[0], end=[n])
+            return _unshifted(bb, y, dot.shift, weight.astype("int64").sum(axis=0))
         if int8.exact_in_float32(weight.T):
             af = bb.emit_te(topi.cast, a, "float32", primfunc_name_hint="cast")
             y = self._matmul(bb, relax.op.matmul(af, relax.const(weight.astype("float32")), out_dtype="float32"))
