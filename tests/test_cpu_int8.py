@@ -215,3 +215,41 @@ def test_products_past_the_float32_bound_split_the_input(dtype: str) -> None:
     assert list(report.values()).count(DENSE) == 2, report  # the two halves on the float product rule
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(a)).numpy()
     np.testing.assert_array_equal(got, a.astype("int64") @ w.astype("int64"))
+
+
+@pytest.mark.parametrize("rows_known", [True, False], ids=["static", "symbolic"])
+def test_dequantization_runs_in_the_int8_products_kernel(rows_known: bool) -> None:
+    """MatMulInteger's epilogue as quantize_dynamic writes it (minus x_zero_point * colsum, cast, times
+    x_scale * w_scale, plus the bias; the zero point and scale run-time scalars) joins the integer
+    product's kernel, on the register tile: one kernel, rows known or not.  It ran as a kernel of its own
+    per layer (the product was called opaque, and the scalar side computations blocked the tile)."""
+    rng = np.random.default_rng(8)
+    k, n = 64, 48
+    w = rng.integers(-128, 128, (k, n)).astype("int8")
+    bias = rng.standard_normal(n).astype("float32")
+    rows = [2, 24] if rows_known else [tvm.tirx.Var("b", "int64"), tvm.tirx.Var("s", "int64")]
+    bb = relax.BlockBuilder()
+    av = relax.Var("a", relax.TensorType([*rows, k], "uint8"))
+    zp = relax.Var("zp", relax.TensorType([], "int32"))
+    scale = relax.Var("scale", relax.TensorType([], "float32"))
+    with bb.function("main", [av, zp, scale]):
+        with bb.dataflow():
+            acc = bb.emit(relax.op.matmul(av, relax.const(w), out_dtype="int32"))
+            sums = relax.const(w.astype("int32").sum(axis=0))
+            acc = bb.emit(relax.op.subtract(acc, bb.emit(relax.op.multiply(zp, sums))))
+            real = bb.emit(relax.op.multiply(bb.emit(relax.op.astype(acc, "float32")), scale))
+            out = bb.emit_output(relax.op.add(real, relax.const(bias)))
+        bb.emit_func_output(out)
+    executable, report = pipeline.build(bb.finalize(), HOST)
+    if int8.dot_product(HOST, "uint8") is None:
+        pytest.skip("this machine has no integer dot product")
+    products = [name for name, rule in report.items() if rule == int8.INT8_DENSE]
+    assert len(products) == 1 and products[0].startswith("fused_") and "add" in products[0], report
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    for size in ([2, 24], [1, 5], [3, 17]) if not rows_known else ([2, 24],):
+        a = rng.integers(0, 256, (*size, k)).astype("uint8")
+        z, s = np.int32(131), np.float32(0.0123)
+        got = vm["main"](*(tvm.runtime.tensor(v) for v in (a, np.array(z), np.array(s)))).numpy()
+        acc64 = (a.astype("int64") - z) @ w.astype("int64")
+        want = acc64.astype("float32") * s + bias
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5, err_msg=str(size))

@@ -37,7 +37,7 @@ import tvm
 from tvm import s_tir, te, tirx
 from tvm.script import tirx as T
 
-from nnadapter_tvm.targets.cpu.compute import CROP, PACK, PAD, _zero_past, crop, out_size, padded
+from nnadapter_tvm.targets.cpu.compute import CROP, PACK, PAD, _zero_past, crop, out_size, padded, row_axis
 from nnadapter_tvm.targets.cpu.generic import schedule_spatial
 from nnadapter_tvm.targets.cpu.loops import loop_extent, parallel
 from nnadapter_tvm.targets.cpu.simd import _has, row_tile, tile_budget, vector_registers
@@ -276,12 +276,11 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, dot.lanes)
     *rows, j, rg, ri = sch.get_loops(block)
-    if any(loop_extent(sch, r) is None for r in rows):
-        # The fused index would divide by a symbolic extent: the tile runs along the rows (padded to
-        # whole tiles by the compute), the batch axes outside it.
-        outer, m = rows[:-1], rows[-1]
-    else:
-        outer, m = [], sch.fuse(*rows) if len(rows) > 1 else rows[0]
+    # The tile runs along one row axis (the last that is not statically 1, padded to whole tiles by the
+    # compute where symbolic), the batch axes outside it: fused rows are indexed by divisions, which
+    # the tensor intrinsic's blockize rejects (and a symbolic extent would divide every index).
+    axis = row_axis([loop_extent(sch, r) for r in rows])
+    outer, m = rows[:axis] + rows[axis + 1 :], rows[axis]
     nb = int(sch.get(block).reads[-1].source.shape[-2])
     jo, ji = sch.split(j, [None, nb])
     mt = tile_rows(sch, m, regs, nb // dot.lanes, 1)

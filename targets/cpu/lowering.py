@@ -58,6 +58,18 @@ def _unshifted(bb: relax.BlockBuilder, y: relax.Expr, shift: int, weight_sums: n
     return relax.op.add(bb.emit(y), relax.const((shift * weight_sums).astype("int32"), "int32"))
 
 
+#: TVM's ``OpPatternKind`` of a reduction whose output an element-wise epilogue may join (kOutEWiseFusable).
+_OUT_ELEMWISE_FUSABLE = 4
+
+
+def _fusable_epilogue(bb: relax.BlockBuilder, call: relax.Call) -> None:
+    """Mark the kernel ``call`` calls as one whose element-wise consumers FuseOps may fuse into it.
+    ``AnnotateTIROpPattern`` calls a product with a padding stage before it (rows copied to whole tiles,
+    K to whole groups) opaque, and its dequantization then ran as a kernel of its own per layer."""
+    gvar = call.args[0]
+    bb.update_func(gvar, bb.get()[gvar].with_attr("op_pattern", _OUT_ELEMWISE_FUSABLE))
+
+
 class Lowering:
     """``LegalizeOps`` overrides for ``relax.nn.conv2d`` and ``relax.matmul`` (see the module docstring)."""
 
@@ -303,6 +315,7 @@ class Lowering:
             # Rows known only at execution (a sequence) run whole tiles (``int8.dense``).
             tile = symbolic_tile(self.registers, max(nb // dot.lanes, 1))
             y = bb.call_te(int8.dense, a, bp, dot.input_dtype, dot.shift, tile, primfunc_name_hint=int8.INT8_DENSE)
+            _fusable_epilogue(bb, y)
             if npad != n:
                 y = relax.op.strided_slice(bb.emit(y), axes=[len(a_shape) - 1], begin=[0], end=[n])
             return _unshifted(bb, y, dot.shift, weight.astype("int64").sum(axis=0))

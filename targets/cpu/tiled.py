@@ -207,6 +207,20 @@ def inline_side_inputs(sch: s_tir.Schedule, main) -> None:
     for b in reversed(root[: names.index(sch.get(main).name_hint)]):
         if sch.get(b).name_hint not in feeding:
             sch.compute_inline(b)
+    # Likewise after it: a block that does not read the product (MatMulInteger's x_zero_point * colsum,
+    # x_scale * w_scale) is inlined into the epilogue that reads it, where TVM allows.
+    consumers, frontier = set(), [main]
+    while frontier:
+        for c in sch.get_consumers(frontier.pop()):
+            if sch.get(c).name_hint not in consumers:
+                consumers.add(sch.get(c).name_hint)
+                frontier.append(c)
+    after = child_blocks(sch)
+    after = after[[sch.get(b).name_hint for b in after].index(sch.get(main).name_hint) + 1 :]
+    for b in after:
+        if sch.get(b).name_hint not in consumers:
+            with contextlib.suppress(s_tir.ScheduleError):
+                sch.compute_inline(b)
 
 
 def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
