@@ -395,43 +395,6 @@ def test_softmax_runs_row_by_row_with_its_producers(rows, n, log):
         _check_symbolic(body, list(sizes[0]), [(0,)], sizes, "softmax-rows")
 
 
-@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
-def test_bools_computed_in_a_kernel_are_inlined_and_vectorized(symbolic):
-    """A kernel whose bools it computes itself (isnan, comparisons, their logical AND, as
-    DynamicQuantizeLinear's saturation and attention masks write them) is vectorized once they are
-    inlined into the select that reads them; it ran scalar loops, stage by stage."""
-
-    def body(bb, x):
-        scaled = bb.emit(relax.op.multiply(x, relax.const(3.0, "float32")))
-        keep = bb.emit(
-            relax.op.logical_and(
-                bb.emit(relax.op.logical_not(bb.emit(relax.op.isnan(scaled)))),
-                bb.emit(relax.op.less(scaled, relax.const(2.0, "float32"))),
-            )
-        )
-        return bb.emit(relax.op.where(keep, scaled, relax.const(0.0, "float32")))
-
-    shape = (6, 40)
-    mod = _symbolic_module([shape], [(0,)], body) if symbolic else _module([shape], body)
-    with TARGET, tvm.transform.PassContext(opt_level=3):
-        prepared, report = pipeline.prepare(mod, TARGET)
-    (name,) = report
-    assert report[name] == schedule.GENERIC_BOOLS_INLINED, report
-    text = prepared[name].script(show_meta=False)
-    assert "T.vectorized(" in text and '"bool"' not in text, text
-    if symbolic:
-        _check_symbolic(body, [shape], [(0,)], [[shape], [(1, 40)], [(9, 40)]], schedule.GENERIC_BOOLS_INLINED)
-    else:
-        _check(mod, [shape], schedule.GENERIC_BOOLS_INLINED)
-    x = RNG.standard_normal(shape).astype("float32")
-    x[0, :5] = [np.nan, np.inf, -np.inf, 0.5, -0.0]
-    executable, _ = pipeline.build(mod, TARGET)
-    got = _run(executable, [x])
-    with np.errstate(invalid="ignore"):
-        want = np.where(~np.isnan(3 * x) & (3 * x < 2), 3 * x, 0).astype("float32")
-    np.testing.assert_array_equal(got, want)
-
-
 def test_softmax_over_a_symbolic_last_axis_runs_row_by_row():
     """Attention's masked scores [B, heads, S, S] with S known only at execution (WHERE against -inf,
     then softmax): the row rule as for a static length (it once fell to one scalar reduction per row,

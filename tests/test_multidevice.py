@@ -41,11 +41,13 @@ def test_forced_split_matches_single_device(tmp_path):
     split.finish()
     # conv | max pool | dw conv, 1x1 conv | bn | relu | avg pool | adaptive pool .. softmax
     assert split.devices_used == ["llvm"] * 7
-    np.testing.assert_array_equal(run(split, x), run(single, x))
+    # Not bit for bit: a pool alone in its subgraph stays NCHW and reduces its rows per vector lane
+    # (targets/cpu/generic.py), fused after a convolution it is NHWC: the sums' order differs (an ulp).
+    np.testing.assert_allclose(run(split, x), run(single, x), rtol=1e-6, atol=1e-7)
     again = nna.Compilation(None, ctx, cache_token=token, cache_dir=tmp_path)  # one .nnc holds every subgraph
     again.finish()
     assert again.loaded_from_cache and again.devices_used == split.devices_used
-    np.testing.assert_array_equal(run(again, x), run(single, x))
+    np.testing.assert_array_equal(run(again, x), run(split, x))  # the same kernels, from the cache
 
 
 def f32(model, dims):

@@ -73,13 +73,10 @@ def schedule_prim_func(
         rules.append((name, lambda sch, n=name, f=fn: f(sch, _require(_main_block(sch, n)), target)))
     rules.append((SOFTMAX_ROWS, lambda sch: schedule_rows(sch, vector_lanes(target))))
     if _has_bool(func):
-        # LLVM miscompiles some vectors of i1 in memory (bool casts and comparisons came out wrong):
-        # a bool computed in the kernel is inlined into its consumer, where it stays a select's
-        # condition (a vector compare's mask); where bools are still stored or loaded, scalar loops.
-        rules = [
-            (GENERIC_BOOLS_INLINED, lambda sch: _inline_bools(sch) or schedule_generic(sch, target)),
-            ("generic-scalar", lambda sch: schedule_generic(sch, target, vectorize=False)),
-        ]
+        # LLVM miscompiles some vectors of i1 (bool casts and comparisons came out wrong): scalar loops.
+        # Inlining the kernel's own bools into their selects and vectorizing was tried and gave wrong
+        # answers (ai.onnx.ml Imputer of NaN, PROBIT post-transforms).
+        rules = [("generic-scalar", lambda sch: schedule_generic(sch, target, vectorize=False))]
     else:
         rules.append(("generic", lambda sch: schedule_generic(sch, target)))
     for name, rule in rules:
@@ -162,26 +159,6 @@ def _lowers(func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
 def _single_root(func: tirx.PrimFunc) -> bool:
     body = func.body
     return isinstance(body, s_tir.SBlockRealize) and body.block.name_hint == "root"
-
-
-#: The generic rule after every bool the kernel computes was inlined into its consumers.
-GENERIC_BOOLS_INLINED = "generic-bools-inlined"
-
-
-def _inline_bools(sch: s_tir.Schedule) -> None:
-    """Inline every block that writes a bool buffer of the function's own (a comparison, isnan, a logical
-    operation) into its consumers; raises ``NotThisRule`` where a bool is still stored or loaded (a bool
-    parameter, or a block TVM cannot inline)."""
-    own = list(sch.mod["main"].body.block.alloc_buffers)
-    for blk in reversed(child_blocks(sch)[:-1]):
-        writes = sch.get(blk).writes
-        if any(str(w.source.dtype) == "bool" and any(w.source.same_as(b) for b in own) for w in writes):
-            try:
-                sch.compute_inline(blk)
-            except s_tir.ScheduleError as err:
-                raise NotThisRule from err
-    if _has_bool(sch.mod["main"]):
-        raise NotThisRule
 
 
 def _has_bool(func: tirx.PrimFunc) -> bool:
