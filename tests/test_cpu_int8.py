@@ -137,13 +137,7 @@ def test_int8_matmul_sums_exactly(case: str, target_name: str) -> None:
     a.reshape(-1, shape[-1])[0] = 255
     w = rng.integers(-128, 128, (shape[-1], n)).astype("int8")
     w[:, 0] = -128
-    bb = relax.BlockBuilder()
-    av = relax.Var("a", relax.TensorType(a.shape, "uint8"))
-    with bb.function("main", [av]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.matmul(av, relax.const(w), out_dtype="int32"))
-        bb.emit_func_output(out)
-    executable, report = pipeline.build(bb.finalize(), target)
+    executable, report = pipeline.build(_matmul_module(list(shape[:-1]), shape[-1], w), target)
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(a)).numpy()
     np.testing.assert_array_equal(got, a.astype("int64") @ w.astype("int64"))
     if int8.dot_product(target, "uint8") is not None:

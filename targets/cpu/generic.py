@@ -263,7 +263,7 @@ def _reduce_in_lanes(sch: s_tir.Schedule, block, spatial: list, reduce: list, la
         sch.parallel(spatial[0])
     else:
         parallel(sch, spatial, work=work)
-    outer, lane = sch.split(r, [None, lanes])
+    _, lane = sch.split(r, [None, lanes])
     rf = sch.rfactor(lane, len(spatial))
     loops = sch.get_loops(rf)
     outer, lane = loops[-2:]

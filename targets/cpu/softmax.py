@@ -39,55 +39,42 @@ def _row_reduce(x: te.Tensor, outer: list, n: object, lanes: int, combine: str, 
     per lane (contiguous loads, the lane axis vectorized by the ``generic`` rule), then the lanes and the
     tail of fewer than ``lanes`` elements.  A reduction over no element leaves its result unwritten in
     TIR (its init sits inside the empty loop): for a static ``n`` only stages with something to reduce
-    are built; for a symbolic one (``_symbolic_row_reduce``) no result is read that may be unwritten."""
-    if not isinstance(n, int):
-        return _symbolic_row_reduce(x, outer, n, lanes, combine, name)
+    are built; for one known only at execution (attention's sequence) each result is read only where its
+    reduction had an element.  Not a tail of ``lanes`` elements guarded by ``< n``:
+    ``te.create_prim_func`` (TVM 0.27) drops a reduction's ``where``."""
     reducer = te.max if combine == "max" else te.sum
-    full, start = n // lanes, n // lanes * lanes
-    parts = []
-    if full:
+    static = isinstance(n, int)
+    full = n // lanes if static else tirx.floordiv(n, lanes)
+    start = full * lanes
+
+    def over_lanes() -> te.Tensor:
         rv = te.reduce_axis((0, full), f"{name}_v")
         partial = te.compute(
             (*outer, lanes), lambda *i: reducer(x[(*i[:-1], rv * lanes + i[-1])], axis=[rv]), name=f"{name}_lanes"
         )
         rl = te.reduce_axis((0, lanes), f"{name}_l")
-        parts.append(te.compute(outer, lambda *r: reducer(partial[(*r, rl)], axis=[rl]), name=f"{name}_over_lanes"))
-    if n > start:
+        return te.compute(outer, lambda *r: reducer(partial[(*r, rl)], axis=[rl]), name=f"{name}_over_lanes")
+
+    def tail() -> te.Tensor:
         rt = te.reduce_axis((0, n - start), f"{name}_t")
-        parts.append(te.compute(outer, lambda *r: reducer(x[(*r, start + rt)], axis=[rt]), name=f"{name}_tail"))
-    if len(parts) == 1:
-        return parts[0]
-    return _combine(parts[0], parts[1], outer, combine, name)
+        return te.compute(outer, lambda *r: reducer(x[(*r, start + rt)], axis=[rt]), name=f"{name}_tail")
+
+    if static:
+        parts = ([over_lanes()] if full else []) + ([tail()] if n > start else [])
+        return parts[0] if len(parts) == 1 else _combine(parts[0], parts[1], outer, combine, name)
+    over, rest = over_lanes(), tail()
+    both = _combine(over, rest, outer, combine, f"{name}_both")
+
+    def pick(*r):
+        return tirx.Select(full > 0, tirx.Select(n > start, both[r], over[r]), rest[r])
+
+    return te.compute(outer, pick, name=name)
 
 
 def _combine(a: te.Tensor, b: te.Tensor, outer: list, combine: str, name: str) -> te.Tensor:
     if combine == "max":
         return te.compute(outer, lambda *r: tirx.max(a[r], b[r]), name=name)
     return te.compute(outer, lambda *r: a[r] + b[r], name=name)
-
-
-def _symbolic_row_reduce(x: te.Tensor, outer: list, n: tirx.PrimExpr, lanes: int, combine: str, name: str):
-    """``_row_reduce`` over a row length known only at execution (attention's sequence): ``n // lanes``
-    whole vectors per lane and the tail of ``n % lanes`` elements, as for a static length, each result
-    read only where its reduction had an element (else it is unwritten).  Not a tail of ``lanes``
-    elements guarded by ``< n``: ``te.create_prim_func`` (TVM 0.27) drops a reduction's ``where``."""
-    reducer = te.max if combine == "max" else te.sum
-    full = tirx.floordiv(n, lanes)
-    start = full * lanes
-    rv = te.reduce_axis((0, full), f"{name}_v")
-    partial = te.compute(
-        (*outer, lanes), lambda *i: reducer(x[(*i[:-1], rv * lanes + i[-1])], axis=[rv]), name=f"{name}_lanes"
-    )
-    rl = te.reduce_axis((0, lanes), f"{name}_l")
-    over = te.compute(outer, lambda *r: reducer(partial[(*r, rl)], axis=[rl]), name=f"{name}_over_lanes")
-    rt = te.reduce_axis((0, n - start), f"{name}_t")
-    tail = te.compute(outer, lambda *r: reducer(x[(*r, start + rt)], axis=[rt]), name=f"{name}_tail")
-    both = _combine(over, tail, outer, combine, f"{name}_both")
-
-    def pick(*r):
-        return tirx.Select(full > 0, tirx.Select(n > start, both[r], over[r]), tail[r])
-
-    return te.compute(outer, pick, name=name)
 
 
 def _last_axis(x: te.Tensor, lanes: int, log: bool) -> te.Tensor:

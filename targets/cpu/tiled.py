@@ -200,38 +200,29 @@ def inline_side_inputs(sch: s_tir.Schedule, main) -> None:
     in the same kernel (a QDQ ResNet's skip connection, dequantized; a dynamically quantized product's
     scale, x_scale * w_scale).  Computed whole at the root, it kept the epilogue off the register tile
     (``reverse_compute_at`` needs every producer under the tile's loop): the rule failed and the kernel ran
-    unscheduled (a MiniLM's products 5x slower than float32)."""
+    unscheduled (a MiniLM's products 5x slower than float32).  Likewise after it, where TVM allows: a
+    block that does not read the product (MatMulInteger's x_zero_point * colsum) is inlined into the
+    epilogue that reads it."""
     feeding = {sch.get(b).name_hint for b in sch.get_producers(main)}
-    root = child_blocks(sch)
-    names = [sch.get(b).name_hint for b in root]
-    for b in reversed(root[: names.index(sch.get(main).name_hint)]):
+    for b in reversed(_blocks_around(sch, main)[0]):
         if sch.get(b).name_hint not in feeding:
             sch.compute_inline(b)
-    # Likewise after it: a block that does not read the product (MatMulInteger's x_zero_point * colsum,
-    # x_scale * w_scale) is inlined into the epilogue that reads it, where TVM allows.
-    consumers, frontier = set(), [main]
-    while frontier:
-        for c in sch.get_consumers(frontier.pop()):
-            if sch.get(c).name_hint not in consumers:
-                consumers.add(sch.get(c).name_hint)
-                frontier.append(c)
-    after = child_blocks(sch)
-    after = after[[sch.get(b).name_hint for b in after].index(sch.get(main).name_hint) + 1 :]
-    for b in after:
+    consumers = _consumers(sch, main)
+    for b in _blocks_around(sch, main)[1]:
         if sch.get(b).name_hint not in consumers:
             with contextlib.suppress(s_tir.ScheduleError):
                 sch.compute_inline(b)
 
 
-def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
-    """The blocks that follow ``block`` in its function (its fused epilogue), in order."""
+def _blocks_around(sch: s_tir.Schedule, block) -> tuple[list, list]:
+    """The function's blocks before ``block`` and after it, in order."""
     root = child_blocks(sch)
-    names = [sch.get(b).name_hint for b in root]
-    index = names.index(sch.get(block).name_hint)
-    after = root[index + 1 :]
-    # Only consumers of the main block can run on its tile: a block after it that computes something
-    # else (Gemm's beta * C) would be computed per tile and read whole. Leave such functions to the
-    # next rule.
+    index = [sch.get(b).name_hint for b in root].index(sch.get(block).name_hint)
+    return root[:index], root[index + 1 :]
+
+
+def _consumers(sch: s_tir.Schedule, block) -> set[str]:
+    """The names of the blocks that read ``block``'s output, directly or through other blocks."""
     consumers, frontier = set(), [block]
     while frontier:
         for c in sch.get_consumers(frontier.pop()):
@@ -239,6 +230,16 @@ def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
             if name not in consumers:
                 consumers.add(name)
                 frontier.append(c)
+    return consumers
+
+
+def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
+    """The blocks that follow ``block`` in its function (its fused epilogue), in order."""
+    after = _blocks_around(sch, block)[1]
+    # Only consumers of the main block can run on its tile: a block after it that computes something
+    # else (Gemm's beta * C) would be computed per tile and read whole. Leave such functions to the
+    # next rule.
+    consumers = _consumers(sch, block)
     if any(sch.get(b).name_hint not in consumers for b in after):
         raise NotThisRule("a block after the main one does not consume it")
     return after
