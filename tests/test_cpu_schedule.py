@@ -3,12 +3,13 @@ the schedules really apply (parallel and vectorized loops, packed weights, the e
 
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
 import pytest
 import tvm
-from tvm import relax
+from tvm import relax, te
 
 import nnadapter_tvm as nna
 from nnadapter_tvm.runtime.convert import quantize_expr
@@ -16,6 +17,7 @@ from nnadapter_tvm.targets import llvm as llvm_target
 from nnadapter_tvm.targets.cpu import pipeline, schedule
 from nnadapter_tvm.targets.cpu.compute import CONV, DENSE, DEPTHWISE
 from nnadapter_tvm.targets.cpu.groups import padded_group
+from nnadapter_tvm.targets.cpu.int8 import INT8_CONV
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.simd import vector_lanes, vector_registers
@@ -480,15 +482,35 @@ def test_rows_no_tile_divides_are_padded_to_whole_tiles(name, target):
         assert unrolled and max(unrolled) >= 4, (kernel, unrolled)
 
 
-def test_failing_rule_leaves_the_function_unscheduled(monkeypatch):
+def test_failing_rule_leaves_the_function_unscheduled(monkeypatch, caplog):
+    """A rule that raises is reported as a WARNING naming the rule and the kernel, the next rule is tried,
+    and with every rule failing the kernel keeps its unscheduled loops (same numbers)."""
+
     def broken(*args, **kwargs):
         raise RuntimeError("rule bug")
 
-    monkeypatch.setattr(schedule, "schedule_conv", broken)
+    monkeypatch.setattr(next(r for r in schedule.RULES if r.name == CONV), "schedule", broken)
     monkeypatch.setattr(schedule, "schedule_generic", broken)
     shape = (1, 8, 6, 6)
-    report = _check(_module([shape], lambda bb, x: _conv(bb, x, 16, 3)), [shape])
+    with caplog.at_level(logging.WARNING, logger="nnadapter_tvm"):
+        report = _check(_module([shape], lambda bb, x: _conv(bb, x, 16, 3)), [shape])
     assert set(report.values()) == {"none"}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    conv_kernel = next(name for name in report if "conv" in name)
+    assert any(f"rule {CONV} failed on kernel {conv_kernel}: rule bug" in m for m in warnings), warnings
+    for kernel in report:
+        assert any(f"rule generic failed on kernel {kernel}: rule bug" in m for m in warnings), (kernel, warnings)
+
+
+def test_a_main_block_rule_takes_its_own_block_only():
+    """The int8 convolution's block name extends the float one's; each rule applies to its own (the float
+    rule used to be tried on int8 kernels and fail), fusion's numbered copies included."""
+    x = te.placeholder((4, 8), "int32", name="x")
+    for name, rule in [(INT8_CONV, INT8_CONV), (CONV, CONV), (CONV + "_1", CONV), (DENSE + "_2_1", DENSE)]:
+        y = te.compute((4, 8), lambda i, j: x[i, j] + 1, name=name)
+        kernel = schedule.Kernel(te.create_prim_func([x, y]))
+        applying = [r.name for r in schedule.RULES if r.applies(kernel)]
+        assert applying == [rule, "generic"], (name, applying)
 
 
 def test_vector_width_follows_the_target():
