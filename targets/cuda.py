@@ -5,8 +5,10 @@ fallbacks), the kernels become CUDA C and the host code x86-64 (the machine's LL
 and ``export`` writes an ordinary shared library that carries the CUDA C.  TVM 0.27 compiles
 that CUDA C when the library is loaded on a GPU machine (``tvm_callback_cuda_compile`` from
 ``tvm.support.nvcc``: NVRTC through the ``cuda-bindings`` package, or ``nvcc`` with
-``TVM_CUDA_COMPILE_MODE=nvcc``), for the GPU actually present.  ``CUDA_ARCH`` therefore only
-steers scheduling (dlight reads the target's architecture and limits); see docs/targets-gpu.md.
+``TVM_CUDA_COMPILE_MODE=nvcc``), for the GPU actually present.  ``CUDA_ARCH`` therefore only names
+the target the kernels are scheduled for (and enters the model token); dlight reads the target's limits,
+which TVM's cuda kind gives alike for every architecture, and the CUDA C came out the same for sm_61,
+sm_75 and sm_90 on every model of tests/test_gpu_targets.py; see docs/targets-gpu.md.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.properties import Property
 from nnadapter_tvm.runtime.tvm_runtime import tvm  # imported on first use: a context needs none of it
-from nnadapter_tvm.targets.base import Program, Property
+from nnadapter_tvm.targets.base import Program
 from nnadapter_tvm.targets.gpu import GpuDriver
 from nnadapter_tvm.types import ResultCode
 

@@ -24,6 +24,7 @@ from tvm import te
 
 import nnadapter_tvm as nna
 from nnadapter_tvm.runtime.convert import convert_model
+from nnadapter_tvm.runtime.token import model_token
 from nnadapter_tvm.targets import DRIVERS, gpu, toolchain
 from nnadapter_tvm.tools import builtin_model
 
@@ -239,12 +240,24 @@ def test_cuda_builds_exports_and_nvcc_compiles(name, tmp_path):
     _nvcc(source, "sm_80", tmp_path)
 
 
-def test_cuda_arch_reaches_the_kernels(tmp_path):
+def test_cuda_arch_reaches_the_target_token_and_nvcc(tmp_path):
+    """What CUDA_ARCH changes: the TVM target the kernels are scheduled for, and so the model token (a
+    cache built for one architecture is not loaded for another); nvcc compiles the CUDA C for it. The
+    CUDA C itself came out the same for sm_61, sm_75 and sm_90 on every model here (dlight reads the
+    target's limits, which TVM's cuda kind gives alike for every architecture): not asserted either way."""
+    model, _ = _model("SOFTMAX")
+    tokens = {}
+    for arch in ("sm_75", "sm_90"):
+        context = nna.Context([nna.Device.acquire("cuda")], f"CUDA_ARCH={arch}")
+        assert str(CUDA.tvm_target(context.properties).arch) == arch
+        tokens[arch] = model_token(model, context)
+    assert tokens["sm_75"] != tokens["sm_90"]
     executable, _ = _build(CUDA, "SOFTMAX", "CUDA_ARCH=sm_90")
     (source,) = gpu.kernel_sources(executable, "cuda")
     if NVCC is None:
         pytest.skip("nvcc is not on PATH")
     _nvcc(source, "sm_90", tmp_path)
+    assert ".target sm_90" in (tmp_path / "kernels.cu.ptx").read_text()
 
 
 # -- OpenCL: compile, export, and build the OpenCL C with a real OpenCL compiler ----------

@@ -3,6 +3,8 @@ FLOPs that match the operation's own count."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -45,6 +47,45 @@ def test_kernels_are_timed_and_their_flops_counted():
     got = predictor.run({"x": x})[0]
     assert dict(timer.calls) == calls
     np.testing.assert_allclose(got, _conv_relu_reference(model, x), rtol=1e-4, atol=1e-4)
+
+
+def _big_and_small_convolutions() -> onnx.ModelProto:
+    """A 3x3 convolution of 64 -> 64 channels over 56 x 56 (231 MFLOP), then a 1x1 one down to 1 channel
+    (0.4 MFLOP): two kernels whose work differs 580-fold."""
+    rng = np.random.default_rng(2)
+    big = numpy_helper.from_array(rng.standard_normal((64, 64, 3, 3)).astype("float32") * 0.05, "big")
+    small = numpy_helper.from_array(rng.standard_normal((1, 64, 1, 1)).astype("float32"), "small")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "big"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Conv", ["c", "small"], ["y"]),
+        ],
+        "big_small",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 56, 56])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 56, 56])],
+        initializer=[big, small],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_instrument_times_each_kernel_where_its_work_is():
+    """The instrument's times are each kernel's own: every kernel is called once an inference, the one
+    with by far the most FLOPs (TVM's count, independent of the timer) takes the most time, and the
+    kernels' times add up to no more than the instrumented inferences took (timed from outside)."""
+    predictor = nna.Predictor(_big_and_small_convolutions())
+    feeds = {"x": np.random.default_rng(3).standard_normal((1, 64, 56, 56)).astype("float32")}
+    repeat = 5
+    start = time.perf_counter()
+    timer, whole_s, flops = profile.profile(predictor, feeds, repeat=repeat)
+    outside = time.perf_counter() - start
+    kernels = [k for k in timer.seconds if k != profile.BUILTINS]
+    assert all(timer.calls[k] == repeat for k in kernels), dict(timer.calls)
+    by_flops = sorted(kernels, key=lambda k: flops.get(k) or 0)
+    heaviest, second = by_flops[-1], by_flops[-2]
+    assert (flops[heaviest] or 0) > 100 * (flops.get(second) or 0), flops
+    assert timer.seconds[heaviest] > 3 * max(timer.seconds[k] for k in kernels if k != heaviest), dict(timer.seconds)
+    # ``outside`` also holds the warm-up and the uninstrumented runs.
+    assert sum(timer.seconds.values()) < outside - repeat * whole_s
 
 
 def _conv_relu_reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
