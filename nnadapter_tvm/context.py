@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check, fail
+from nnadapter_tvm.properties import switch
 from nnadapter_tvm.runtime.tuning_database import TUNING_DATABASE
 from nnadapter_tvm.targets import DRIVERS, Property
-from nnadapter_tvm.targets.base import TVM_NUM_THREADS, TVM_OPT_LEVEL, switch
+from nnadapter_tvm.targets.base import TVM_NUM_THREADS, TVM_OPT_LEVEL
 from nnadapter_tvm.types import OperationType
 
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from nnadapter_tvm import __version__ as _nnadapter_tvm_version
 from nnadapter_tvm.types import NNAdapterError, ResultCode
+from nnadapter_tvm.version import __version__ as _nnadapter_tvm_version
 
 #: The onnxruntime API release this module follows, with our own version as a PEP 440 local label
 #: (applications that compare ``onnxruntime.__version__`` see a recent onnxruntime).

@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from nnadapter_tvm import __version__ as _version
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check, fail
 from nnadapter_tvm.targets import DRIVERS
 from nnadapter_tvm.types import NNAdapterError, ResultCode
+from nnadapter_tvm.version import __version__ as _version
 
 __all__ = [
     "CxxConfig",

@@ -50,7 +50,7 @@ from nnadapter_tvm.op_converters.helpers import (
     spatial_pads,
 )
 from nnadapter_tvm.op_converters.registry import converter
-from nnadapter_tvm.targets.relax_passes import register_legalize
+from nnadapter_tvm.runtime.lowering_rules import register_legalize
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
 
@@ -209,7 +209,7 @@ def _max_pool2d_rule(default: Callable) -> Callable:
 
 
 # Every pipeline of ours (the CPU and GPU pipelines, tuning) lowers Relax's max pool NaN-aware; TVM's own
-# rule stays as TVM ships it (targets/relax_passes.py).
+# rule stays as TVM ships it (runtime/lowering_rules.py).
 register_legalize("relax.nn.max_pool2d", _max_pool2d_rule)
 
 

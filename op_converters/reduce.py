@@ -11,7 +11,7 @@ from tvm import relax, te, tirx
 from nnadapter_tvm.op_converters.args import Key, OpArgs
 from nnadapter_tvm.op_converters.helpers import at_least_1d, is_nan, nan_max, where_empty
 from nnadapter_tvm.op_converters.registry import converter
-from nnadapter_tvm.targets.relax_passes import register_legalize
+from nnadapter_tvm.runtime.lowering_rules import register_legalize
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
 
@@ -196,7 +196,7 @@ def reduce(args: OpArgs) -> relax.Expr:
 #
 # Where: converters do not know the target (conversion runs before a driver is chosen to build), so the
 # accumulator is chosen at legalization: a rule of our pipelines' legalization (``register_legalize``,
-# targets/relax_passes.py; TVM's own FLegalize is left alone), which every pipeline (the CPU schedules,
+# runtime/lowering_rules.py; TVM's own FLegalize is left alone), which every pipeline (the CPU schedules,
 # CPU_SCHEDULES=0's default pipeline, the GPU pipeline, tuning's lowering) runs under ``with target``.
 # OpenCL keeps float32 accumulation: float64 is an optional OpenCL extension (cl_khr_fp64) that Mali and
 # Adreno GPUs, the boards this target is for, do not have, so a double in a kernel would fail to build
@@ -272,7 +272,7 @@ def _wide_mean_rule(default: Callable) -> Callable:
     return _wide_sum_legalize(default, True)
 
 
-# Our pipelines' legalization only (targets/relax_passes.py): TVM's own FLegalize stays as TVM ships it.
+# Our pipelines' legalization only (runtime/lowering_rules.py): TVM's own FLegalize stays as TVM ships it.
 register_legalize("relax.sum", _wide_sum_rule)
 register_legalize("relax.mean", _wide_mean_rule)
 

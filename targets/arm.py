@@ -21,9 +21,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.properties import Property
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
 from nnadapter_tvm.targets import toolchain
-from nnadapter_tvm.targets.base import Driver, Program, Property
+from nnadapter_tvm.targets.base import Driver, Program
 from nnadapter_tvm.targets.llvm import LlvmDriver, _csv
 from nnadapter_tvm.types import ResultCode
 

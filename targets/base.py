@@ -20,12 +20,13 @@ import abc
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm_ffi
 
+from nnadapter_tvm.properties import Property
 from nnadapter_tvm.runtime import tvm_runtime
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
 from nnadapter_tvm.runtime.weights import ALIGNMENT, aligned_empty, host_tensors
@@ -43,40 +44,11 @@ def is_scheduled(func: tvm.tirx.PrimFunc) -> bool:
     return bool(func.attrs is not None and func.attrs.get(SCHEDULED, False))
 
 
-@dataclasses.dataclass(frozen=True)
-class Property:
-    """A context property a device understands (``KEY=VALUE;`` in the properties string).
-
-    Read a setting as ``PROPERTY.read(props)``: the value ``parse`` gave it, or ``default`` where the
-    context does not set it. ``props`` holds parsed (typed) values: ``Context.properties``."""
-
-    key: str
-    description: str
-    parse: Callable[[str], object]
-    default: object = None
-    codegen: bool = True  # changes the compiled code, so it enters the model token
-
-    def read(self, props: Mapping[str, object]) -> Any:
-        """This setting in the parsed properties ``props``, or its declared default."""
-        value = props.get(self.key)
-        return self.default if value is None else value
-
-
 def _opt_level(text: str) -> int:
     level = int(text)
     if not 0 <= level <= 3:
         raise ValueError("must be 0..3")
     return level
-
-
-def switch(text: str) -> bool:
-    """A ``1``/``0`` (``on``/``off``, ``true``/``false``, ``yes``/``no``) property's value."""
-    value = text.strip().lower()
-    if value in ("1", "true", "on", "yes"):
-        return True
-    if value in ("0", "false", "off", "no"):
-        return False
-    raise ValueError("must be 1 or 0")
 
 
 def _positive(text: str) -> int:
@@ -259,9 +231,9 @@ class Driver(abc.ABC):
         return [self.name, {p.key: _jsonable(p.read(props)) for p in self.properties}]
 
     def supports(self, op_type: OperationType, props: dict) -> bool:
-        from nnadapter_tvm.op_converters import supported_operations
-
-        return op_type in supported_operations()
+        """Whether this target builds ``op_type``'s kernels, given that a converter exists (the runtime
+        checks that: ``runtime.partition``); a target that cannot builds says so here (``gpu.CPU_ONLY``)."""
+        return True
 
     def kernel_cache(self, props: dict, key: bytes | None = None) -> KernelCache | None:
         """The kernel cache this driver's builds use with ``props`` (``runtime.kernel_cache``; entries

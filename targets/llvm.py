@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 import tvm_ffi
 
+from nnadapter_tvm.properties import Property, switch
 from nnadapter_tvm.runtime import tuning_database, tvm_runtime
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: loading needs neither
-from nnadapter_tvm.targets.base import TVM_OPT_LEVEL, Driver, Property, switch
+from nnadapter_tvm.targets.base import TVM_OPT_LEVEL, Driver
 
 if TYPE_CHECKING:
     from nnadapter_tvm.runtime.kernel_cache import KernelCache

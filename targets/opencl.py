@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from nnadapter_tvm.errors import fail
+from nnadapter_tvm.properties import Property
 from nnadapter_tvm.runtime.tvm_runtime import tvm  # imported on first use: a context needs none of it
-from nnadapter_tvm.targets.base import Program, Property
+from nnadapter_tvm.targets.base import Program
 from nnadapter_tvm.targets.gpu import HOST_TRIPLES, GpuDriver, host_machine, llvm_host
 from nnadapter_tvm.types import ResultCode
 

@@ -3,7 +3,7 @@
 ``legalize_ops`` is ``LegalizeOps`` with this project's rules (``legalize_map``) passed in its customize
 map, never registered on TVM's operators: TVM's ``FLegalize`` attributes stay as TVM ships them, so
 another user of TVM in the same process sees TVM's own lowering.  A converter module that needs an op
-lowered its own way adds a rule with ``register_legalize``.  ``default_pipeline`` is ``tvm.compile``'s
+lowered its own way registers a rule in ``runtime.lowering_rules``.  ``default_pipeline`` is ``tvm.compile``'s
 default Relax pipeline with that legalization run first (``CPU_SCHEDULES=0``, drivers without a
 pipeline of their own).
 
@@ -23,7 +23,7 @@ import tvm_ffi
 from tvm import relax, topi
 
 from nnadapter_tvm.errors import TVM_ERRORS
-from nnadapter_tvm.runtime import weights
+from nnadapter_tvm.runtime import lowering_rules, weights
 
 LegalizeFunc = Callable[[relax.BlockBuilder, relax.Call], relax.Expr]
 
@@ -72,31 +72,22 @@ def _keeping_float_zero(te_func: Callable) -> Callable[[LegalizeFunc], LegalizeF
     return wrap
 
 
-#: op name -> rules over the op's lowering, applied in order: each takes the rule below it (first TVM's own
-#: ``FLegalize``) and returns the one to use.  Read by every ``legalize_ops``; nothing here touches TVM.
-_RULES: dict[str, list[Callable[[LegalizeFunc], LegalizeFunc]]] = {
-    name: [_keeping_float_zero(fn)] for name, fn in ZERO_KEEPING_OPS.items()
+#: The rules of this module: a float zero stays a tensor (applied before the converters' rules).
+_ZERO_RULES: dict[str, Callable[[LegalizeFunc], LegalizeFunc]] = {
+    name: _keeping_float_zero(fn) for name, fn in ZERO_KEEPING_OPS.items()
 }
 
 
-def register_legalize(op_name: str, rule: Callable[[LegalizeFunc], LegalizeFunc]) -> None:
-    """Add ``rule`` over ``op_name``'s lowering in every pipeline of ours (a converter module's way to
-    change how a Relax op lowers, in place of ``tvm.ir.register_op_attr(..., "FLegalize", level=11)``,
-    which changes it for the whole process).  ``rule(default)`` returns the lowering to use; ``default``
-    is TVM's own, or the rule registered before.  Registering the same ``rule`` again (a reloaded
-    module) replaces it rather than stacking it."""
-    rules = _RULES.setdefault(op_name, [])
-    key = getattr(rule, "__qualname__", None), getattr(rule, "__module__", None)
-    rules[:] = [r for r in rules if (getattr(r, "__qualname__", None), getattr(r, "__module__", None)) != key]
-    rules.append(rule)
-
-
 def legalize_map(extra: Mapping[str, LegalizeFunc] | None = None) -> dict[str, LegalizeFunc]:
-    """This project's ``LegalizeOps`` rules (``register_legalize``'s, the float-zero ones first), each
-    over TVM's own rule as the operator carries it now, with a pipeline's own ``extra`` rules (the
-    CPU's packed conv2d/matmul) on top; an op in both takes ``extra``'s."""
+    """This project's ``LegalizeOps`` rules (the float-zero ones, then those converters registered in
+    ``runtime.lowering_rules``), each over TVM's own rule as the operator carries it now, with a
+    pipeline's own ``extra`` rules (the CPU's packed conv2d/matmul) on top; an op in both takes
+    ``extra``'s."""
+    chains: dict[str, list] = {name: [rule] for name, rule in _ZERO_RULES.items()}
+    for name, wraps in lowering_rules.registered().items():
+        chains.setdefault(name, []).extend(wraps)
     rules: dict[str, LegalizeFunc] = {}
-    for name, wraps in _RULES.items():
+    for name, wraps in chains.items():
         rule = tvm.ir.Op.get(name).get_attr("FLegalize")
         for wrap in wraps:
             rule = wrap(rule)

@@ -273,3 +273,151 @@ def test_runtime_and_api_do_not_import_tools():
             if imp.target == TOOLS or imp.target.startswith(f"{TOOLS}."):
                 offending.append(f"{modules[module][0].relative_to(ROOT)}:{imp.line} imports {imp.target}")
     assert not offending, "the runtime or an API module imports the tools:\n  " + "\n  ".join(offending)
+
+
+# -- the layer order of docs/architecture.md -------------------------------------------------------------
+
+LAYERS_DOC = ROOT / "docs" / "architecture.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One row of the layer table: its layer number, what it is, and its module patterns."""
+
+    layer: int
+    part: str
+    patterns: tuple[str, ...]
+
+    def holds(self, module: str) -> bool:
+        return any(_matches(p, module) for p in self.patterns)
+
+
+def _matches(pattern: str, module: str) -> bool:
+    """``X.*``: the package ``X`` and every module in it; otherwise the one module named."""
+    if pattern.endswith(".*"):
+        return module == pattern[:-2] or module.startswith(pattern[:-1])
+    return module == pattern
+
+
+def _layer_rows(text: str) -> list[Row]:
+    """The rows of the table between ``<!-- layers -->`` and ``<!-- /layers -->``."""
+    match = re.search(r"<!-- layers -->(.*?)<!-- /layers -->", text, re.DOTALL)
+    assert match is not None, f"{LAYERS_DOC.name} has no layer table"
+    rows = []
+    for line in match.group(1).strip().splitlines()[2:]:  # past the header and its rule
+        layer, part, modules = (cell.strip() for cell in line.strip().strip("|").split("|"))
+        rows.append(Row(int(layer), part, tuple(re.findall(r"`([^`]+)`", modules))))
+    return rows
+
+
+def _row_of(module: str, rows: list[Row]) -> list[Row]:
+    return [row for row in rows if row.holds(module)]
+
+
+def _layer_violations(graph: dict[str, dict[str, int]], rows: list[Row]) -> list[str]:
+    """Each import that points up the table, or across to a peer row of the same layer."""
+    found = []
+    for module, edges in sorted(graph.items()):
+        (source,) = _row_of(module, rows)
+        for target, line in sorted(edges.items()):
+            (dest,) = _row_of(target, rows)
+            if dest is source or dest.layer > source.layer:
+                continue
+            how = "a peer" if dest.layer == source.layer else "a higher layer"
+            found.append(f"{module} (line {line}, {source.part}) imports {target} ({dest.part}): {how}")
+    return found
+
+
+def test_every_module_is_in_one_row_of_the_layer_table():
+    rows = _layer_rows(LAYERS_DOC.read_text())
+    placed = {module: [r.part for r in _row_of(module, rows)] for module in _modules()}
+    unplaced = sorted(m for m, parts in placed.items() if not parts)
+    twice = sorted(f"{m}: {parts}" for m, parts in placed.items() if len(parts) > 1)
+    assert not unplaced and not twice, f"not in the layer table: {unplaced}; in more than one row: {twice}"
+    unused = [p for row in rows for p in row.patterns if not any(_matches(p, m) for m in placed)]
+    assert not unused, f"patterns of the layer table that name no module: {unused}"
+
+
+def test_imports_follow_the_layer_order():
+    """Every import (inside functions too) points to the module's own row or a lower layer, never to a
+    peer row of the same layer (converters and targets)."""
+    rows = _layer_rows(LAYERS_DOC.read_text())
+    violations = _layer_violations(_graph(module_level_only=False), rows)
+    assert not violations, "imports against docs/architecture.md's layers:\n  " + "\n  ".join(violations)
+
+
+def test_layer_check_reports_upward_and_peer_imports():
+    """The checker itself, on a planted table and graph."""
+    table = """<!-- layers -->
+| layer | part | modules |
+|---|---|---|
+| 1 | top | `p.top.*` |
+| 2 | left | `p.left` |
+| 2 | right | `p.right.*` |
+| 3 | base | `p.base`, `p.util` |
+<!-- /layers -->"""
+    rows = _layer_rows(table)
+    assert [r.part for r in _row_of("p.top.cli", rows)] == ["top"] and _row_of("p.topper", rows) == []
+    graph = {
+        "p.top.cli": {"p.left": 1, "p.base": 2},
+        "p.left": {"p.right.x": 3, "p.util": 4},
+        "p.right.x": {"p.right": 5},
+        "p.right": {},
+        "p.base": {"p.top": 6, "p.util": 7},
+        "p.util": {},
+        "p.top": {},
+    }
+    assert _layer_violations(graph, rows) == [
+        "p.base (line 6, base) imports p.top (top): a higher layer",
+        "p.left (line 3, left) imports p.right.x (right): a peer",
+    ]
+
+
+# -- every module in docs/architecture.md's map ----------------------------------------------------------
+
+
+def _module_sections(text: str) -> dict[str, str]:
+    """``## The modules``' sections, each a ``**Title** (`folder/` ...)`` paragraph and what follows it up
+    to the next: folder (relative to the repository) -> the section's text."""
+    body = text[text.index("## The modules") :]
+    body = body[: body.index("\n## ", 1)] if "\n## " in body[1:] else body
+    sections: dict[str, str] = {}
+    for chunk in re.split(r"\n(?=\*\*)", body)[1:]:
+        header = chunk.splitlines()[0]
+        folder = re.search(r"`([^`]+/)`", header)
+        assert folder is not None, f"a section of the module map names no folder: {header}"
+        sections[folder.group(1)] = chunk
+    return sections
+
+
+def _mentioned(section: str) -> set[str]:
+    """The module stems a section names in backticks: `stem`, `stem.py`, `folder/stem.py`."""
+    return {token.rsplit("/", 1)[-1].removesuffix(".py") for token in re.findall(r"`([^`\n]+)`", section)}
+
+
+def test_architecture_doc_names_every_module():
+    """docs/architecture.md's module map names every module of the package in the section of its folder
+    (the deepest folder that has a section), as docs/operators.md names every operation."""
+    sections = _module_sections(LAYERS_DOC.read_text())
+    missing = []
+    for path, is_package in sorted(_modules().values()):
+        if is_package:
+            continue
+        rel = path.relative_to(ROOT).as_posix()
+        folder = max((f for f in sections if rel.startswith(f)), key=len, default=None)
+        if folder is None or path.stem not in _mentioned(sections[folder]):
+            missing.append(f"{rel} (section {folder})")
+    assert not missing, "modules docs/architecture.md's map does not name:\n  " + "\n  ".join(missing)
+
+
+def test_readme_layout_names_every_folder_and_script():
+    """The README's layout names every folder of the package and every script in scripts/."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    folders = sorted(
+        {path.parent.relative_to(ROOT).as_posix() for path, _ in _modules().values() if path.parent != ROOT}
+    )
+    missing = [f for f in folders if f.rsplit("/", 1)[-1] + "/" not in layout]
+    scripts = sorted(p.name for p in (ROOT / "scripts").iterdir() if p.suffix in (".py", ".sh"))
+    missing += [f"scripts/{s}" for s in scripts if s not in layout and s.removesuffix(".py") not in layout]
+    assert not missing, "the README's layout does not name: " + ", ".join(missing)

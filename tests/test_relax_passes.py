@@ -16,13 +16,14 @@ from oputil import execute
 from tvm import relax, te, tirx, topi
 
 import nnadapter_tvm as nna
+from nnadapter_tvm.runtime import lowering_rules
 from nnadapter_tvm.targets import relax_passes
 
 P, OP = nna.Precision, nna.OperationType
 
 # Rules other modules still register process-wide (``tvm.ir.register_op_attr(..., "FLegalize")``): they
-# belong in ``relax_passes.register_legalize`` too; the test below fails on any new one.
-STILL_GLOBAL: set[str] = set()  # every rule of ours goes through targets/relax_passes.register_legalize
+# belong in ``lowering_rules.register_legalize`` too; the test below fails on any new one.
+STILL_GLOBAL: set[str] = set()  # every rule of ours goes through runtime/lowering_rules.register_legalize
 
 
 def test_import_leaves_tvm_legalize_rules_untouched():
@@ -68,15 +69,15 @@ def test_import_leaves_tvm_legalize_rules_untouched():
 def test_register_legalize_reaches_our_pipelines_only(monkeypatch):
     """A rule added with ``register_legalize`` lowers the op in ``legalize_ops`` (and so in every pipeline of
     ours), while TVM's own ``LegalizeOps()`` and the operator's attribute keep TVM's rule."""
-    monkeypatch.setattr(relax_passes, "_RULES", {k: list(v) for k, v in relax_passes._RULES.items()})
+    monkeypatch.setattr(lowering_rules, "_RULES", lowering_rules.registered())
     tvm_rule = tvm.ir.Op.get("relax.negative").get_attr("FLegalize")
 
     def plus_one(default):  # -x + 1: an observable change
         return lambda bb, call: bb.call_te(lambda x: topi.add(topi.negative(x), 1.0), call.args[0])
 
-    relax_passes.register_legalize("relax.negative", plus_one)
-    relax_passes.register_legalize("relax.negative", plus_one)  # again (a reloaded module): not stacked
-    assert len(relax_passes._RULES["relax.negative"]) == 1
+    lowering_rules.register_legalize("relax.negative", plus_one)
+    lowering_rules.register_legalize("relax.negative", plus_one)  # again (a reloaded module): not stacked
+    assert len(lowering_rules.registered()["relax.negative"]) == 1
     assert tvm.ir.Op.get("relax.negative").get_attr("FLegalize").same_as(tvm_rule)
 
     bb = relax.BlockBuilder()

@@ -1,7 +1,8 @@
 """The device split of an NNAdapter model, as the spec's runtime does it (NNAdapter's multi-device
 partition; the ONNX frontend's host-vs-TVM split is another level, ``frontends.onnx.plan``).
 
-Each operation goes to the first device of the context that supports it; operations are then
+Each operation goes to the first device of the context that supports it (a converter exists for it,
+and the device's driver builds it); operations are then
 clustered, per device, into device subgraphs that keep the graph of subgraphs acyclic, and the
 subgraphs are ordered topologically (``runtime.clustering``). Operands crossing a boundary become
 the outputs of one subgraph and the inputs of the next; values are keyed by operand index.
@@ -33,12 +34,21 @@ class DeviceSubgraph:
 def assign_devices(model: Model, context: Context) -> dict[int, int]:
     """Operation index -> index of the first device supporting it (and allowed by the context's
     DEVICE_<i>_(UN)SUPPORTED_OPERATIONS); all misses fail together."""
+    # Here, not at the top: loading a cached model imports this module but neither TVM's compiler nor
+    # the converters.
+    from nnadapter_tvm.op_converters import supported_operations
+
     drivers = [d.driver for d in context.devices]
     props = context.properties
+    converted = supported_operations()
     assignment, missing = {}, []
     for op in model.operations:
         index = next(
-            (i for i, d in enumerate(drivers) if d.supports(op.type, props) and context.device_accepts(i, op.type)),
+            (
+                i
+                for i, d in enumerate(drivers)
+                if op.type in converted and d.supports(op.type, props) and context.device_accepts(i, op.type)
+            ),
             None,
         )
         if index is None:

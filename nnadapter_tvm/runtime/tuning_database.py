@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+from nnadapter_tvm.properties import Property
 from nnadapter_tvm.runtime.tvm_runtime import relax, tvm  # imported on first use: a context needs neither
-from nnadapter_tvm.targets.base import Property
 
 #: The two files of a MetaSchedule JSON database.
 WORKLOADS = "database_workload.json"
