@@ -32,8 +32,10 @@ from nnadapter_tvm.op_converters import (  # noqa: F401  (imported for registrat
     selection,
     shape,
     spectral,
+    stacking,
     tensor_ops,
     text,
+    tiling,
     unary,
 )
 from nnadapter_tvm.op_converters.registry import converter, get_converter, supported_operations

@@ -61,16 +61,16 @@ def einsum(args: OpArgs) -> relax.Expr:
 
     Reference: ONNX Einsum-12 (numpy.einsum's convention, as onnx.reference's implementation).
     """
-    if not args.operand(args.count - 1).is_constant:
-        args.fail("must be a constant (the equation's ASCII bytes)", args.count - 1)
+    if not args.operand("equation").is_constant:
+        args.fail("must be a constant (the equation's ASCII bytes)", "equation")
     try:
-        equation = equation_text(args.value(args.count - 1))
+        equation = equation_text(args.value("equation"))
     except UnicodeDecodeError:
-        args.fail("must hold ASCII text", args.count - 1)
-    xs = args.tensors(0, args.count - 1)
+        args.fail("must hold ASCII text", "equation")
+    xs = args.tensors(0, args.index("equation"))
     terms, output = _einsum_terms(equation)
     if len(terms) != len(xs):
-        args.fail(f"equation {equation!r} names {len(terms)} operands, {len(xs)} given", args.count - 1)
+        args.fail(f"equation {equation!r} names {len(terms)} operands, {len(xs)} given", "equation")
     for k, (term, x) in enumerate(zip(terms, xs)):
         rank = len(args.shape(x))
         letters = len(term.replace("...", ""))
@@ -79,7 +79,7 @@ def einsum(args: OpArgs) -> relax.Expr:
         if str(x.ty.dtype) != str(xs[0].ty.dtype):
             args.fail(f"must have the element type of input 0 ({xs[0].ty.dtype}), got {x.ty.dtype}", k)
     if output is not None and not _TERM.match(output):
-        args.fail(f"the output term {output!r} of equation {equation!r} is not letters and '...'", args.count - 1)
+        args.fail(f"the output term {output!r} of equation {equation!r} is not letters and '...'", "equation")
     return relax.op.einsum(xs, equation)
 
 

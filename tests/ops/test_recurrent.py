@@ -517,9 +517,9 @@ def test_onnx_omitted_output_and_clip(tmp_path):
 def test_one_row_split_over_threads(op, opts, direction, monkeypatch):
     """Batch 1, one direction, H = 40, with SPLIT_ONE_ROW: the kernel splits each step over the threads
     (barriers between phases); a sequence length shorter than T, so the threads agree on skipped steps."""
-    from nnadapter_tvm.op_converters import recurrent
+    from nnadapter_tvm.op_converters import recurrent_kernel
 
-    monkeypatch.setattr(recurrent, "SPLIT_ONE_ROW", True)
+    monkeypatch.setattr(recurrent_kernel, "SPLIT_ONE_ROW", True)
     case = make_case(op, steps=6, batch=1, size=5, hidden=40, direction=direction, seq=[4], h0=True, c0=True, **opts)
     check(op, case)
 
