@@ -283,10 +283,9 @@ def prepare(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule,
     Legalization takes this project's rules (``relax_passes.legalize_ops``); ``split_fused_shape_params``
     keeps ``FuseTIR`` from failing on fused functions with scalar parameters of two kinds, and
     ``order_symbolic_definitions`` puts back after its definition a binding FuseOps moved before it."""
+    from nnadapter_tvm.targets.kernel_identity import merge_equal_kernels, order_scalar_params
     from nnadapter_tvm.targets.relax_passes import (
         legalize_ops,
-        merge_equal_kernels,
-        order_scalar_params,
         order_symbolic_definitions,
         split_fused_shape_params,
         view_guarded_values,

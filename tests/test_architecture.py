@@ -421,3 +421,16 @@ def test_readme_layout_names_every_folder_and_script():
     scripts = sorted(p.name for p in (ROOT / "scripts").iterdir() if p.suffix in (".py", ".sh"))
     missing += [f"scripts/{s}" for s in scripts if s not in layout and s.removesuffix(".py") not in layout]
     assert not missing, "the README's layout does not name: " + ", ".join(missing)
+
+
+MAX_LINES = 600
+
+
+def test_no_module_needs_scrolling_through_several_topics():
+    """Every module of the package holds at most ``MAX_LINES`` lines: a longer one is split by topic."""
+    long = sorted(
+        f"{path.relative_to(ROOT)}: {n} lines"
+        for path, _ in _modules().values()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    )
+    assert not long, f"modules over {MAX_LINES} lines:\n  " + "\n  ".join(long)

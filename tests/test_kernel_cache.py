@@ -200,7 +200,7 @@ print(stats.hits, stats.misses)
 
 def test_another_process_finds_every_kernel(kernels, tmp_path):
     """Kernels taking symbolic sizes as scalars (a pooling over unknown H and W, whose order FuseTIR picks
-    anew in each process: relax_passes.order_scalar_params) are found by the next process's compile."""
+    anew in each process: kernel_identity.order_scalar_params) are found by the next process's compile."""
     import subprocess
     import sys
 

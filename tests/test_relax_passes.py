@@ -17,7 +17,7 @@ from tvm import relax, te, tirx, topi
 
 import nnadapter_tvm as nna
 from nnadapter_tvm.runtime import lowering_rules
-from nnadapter_tvm.targets import relax_passes
+from nnadapter_tvm.targets import kernel_identity, relax_passes
 
 P, OP = nna.Precision, nna.OperationType
 
@@ -343,9 +343,9 @@ def test_order_scalar_params_follows_the_kernels_structure():
     """The kernel takes h before w (their order in its buffers' shapes), the call passes them so, and the
     module computes the same values; a module already in that order comes back as it was."""
     mod = _scalar_kernel_module()
-    ordered = relax_passes.order_scalar_params(mod)
+    ordered = kernel_identity.order_scalar_params(mod)
     assert [p.name for p in ordered["kernel"].params] == ["x", "h", "w", "y"]
-    again = relax_passes.order_scalar_params(ordered)
+    again = kernel_identity.order_scalar_params(ordered)
     assert again.same_as(ordered)
     data = np.arange(6, dtype="float32").reshape(2, 3)
     want = data * 2 + 10 * 2 + 3

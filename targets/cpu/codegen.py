@@ -50,7 +50,8 @@ from nnadapter_tvm.errors import fail
 from nnadapter_tvm.runtime import phases
 from nnadapter_tvm.runtime.kernel_cache import SYMBOL_PREFIX, KernelCache
 from nnadapter_tvm.runtime.tvm_runtime import usable_cpus
-from nnadapter_tvm.targets.relax_passes import guard_reshape_analysis, lift_weights, private_kernels, rename_functions
+from nnadapter_tvm.targets.kernel_identity import private_kernels, rename_functions
+from nnadapter_tvm.targets.relax_passes import guard_reshape_analysis, lift_weights
 from nnadapter_tvm.types import ResultCode
 
 #: Overrides the number of LLVM modules (and threads) of a CPU build's kernels; 1 builds them in one

@@ -20,10 +20,9 @@ from nnadapter_tvm.targets.cpu.groups import pad_groups
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
 from nnadapter_tvm.targets.cpu.schedule import schedule_module
+from nnadapter_tvm.targets.kernel_identity import merge_equal_kernels, order_scalar_params
 from nnadapter_tvm.targets.relax_passes import (
     legalize_ops,
-    merge_equal_kernels,
-    order_scalar_params,
     order_symbolic_definitions,
     split_fused_shape_params,
     view_guarded_values,
