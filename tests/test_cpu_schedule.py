@@ -12,6 +12,7 @@ import tvm
 from tvm import relax, te
 
 import nnadapter_tvm as nna
+from nnadapter_tvm.op_converters import reduce as reduce_converters
 from nnadapter_tvm.runtime.convert import quantize_expr
 from nnadapter_tvm.targets import llvm as llvm_target
 from nnadapter_tvm.targets.cpu import pipeline, schedule
@@ -812,6 +813,25 @@ def test_reductions_along_the_contiguous_axis_run_in_lanes(reduce, shape, symbol
         [[shape], [other], [tuple(1 if i in symbolic else d for i, d in enumerate(shape))]],
         "generic",
     )
+
+
+@pytest.mark.parametrize("shape, axes", [((128, 768), [0, 1]), ((5, 37), [1])], ids=str)
+def test_a_reducer_tvm_cannot_factor_keeps_the_generic_rule(shape, axes, caplog):
+    """REDUCE_MAX of floats keeps NaN (a select TVM's rfactor does not recognise): its contiguous-axis
+    reduction is not split into lanes but still scheduled by the generic rule, without a warning, and
+    keeps the NaN where one is reduced (it failed the rule and ran as TVM's naive loops)."""
+    x = te.placeholder(shape, "float32", name="x")
+    func = te.create_prim_func([x, reduce_converters._float_max(x, axes, False)])
+    with caplog.at_level(logging.WARNING, logger="nnadapter_tvm"), TARGET:
+        scheduled, rule = schedule.schedule_prim_func(func, TARGET)
+    assert rule == "generic" and not caplog.records, [r.getMessage() for r in caplog.records]
+    data = RNG.standard_normal(shape).astype("float32")
+    data[tuple(d // 2 for d in shape)] = np.nan
+    out = np.empty(() if len(axes) == len(shape) else shape[0], "float32")
+    built = tvm.compile(tvm.IRModule({"main": scheduled}), TARGET)
+    got = tvm.runtime.tensor(out)
+    built["main"](tvm.runtime.tensor(data), got)
+    np.testing.assert_array_equal(got.numpy(), np.max(data, axis=tuple(axes)))
 
 
 @pytest.mark.parametrize(

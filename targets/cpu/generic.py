@@ -258,16 +258,30 @@ def _reduce_in_lanes(sch: s_tir.Schedule, block, spatial: list, reduce: list, la
         return
     if not spatial and extent is not None and extent >= CHUNKED_MIN_ELEMENTS and extent % (CHUNKS * lanes) == 0:
         chunk, r = sch.split(r, [CHUNKS, None])
-        block = sch.rfactor(chunk, 0)  # the chunks' partial results: an output axis of their own
+        block = _rfactor(sch, chunk, 0)  # the chunks' partial results: an output axis of their own
+        if block is None:
+            return
         spatial, (r,) = sch.get_loops(block)[:1], sch.get_loops(block)[1:]
         sch.parallel(spatial[0])
     else:
         parallel(sch, spatial, work=work)
     _, lane = sch.split(r, [None, lanes])
-    rf = sch.rfactor(lane, len(spatial))
+    rf = _rfactor(sch, lane, len(spatial))
+    if rf is None:
+        return
     loops = sch.get_loops(rf)
     outer, lane = loops[-2:]
     sch.vectorize(lane)
     if extent is None:
         sch.annotate(outer, "pragma_loop_partition_hint", 1)
     sch.decompose_reduction(rf, loops[-2 - kept])  # above the symbolic reduced loops kept apart
+
+
+def _rfactor(sch: s_tir.Schedule, loop, axis: int):
+    """``sch.rfactor(loop, axis)``, or None where the block's reducer is not one TVM can factor (a max that
+    keeps NaN, ``reduce.py``'s ``_float_max``, is a select TVM does not recognise): the reduction then
+    stays one scalar at a time, its loops as they are (a failed primitive leaves the schedule unchanged)."""
+    try:
+        return sch.rfactor(loop, axis)
+    except s_tir.ScheduleError:
+        return None
