@@ -815,6 +815,18 @@ def test_reductions_along_the_contiguous_axis_run_in_lanes(reduce, shape, symbol
     )
 
 
+def test_copies_of_a_scalar_take_the_generic_rule(caplog):
+    """A copy that reads a rank-0 tensor (GATHER's index check of a scalar index, a FILL of a computed
+    value) is scheduled by the generic rule: the transpose tiling looked at its read's last index, which
+    a scalar read has none of, and the rule failed (the kernel ran as TVM's loops)."""
+    a = te.placeholder((), "int64", name="a")
+    copied = te.compute((1,), lambda _: a[()], name="copied")
+    out = te.compute((1,), lambda _: copied[0], name="out")
+    with caplog.at_level(logging.WARNING, logger="nnadapter_tvm"), TARGET:
+        _, rule = schedule.schedule_prim_func(te.create_prim_func([a, out]), TARGET)
+    assert rule == "generic" and not caplog.records, [r.getMessage() for r in caplog.records]
+
+
 @pytest.mark.parametrize("shape, axes", [((128, 768), [0, 1]), ((5, 37), [1])], ids=str)
 def test_a_reducer_tvm_cannot_factor_keeps_the_generic_rule(shape, axes, caplog):
     """REDUCE_MAX of floats keeps NaN (a select TVM's rfactor does not recognise): its contiguous-axis

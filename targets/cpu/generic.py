@@ -147,9 +147,9 @@ def _transpose_tile(sch: s_tir.Schedule, block, lanes: int, total: int | None) -
     NCHW <-> NHWC conversions at a network's edges): both axes tiled so that reads and writes stay in
     cache lines, tiles in parallel."""
     load = _single_load(sch, block)
-    if load is None:
-        return False
     stmt = sch.get(block)
+    if load is None or not load.indices or not stmt.iter_vars:
+        return False  # a copy of a scalar (a rank-0 read) or into one: nothing to tile
     loops = sch.get_loops(block)
     iter_vars = [iv.var for iv in stmt.iter_vars]
     last_read = load.indices[-1]
