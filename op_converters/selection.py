@@ -455,8 +455,13 @@ def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
     """
     boxes, scores = args.tensor("boxes"), args.tensor("scores")
     box_shape, score_shape = args.shape(boxes), args.shape(scores)
-    if len(box_shape) != 3 or box_shape[2] != 4:
+    if len(box_shape) != 3 or (isinstance(box_shape[2], int) and box_shape[2] != 4):
         args.fail(f"must have shape [B, M, 4], got {box_shape}", "boxes")
+    if not isinstance(box_shape[2], int):
+        # Known only at execution (a subgraph's input after a host step): 4, checked then.
+        boxes = args.require(boxes, box_shape[2] == 4, f"must have shape [B, M, 4], got {box_shape}", "boxes")
+        boxes = args.match_cast(boxes, [*box_shape[:2], 4])
+        box_shape = [*box_shape[:2], 4]
     if len(score_shape) != 3:
         args.fail(f"must have shape [B, C, M], got {score_shape}", "scores")
     for a, b, what in ((box_shape[0], score_shape[0], "batch"), (box_shape[1], score_shape[2], "box count M")):

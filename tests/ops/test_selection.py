@@ -196,11 +196,14 @@ def test_all_class_non_max_suppression(batches, boxes, classes, limit, iou, scor
     check_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [expected], outputs=[Out(P.INT64, dims=[UNKNOWN, 3])])
 
 
-def test_all_class_non_max_suppression_symbolic_dims() -> None:
+@pytest.mark.parametrize("corners", [4, UNKNOWN], ids=["corners-static", "corners-symbolic"])
+def test_all_class_non_max_suppression_symbolic_dims(corners) -> None:
+    """Batch and box count unknown at compile time, and the 4 corners too (a subgraph's input after a host
+    step, as in torchvision's RetinaNet: refused before, "must have shape [B, M, 4]")."""
     data, scores = nms_data(2, 7, 2, seed=5, center=0)
     expected = nms_onnx_ref(data, scores, 3, 0.4, 0.2, 0)
     operands = [
-        In(data, dims=[UNKNOWN, UNKNOWN, 4]),
+        In(data, dims=[UNKNOWN, UNKNOWN, corners]),
         In(scores, dims=[UNKNOWN, 2, UNKNOWN]),
         i64(3),
         f32(0.4),
@@ -232,6 +235,14 @@ def test_all_class_non_max_suppression_bad_operands() -> None:
         return run_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [Out(P.INT64, dims=[UNKNOWN, 3])], [(0, 3)])
 
     expect_error(lambda: run(data[..., :3], scores), "ALL_CLASS_NON_MAX_SUPPRESSION", "boxes", "[B, M, 4]")
+    # Corners known only at execution: 3 of them fail the run, naming the operand.
+    symbolic = [In(data[..., :3], dims=[1, 5, UNKNOWN]), In(scores), i64(2), f32(0.5), f32(0.1), i32(0)]
+    expect_error(
+        lambda: run_op(ALL_CLASS_NON_MAX_SUPPRESSION, symbolic, [Out(P.INT64, dims=[UNKNOWN, 3])], [(0, 3)]),
+        "boxes",
+        "[B, M, 4]",
+        code=nna.ResultCode.INVALID_DIMENSIONS,
+    )
     expect_error(lambda: run(data, scores[:, :, :4]), "scores", "box count M 4 differs from the boxes' 5")
     expect_error(lambda: run(data, scores, center=2), "center_point_box", "got 2")
     operands = [In(data), In(scores), In(np.array([2, 3], "int64"), P.INT64), f32(0.5)]
