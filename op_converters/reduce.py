@@ -333,6 +333,7 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     if not isinstance(k, int):
         in_range = tirx.And(k >= 1, shape[axis] >= k)
         x = args.require(x, in_range, f"k {k} is out of range [1, {shape[axis]}] at execution", "k")
+        k = _size_of_its_own(args, k, "top_k")
     elif not isinstance(shape[axis], int):
         x = args.require(x, shape[axis] >= k, f"k {k} exceeds the size of axis {axis} at execution", "k")
     key = _top_k_key(x, str(x.ty.dtype))
@@ -350,6 +351,19 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     indices = args.emit(relax.op.topk(key, k, axis, "indices", largest, "int64"))
     values = relax.op.gather_elements(x, indices, axis)
     return [values, relax.op.astype(indices, dtype) if dtype != "int64" else indices]
+
+
+def _size_of_its_own(args: OpArgs, value: tirx.PrimExpr, name: str) -> tirx.PrimExpr:
+    """``value``, an expression over the symbolic dimensions, as a variable of its own read back at
+    execution (through a tensor, so that no pass substitutes the expression again). A detector's k is
+    ``min(cap, anchors)`` over every pyramid level's size: carried into every later shape it grew to
+    9,000 characters in Faster R-CNN, and TIR lowering and LLVM took minutes over such kernels."""
+    if isinstance(value, tirx.Var):
+        return value
+    n = tirx.Var(name, "int64")
+    shape = args.emit(relax.op.tensor_to_shape(relax.op.shape_to_tensor(relax.ShapeExpr([value]))))
+    args.match_cast(shape, [n])
+    return n
 
 
 def _top_k_count(args: OpArgs) -> int | tirx.PrimExpr:
