@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"MODEL must be 'builtin', an .onnx file or a Paddle inference model (a directory, MODEL.json or "
                 f"MODEL.pdmodel), got {args.model!r}",
             )
-        from nnadapter_tvm.frontends.onnx import cli as onnx_cli
+        from nnadapter_tvm.tools import onnx_commands as onnx_cli
 
         args.shapes = parse_shapes(args.shape)
         return onnx_cli.cmd_run(args)
@@ -245,7 +245,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from nnadapter_tvm.frontends.onnx import cli as onnx_cli
+    from nnadapter_tvm.tools import onnx_commands as onnx_cli
 
     _paddle_to_onnx(args)
 
