@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -95,16 +94,16 @@ def import_control(graph: ImportedGraph, index: int, node: onnx.NodeProto, input
         # under the same options, so under host fallback such a node runs on the host instead).
         graph.needs_constant += getattr(err, "needs_constant_outer", [])
         message = str(err.args[0])
-        graph._to_host(unit, message if message.startswith(label) else f"{label}: {message}")
+        graph.to_host(unit, message if message.startswith(label) else f"{label}: {message}")
         return
     unit.host = f"{node.op_type} (control flow) runs on the host around its compiled bodies"
     if names == list(node.output):
-        unit.outputs = graph._bind(node, outputs)
+        unit.outputs = graph.bind(node, outputs)
     else:
         for value in outputs:
             graph.values[value.name] = value
         unit.outputs = outputs
-    graph._note_sources(unit)
+    graph.note_sources(unit)
     graph.units.append(unit)
 
 
@@ -461,12 +460,7 @@ def _forget_shapes(node: onnx.NodeProto) -> None:
 
 def _dim_params(graph: ImportedGraph, name: str) -> list[str | None] | None:
     """The dim_params ONNX's inference gave value ``name`` of ``graph`` (``batch`` carried through a Relu)."""
-    infos = graph.__dict__.get("_control_value_infos")
-    if infos is None:
-        g = graph.model.graph
-        infos = {v.name: v for v in itertools.chain(g.input, g.value_info, g.output)}
-        graph._control_value_infos = infos
-    info = infos.get(name)
+    info = graph.value_infos.get(name)
     if info is None or not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
         return None
     return [

@@ -4,6 +4,7 @@ standard operations (recorded, not yet placed in a model), or left to the host."
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 from collections.abc import Sequence
@@ -149,10 +150,10 @@ class ImportedGraph:
                     f", and onnx's reference evaluator does not implement {node.domain}.{node.op_type}: "
                     "host fallback cannot run it either"
                 )
-            self._to_host(unit, reason, runnable=refusal is None)
+            self.to_host(unit, reason, runnable=refusal is None)
             return
         if _foldable(node, inputs):
-            unit.outputs = self._bind(node, host.evaluate(node, [v.const if v else None for v in inputs], opset))
+            unit.outputs = self.bind(node, host.evaluate(node, [v.const if v else None for v in inputs], opset))
             unit.folded = True
             note = get_fold_note(node.op_type) if default_domain else None
             if note is not None:
@@ -162,7 +163,7 @@ class ImportedGraph:
         elements = self._shape_elements(node, inputs)
         folded = self._fold_elements(node, elements)
         if folded is not None:
-            unit.outputs = self._bind(node, folded)
+            unit.outputs = self.bind(node, folded)
             unit.folded = True
             self.units.append(unit)
             return
@@ -176,11 +177,11 @@ class ImportedGraph:
             return
         config = self.options.host_ops
         if config is not None and config.matches(node):
-            self._to_host(unit, "matched by the partition config", chosen=True)
+            self.to_host(unit, "matched by the partition config", chosen=True)
             return
         if converter is None:
             if not self._expand(index, node, inputs, opset):
-                self._to_host(unit, f"no converter for ONNX op {node.op_type}")
+                self.to_host(unit, f"no converter for ONNX op {node.op_type}")
             return
         self._infer_locally(node, inputs, opset)
         ctx = NodeContext(self, node, index, inputs, opset)
@@ -189,15 +190,15 @@ class ImportedGraph:
         except NNAdapterError as err:
             if err.code != ResultCode.FEATURE_NOT_SUPPORTED:
                 raise
-            self._to_host(unit, err.args[0])
+            self.to_host(unit, err.args[0])
             return
         results = result if isinstance(result, (list, tuple)) else [result]
         unit.ops = ctx.ops
-        unit.outputs = self._bind(node, results, check_against_onnx=True)
+        unit.outputs = self.bind(node, results, check_against_onnx=True)
         for value, known in zip(unit.outputs, elements or ()):
             if not value.is_const and known is not None:
                 value.elements = known
-        self._note_sources(unit)
+        self.note_sources(unit)
         self.units.append(unit)
 
     def _shape_elements(self, node: onnx.NodeProto, inputs: list[Value | None]) -> list | None:
@@ -270,7 +271,13 @@ class ImportedGraph:
                 return True
         return False
 
-    def _note_sources(self, unit: Unit) -> None:
+    @functools.cached_property
+    def value_infos(self) -> dict[str, onnx.ValueInfoProto]:
+        """The model's value infos by name: its inputs, what shape inference wrote, its outputs."""
+        g = self.model.graph
+        return {v.name: v for v in itertools.chain(g.input, g.value_info, g.output)}
+
+    def note_sources(self, unit: Unit) -> None:
         for v in unit.outputs:
             self._sources.setdefault(id(v), unit.inputs)
 
@@ -327,7 +334,7 @@ class ImportedGraph:
             self._import_node(index, renamed, body_opset)
         return True
 
-    def _to_host(self, unit: Unit, reason: str, chosen: bool = False, runnable: bool = True) -> None:
+    def to_host(self, unit: Unit, reason: str, chosen: bool = False, runnable: bool = True) -> None:
         """Run the node on the host: ``chosen`` by the partition config, else only under host fallback
         (never when not ``runnable``: onnx's reference evaluator lacks it)."""
         outputs = []
@@ -335,8 +342,8 @@ class ImportedGraph:
         for name, defined in zip(unit.node.output, by_definition):
             dtype, shape = self.inferred.get(name, (None, None))
             outputs.append(Value(name, dtype, defined if shape is None else shape) if name else None)
-        unit.outputs = self._bind(unit.node, outputs)
-        self._note_sources(unit)
+        unit.outputs = self.bind(unit.node, outputs)
+        self.note_sources(unit)
         if not runnable or not (chosen or self.options.host_fallback):
             # Keep importing (with placeholder outputs) so that one error lists every such node.
             self.errors.append(reason if reason.startswith(unit.label) else f"{unit.label}: {reason}")
@@ -344,7 +351,7 @@ class ImportedGraph:
         unit.host = reason
         self.units.append(unit)
 
-    def _bind(self, node: onnx.NodeProto, results: Sequence[object], check_against_onnx: bool = False) -> list[Value]:
+    def bind(self, node: onnx.NodeProto, results: Sequence[object], check_against_onnx: bool = False) -> list[Value]:
         bound = []
         for i, name in enumerate(node.output):
             if not name:
