@@ -278,6 +278,7 @@ class ImportedGraph:
         return {v.name: v for v in itertools.chain(g.input, g.value_info, g.output)}
 
     def note_sources(self, unit: Unit) -> None:
+        """Record that ``unit``'s outputs are computed from its inputs (what the host-vs-TVM split follows)."""
         for v in unit.outputs:
             self._sources.setdefault(id(v), unit.inputs)
 
@@ -352,6 +353,8 @@ class ImportedGraph:
         self.units.append(unit)
 
     def bind(self, node: onnx.NodeProto, results: Sequence[object], check_against_onnx: bool = False) -> list[Value]:
+        """``node``'s outputs, by name, as the ``Value``s of ``results`` (emitted operands or folded
+        constants); ``check_against_onnx`` compares them with what ONNX's shape inference declared."""
         bound = []
         for i, name in enumerate(node.output):
             if not name:
