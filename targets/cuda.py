@@ -8,7 +8,7 @@ that CUDA C when the library is loaded on a GPU machine (``tvm_callback_cuda_com
 ``TVM_CUDA_COMPILE_MODE=nvcc``), for the GPU actually present.  ``CUDA_ARCH`` therefore only names
 the target the kernels are scheduled for (and enters the model token); dlight reads the target's limits,
 which TVM's cuda kind gives alike for every architecture, and the CUDA C came out the same for sm_61,
-sm_75 and sm_90 on every model of tests/test_gpu_targets.py; see docs/targets-gpu.md.
+sm_75 and sm_90 on every model of tests/targets/test_gpu_targets.py; see docs/targets-gpu.md.
 """
 
 from __future__ import annotations

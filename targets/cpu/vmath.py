@@ -6,7 +6,7 @@ convolution of 104x104x64 took 2.5x the convolution itself (0.86 against 0.35 ms
 detectors put one after every convolution.  ``exp_f32`` is Cephes' ``expf`` written in TIR: a Cody-Waite
 reduction x = n ln 2 + r (|r| <= ln 2 / 2), a degree-7 polynomial for e^r, and 2^n applied in two halves
 so that results near the top of the range (x up to 88.72) and gradual underflow stay exact in their
-exponent.  Cephes gives its error as at most about 1 ulp over the range; `tests/test_cpu_vmath.py`
+exponent.  Cephes gives its error as at most about 1 ulp over the range; `tests/targets/test_cpu_vmath.py`
 measures it against numpy's float64 exp.  Special values as IEEE has them: NaN stays NaN, +inf and
 x > 88.72 give +inf, -inf and x < -103.97 give +0.
 
@@ -124,7 +124,7 @@ _ERF_ONE = 4.0
 
 def erf_f32(x: tirx.PrimExpr) -> tirx.PrimExpr:
     """erf(x) for a float32 ``x`` (see the module docstring): within about 1 ulp of the exact value
-    (``tests/test_cpu_vmath.py``), erf(+-inf) = +-1, erf(NaN) = NaN, erf(-0) = -0."""
+    (``tests/targets/test_cpu_vmath.py``), erf(+-inf) = +-1, erf(NaN) = NaN, erf(-0) = -0."""
     return _let(x, _erf_f32, "erf_x")
 
 
@@ -145,7 +145,7 @@ _TANH_POLY = [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422
 
 
 def tanh_f32(x: tirx.PrimExpr) -> tirx.PrimExpr:
-    """tanh(x) for a float32 ``x`` (see the module docstring): within a few ulp (``tests/test_cpu_vmath.py``),
+    """tanh(x) for a float32 ``x`` (see the module docstring): within a few ulp (``tests/targets/test_cpu_vmath.py``),
     tanh(+-inf) = +-1, NaN kept, -0 kept."""
     return _let(x, _tanh_f32, "tanh_x")
 

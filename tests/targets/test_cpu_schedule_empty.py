@@ -204,7 +204,8 @@ def run_case(name: str) -> None:
 def test_zero_extent_kernel_stays_in_bounds(name: str) -> None:
     """The case's model runs clean in a child under MALLOC_CHECK_=3 with the default CPU schedules."""
     tests = Path(__file__).parent
-    path = os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])
+    # This file's folder (the child imports it) and tests/ (its helpers: oputil).
+    path = os.pathsep.join([str(tests), str(tests.parent), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, MALLOC_CHECK_="3", MALLOC_PERTURB_="165", PYTHONPATH=path)
     code = f"import test_cpu_schedule_empty as t; t.run_case({name!r})"
     child = subprocess.run(

@@ -51,7 +51,7 @@ def _run(executable: relax.VMExecutable, inputs: list[np.ndarray]) -> np.ndarray
 
 def _check(mod: tvm.IRModule, shapes: list[tuple], expect_rule: str | None = None) -> dict[str, str]:
     """Scheduled and unscheduled builds of ``mod`` agree; returns the schedule report.  The direct
-    convolution kernels are what this file checks: Winograd's have tests/test_cpu_winograd.py."""
+    convolution kernels are what this file checks: Winograd's have tests/targets/test_cpu_winograd.py."""
     inputs = [RNG.standard_normal(s).astype("float32") for s in shapes]
     with TARGET, tvm.transform.PassContext(opt_level=3):
         want = _run(tvm.compile(mod, TARGET), inputs)
