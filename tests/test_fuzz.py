@@ -8,7 +8,7 @@ deliberately wrong ones (unknown operation, wrong count, precision, byte length,
 ``run_case`` builds the model through the public API, compiles it for llvm, runs it on random inputs
 of the declared shapes, reloads it from its cache buffer and runs it again (same bits expected).
 Outcomes: ``ok``, ``nnadapter_error`` (both fine), ``too_big_to_feed`` (it compiled, but its inputs
-are too big to make: fine here, tests/test_resources.py owns that), and the failures: ``bug`` (any
+are too big to make: fine here, tests/runtime/test_resources.py owns that), and the failures: ``bug`` (any
 other Python exception), ``crash`` (the process died by a signal or exited), ``timeout``,
 ``harness_error`` (this file's own fault).
 
