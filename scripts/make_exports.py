@@ -17,7 +17,7 @@ is skipped, saying so.  The files go to ``--out`` (``$NNADAPTER_TVM_EXPORTS`` or
 ``<model>.<exporter>.json`` beside it names two input sizes to feed it at (``sizes``: a list of
 ``--shape`` option lists for ``nnadapter-tvm bench`` / ``profile``) and how its outputs compare with
 onnxruntime's (``scripts/check_exports.py``).  ``--light``: the small set the test suite checks on
-every run (tests/test_exports.py).
+every run (tests/frontends/test_exports.py).
 """
 
 from __future__ import annotations

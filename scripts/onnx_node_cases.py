@@ -6,7 +6,7 @@
 
 The harness is onnx's own (``onnx.backend.test.BackendTest``: prepare the model, run it on the case's
 inputs, compare with each case's tolerances), with no exclusions, so both backends meet every case; the
-test suite (tests/test_onnx_backend.py) runs ours with its documented exclusions instead. Prints the
+test suite (tests/frontends/test_onnx_backend.py) runs ours with its documented exclusions instead. Prints the
 counts and, with ``--list``, the cases each backend fails. The issue-16 comparison: nnadapter-tvm must pass
 more cases than onnxruntime here.
 """

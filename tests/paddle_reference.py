@@ -1,4 +1,4 @@
-"""Paddle's side of tests/test_paddle.py, run as a child process (paddle stays out of the pytest process).
+"""Paddle's side of tests/frontends/test_paddle.py, run as a child process (paddle stays out of the pytest process).
 
 ``python paddle_reference.py export OUTDIR [NAMES]``: saves the test models with ``paddle.jit.save`` under OUTDIR:
 ``cnn/`` (conv, batch norm, relu, max pool, fc, softmax; Paddle 3's ``.json`` program) and ``dyn/`` (conv, batch

@@ -7,7 +7,7 @@ the helpers they share, the normalizations, the Gelu family and the quantized we
 MultiHeadAttention and RotaryEmbedding are in ``microsoft_attention.py``.
 
 Semantics are onnxruntime 1.32's CPU kernels' (docs/onnx.md, "com.microsoft"), checked against it by
-tests/test_onnx_microsoft_ops.py; batch and sequence sizes may be symbolic (shapes computed with SHAPE,
+tests/frontends/test_onnx_microsoft_ops.py; batch and sequence sizes may be symbolic (shapes computed with SHAPE,
 GATHER and RANGE, so one compilation serves every size).  The Gelu family takes any float type, the others
 float32 only; other element types, and the variants listed in docs/onnx.md, are refused with the attribute or
 input named."""

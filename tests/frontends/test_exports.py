@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXPORTS = os.environ.get("NNADAPTER_TVM_EXPORTS")
 FILES = sorted(p for p in Path(EXPORTS).glob("*.onnx") if p.with_suffix(".json").exists()) if EXPORTS else []
 NONE_BUILT = "no exports: build them with scripts/make_exports.py and point NNADAPTER_TVM_EXPORTS at them"

@@ -45,7 +45,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 def _child(*args: str, env: dict | None = None) -> None:
     done = subprocess.run(
-        [sys.executable, str(HERE / "paddle_reference.py"), *args],
+        [sys.executable, str(HERE.parent / "paddle_reference.py"), *args],
         capture_output=True,
         text=True,
         env={**os.environ, "GLOG_minloglevel": "2", **(env or {})},

@@ -14,7 +14,7 @@ import onnx.backend.test
 
 from nnadapter_tvm.frontends.onnx import backend
 
-EXCLUDES_DIR = os.path.join(os.path.dirname(__file__), "onnx")
+EXCLUDES_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "onnx")
 
 
 def read_excludes(directory: str = EXCLUDES_DIR) -> list[tuple[str, str]]:
