@@ -4,7 +4,7 @@ import pathlib
 
 from nnadapter_tvm.tools import opdoc
 
-DOC = pathlib.Path(__file__).parents[1] / "docs" / "operators.md"
+DOC = pathlib.Path(__file__).parents[2] / "docs" / "operators.md"
 
 
 def test_operators_doc_is_current():

@@ -13,7 +13,7 @@ import itertools
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "nnadapter_tvm"
 TOOLS = f"{PACKAGE}.tools"
 

@@ -3,7 +3,7 @@
 import pathlib
 import re
 
-README = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+README = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
 
 
 def test_readme_opens_with_the_two_commands():
@@ -28,7 +28,7 @@ def test_readme_documents_every_context_property():
 def test_docs_point_only_inside_the_repository():
     """A user's clone holds the docs and nothing beside them: every relative link of the README and docs/
     resolves to a file of the repository, and no text names a file outside it."""
-    root = pathlib.Path(__file__).parents[1]
+    root = pathlib.Path(__file__).parents[2]
     outside = []
     for doc in [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted(root.glob("*/README.md"))]:
         text = doc.read_text()
