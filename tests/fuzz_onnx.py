@@ -1,4 +1,4 @@
-"""The differential ONNX fuzzer's generator, runner, comparison and minimizer (tests/test_fuzz_onnx.py runs
+"""The differential ONNX fuzzer's generator, runner, comparison and minimizer (tests/e2e/test_fuzz_onnx.py runs
 it in CI, scripts/fuzz_onnx.py runs long campaigns).
 
 A graph is drawn node by node with hypothesis: ``VOCABULARY`` maps each ONNX operator we claim to a
@@ -144,7 +144,7 @@ class Graph:
         return self.const((rng.standard_normal(shape) * scale).astype("float32"), "w")
 
     def pick(self, rank_min: int = 0, rank_max: int = 6, pred: Callable[[Tensor], bool] | None = None) -> Tensor | None:
-        # Not zero-size tensors: the builders' shape arithmetic assumes elements (tests/test_fuzz.py
+        # Not zero-size tensors: the builders' shape arithmetic assumes elements (tests/e2e/test_fuzz.py
         # fuzzes empty tensors).
         fits = [
             t

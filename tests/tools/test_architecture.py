@@ -434,3 +434,15 @@ def test_no_module_needs_scrolling_through_several_topics():
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     )
     assert not long, f"modules over {MAX_LINES} lines:\n  " + "\n  ".join(long)
+
+
+TEST_FOLDERS = {"ops", "targets", "runtime", "frontends", "tools", "e2e"}
+
+
+def test_tests_are_filed_by_the_part_they_test():
+    """tests/ mirrors the package: every test file in one of ``TEST_FOLDERS`` (the shared helpers, such
+    as oputil.py, stay at the top); a new test goes where its part of the package is."""
+    tests = ROOT / "tests"
+    top = sorted(p.name for p in tests.glob("test_*.py"))
+    folders = {p.parent.relative_to(tests).parts[0] for p in tests.rglob("test_*.py") if p.parent != tests}
+    assert not top and folders <= TEST_FOLDERS, f"test files at the top: {top}; other folders: {folders - TEST_FOLDERS}"

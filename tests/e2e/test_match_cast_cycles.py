@@ -111,7 +111,7 @@ def _child(producer: str, consumer: str, schedules: str) -> None:
 
 def _run_child(*argv: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, str(HERE), *argv], capture_output=True, text=True, timeout=900, cwd=HERE.parent.parent
+        [sys.executable, str(HERE), *argv], capture_output=True, text=True, timeout=900, cwd=HERE.parents[2]
     )
     assert proc.returncode == 0, (
         f"child {argv} exited with {proc.returncode}"

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SOAK = Path(__file__).resolve().parent.parent / "scripts" / "soak.py"
+SOAK = Path(__file__).resolve().parents[2] / "scripts" / "soak.py"
 TOLERANCE_MIB = 4.0
 
 

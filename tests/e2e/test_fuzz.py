@@ -19,11 +19,11 @@ longer runs and the bugs they found.
 Cases run in a long-lived worker subprocess (many cases per process; restarted after a crash), so a
 segfault or abort is a failure, not the end of pytest. Its address space is capped (3 GiB).
 
-    python tests/test_fuzz.py --run CASE.json...        run cases (or corpus files) in this process
+    python tests/e2e/test_fuzz.py --run CASE.json...        run cases (or corpus files) in this process
                                                         (address space capped at 3 GiB too)
-    python tests/test_fuzz.py --explore 2000 --seed 1   generate and run many, save one case per
+    python tests/e2e/test_fuzz.py --explore 2000 --seed 1   generate and run many, save one case per
                                                         distinct failure into tests/fuzz_corpus/
-    NNA_FUZZ_EXAMPLES=2000 NNA_FUZZ_SEED=7 pytest tests/test_fuzz.py    a bigger, random run
+    NNA_FUZZ_EXAMPLES=2000 NNA_FUZZ_SEED=7 pytest tests/e2e/test_fuzz.py    a bigger, random run
     NNA_FUZZ_SHRINK=1 ...                               let hypothesis shrink a failing case first
 
 Every file in tests/fuzz_corpus/ is replayed by ``test_corpus_case``.
@@ -51,7 +51,7 @@ import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve()
-CORPUS = HERE.parent / "fuzz_corpus"
+CORPUS = HERE.parents[1] / "fuzz_corpus"
 EXAMPLES = int(os.environ.get("NNA_FUZZ_EXAMPLES", "500"))
 SEED = os.environ.get("NNA_FUZZ_SEED")  # unset: the same examples every run (derandomized)
 CASE_TIMEOUT = float(os.environ.get("NNA_FUZZ_TIMEOUT", "60"))
@@ -422,7 +422,7 @@ def describe_failure(case: dict, result: dict, path: Path | None = None) -> str:
     if result.get("stderr"):
         lines.append("worker stderr (tail):\n" + result["stderr"])
     if path:
-        lines.append(f"saved to {path}; replay: python tests/test_fuzz.py --run {path}")
+        lines.append(f"saved to {path}; replay: python tests/e2e/test_fuzz.py --run {path}")
     lines.append("case: " + json.dumps(case))
     return "\n".join(lines)
 

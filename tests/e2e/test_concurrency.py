@@ -4,7 +4,7 @@ to create the same ``<token>.nnc`` in one cache directory.
 The figures (threads, computes, processes, rounds) are printed (visible with ``-s``) and recorded
 with ``record_property`` (in the JUnit XML with ``--junitxml``), for docs/reliability.md.
 
-This file is also the worker of the process race: ``python tests/test_concurrency.py --worker ...``.
+This file is also the worker of the process race: ``python tests/e2e/test_concurrency.py --worker ...``.
 """
 
 from __future__ import annotations

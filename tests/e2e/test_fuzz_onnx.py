@@ -6,7 +6,7 @@ graphs each (every batch one compilation) and replays every case of tests/fuzz_c
 case with a ``bug`` is a known, open difference in a file this fuzzer's owner does not own: its replay
 is an expected failure, and the batches report a matching outcome as known instead of failing.
 
-    NNA_ONNX_FUZZ_BATCHES=20 NNA_ONNX_FUZZ_SEED=7 pytest tests/test_fuzz_onnx.py     a bigger, random run
+    NNA_ONNX_FUZZ_BATCHES=20 NNA_ONNX_FUZZ_SEED=7 pytest tests/e2e/test_fuzz_onnx.py     a bigger, random run
     python scripts/fuzz_onnx.py --graphs 2000 --seed 1                               a campaign
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fuzz_onnx
 
 import fuzz_onnx
 

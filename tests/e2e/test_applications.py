@@ -10,8 +10,8 @@ found, the orientation named) must agree. Nothing is downloaded: the models come
 
 Run by hand (timings in docs/applications.md)::
 
-    python tests/test_applications.py rapidocr|ddddocr|orientation ort|tvm IMAGE.png ...
-    python tests/test_applications.py --bench rapidocr|ddddocr|orientation ROUNDS REPEAT WORKDIR
+    python tests/e2e/test_applications.py rapidocr|ddddocr|orientation ort|tvm IMAGE.png ...
+    python tests/e2e/test_applications.py --bench rapidocr|ddddocr|orientation ROUNDS REPEAT WORKDIR
 """
 
 from __future__ import annotations
