@@ -43,14 +43,12 @@ def assign_devices(model: Model, context: Context) -> dict[int, int]:
     converted = supported_operations()
     assignment, missing = {}, []
     for op in model.operations:
-        index = next(
-            (
-                i
-                for i, d in enumerate(drivers)
-                if op.type in converted and d.supports(op.type, props) and context.device_accepts(i, op.type)
-            ),
-            None,
-        )
+        index = None
+        if op.type in converted:
+            index = next(
+                (i for i, d in enumerate(drivers) if d.supports(op.type, props) and context.device_accepts(i, op.type)),
+                None,
+            )
         if index is None:
             missing.append(op.describe())
         else:

@@ -74,10 +74,10 @@ class ScheduleRule:
 
 
 class MainBlockRule(ScheduleRule):
-    """A kernel built around one main block whose name starts with ``prefix`` (a compute of
-    ``cpu.compute``, ``int8`` or ``winograd``), scheduled by ``schedule(sch, block, target)``; the
-    schedule raises ``NotThisRule`` to decline a shape it does not handle, and may return what finishes
-    the scheduled function."""
+    """A kernel built around one main block, the compute ``prefix`` names (of ``cpu.compute``, ``int8`` or
+    ``winograd``; ``_is_main``), scheduled by ``schedule(sch, block, target)``; the schedule raises
+    ``NotThisRule`` to decline a shape it does not handle, and may return what finishes the scheduled
+    function."""
 
     def __init__(self, prefix: str, schedule: Callable) -> None:
         self.name = prefix
@@ -87,8 +87,11 @@ class MainBlockRule(ScheduleRule):
         return kernel.has_main_block(self.name) and not kernel.has_bool
 
     def apply(self, sch: s_tir.Schedule, target: tvm.target.Target) -> tirx.PrimFunc | None:
+        block = _main_block(sch, self.name)
+        if block is None:  # ``applies`` saw every block; the rules schedule one directly under the root
+            return None
         try:
-            finish = self.schedule(sch, _main_block(sch, self.name), target)
+            finish = self.schedule(sch, block, target)
         except NotThisRule:
             return None
         return sch.mod["main"] if finish is None else finish(sch.mod["main"])
@@ -216,7 +219,7 @@ def schedule_module(
 
 
 def _main_block(sch: s_tir.Schedule, prefix: str):
-    return next(b for b in child_blocks(sch) if _is_main(sch.get(b).name_hint, prefix))
+    return next((b for b in child_blocks(sch) if _is_main(sch.get(b).name_hint, prefix)), None)
 
 
 def _is_main(name: str, prefix: str) -> bool:
