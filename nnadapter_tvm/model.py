@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from nnadapter_tvm.errors import check, fail
-from nnadapter_tvm.op_schema import SCHEMAS, OpSchema
+from nnadapter_tvm.operations import OpSchema, schema_of
 from nnadapter_tvm.types import Lifetime as L
 from nnadapter_tvm.types import OperandType, OperationType
 
@@ -143,7 +143,7 @@ class Model:
         name = op_type.name
         inputs = [self._check_own(o, f"{name} input {i}") for i, o in enumerate(inputs)]
         outputs = [self._check_own(o, f"{name} output {i}") for i, o in enumerate(outputs)]
-        schema = SCHEMAS.get(op_type)
+        schema = schema_of(op_type)
         if schema is not None:
             validate_against_schema(name, schema, inputs, outputs)
         for i, out in enumerate(outputs):

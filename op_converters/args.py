@@ -11,7 +11,7 @@ from tvm import relax, tirx
 
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.model import Operand, Operation, assign_slots
-from nnadapter_tvm.op_schema import SCHEMAS
+from nnadapter_tvm.operations import schema_of
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, OperandType, ResultCode, is_quantized
 
@@ -35,7 +35,7 @@ class OpArgs:
         self.operation = operation
         self.type = operation.type
         self._ctx = ctx
-        self._schema = SCHEMAS.get(operation.type)
+        self._schema = schema_of(operation.type)
         self._names = (
             [a.name for _, a in assign_slots(self.type.name, "input", self._schema.inputs, self.count)]
             if self._schema
@@ -44,7 +44,7 @@ class OpArgs:
 
     def index(self, key: Key) -> int:
         """The position of operand ``key``: an int is a position, a str one of the spec's operand names
-        (``op_schema``).  A trailing optional operand that was omitted resolves to its schema position,
+        (``nnadapter_tvm.operations``).  A trailing optional operand that was omitted resolves to its schema position,
         at or past ``count``, so ``has`` says False and readers return their default.  A variadic slot's
         name resolves to its first operand."""
         if isinstance(key, int):

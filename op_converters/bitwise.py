@@ -2,7 +2,7 @@
 
 NNAdapter's AND/OR/XOR/NOT take BOOL8 only, and it has no shift or bit reinterpretation; ONNX's BitwiseAnd,
 BitwiseOr, BitwiseXor, BitwiseNot, BitShift and BitCast need them. Each is registered as one of
-nnadapter-tvm's built-in extensions (extensions.register_builtin) and computed by TVM's own operators.
+nnadapter-tvm's built-in extensions (defined in nnadapter_tvm/operations/) and computed by TVM's own operators.
 """
 
 from __future__ import annotations
@@ -10,22 +10,15 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax, topi
 
-from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import infer_broadcast, infer_same_shape
-from nnadapter_tvm.op_schema import INT32, Arg
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.bitwise import BITCASTABLE, LEFT, RIGHT
+from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision as P
 from nnadapter_tvm.types import storage_dtype
 
-# Every integer precision NNAdapter defines (ONNX's bitwise operations take these; BitShift the unsigned ones
-# in the standard, signed ones too in onnx's reference and node cases).
-INTEGERS = (P.INT8, P.UINT8, P.INT16, P.UINT16, P.INT32, P.UINT32, P.INT64, P.UINT64)
-# The plain precisions BITCAST reinterprets between (BOOL8 is one byte, as in ONNX and numpy).
-BITCASTABLE = (*INTEGERS, P.BOOL8, P.FLOAT16, P.FLOAT32, P.FLOAT64)
 
-LEFT, RIGHT = 0, 1
-
-
+@converter(O.BITWISE_AND, O.BITWISE_OR, O.BITWISE_XOR)
 def bitwise_binary(args: OpArgs) -> relax.Expr:
     """input0, input1 (the same integer precision, broadcast as numpy) -> output, input0 & input1
     (BITWISE_AND), input0 | input1 (BITWISE_OR) or input0 ^ input1 (BITWISE_XOR) on the bits of the
@@ -33,10 +26,11 @@ def bitwise_binary(args: OpArgs) -> relax.Expr:
 
     Reference: ONNX BitwiseAnd / BitwiseOr / BitwiseXor (numpy's bitwise_and / bitwise_or / bitwise_xor).
     """
-    fn = {BITWISE_AND: relax.op.bitwise_and, BITWISE_OR: relax.op.bitwise_or, BITWISE_XOR: relax.op.bitwise_xor}
+    fn = {O.BITWISE_AND: relax.op.bitwise_and, O.BITWISE_OR: relax.op.bitwise_or, O.BITWISE_XOR: relax.op.bitwise_xor}
     return fn[args.type](args.raw_tensor("input0"), args.raw_tensor("input1"))
 
 
+@converter(O.BITWISE_NOT)
 def bitwise_not(args: OpArgs) -> relax.Expr:
     """input (an integer) -> output, ~input: every bit flipped (for signed integers -input - 1).
 
@@ -45,6 +39,7 @@ def bitwise_not(args: OpArgs) -> relax.Expr:
     return relax.op.bitwise_not(args.raw_tensor("input"))
 
 
+@converter(O.BIT_SHIFT)
 def bit_shift(args: OpArgs) -> relax.Expr:
     """input, shift (the same integer precision, broadcast as numpy), direction (0 = LEFT, 1 = RIGHT) ->
     output, input << shift or input >> shift.
@@ -78,6 +73,7 @@ def bit_shift(args: OpArgs) -> relax.Expr:
     return relax.op.where(in_range, shifted, full)
 
 
+@converter(O.BITCAST)
 def bitcast(args: OpArgs) -> relax.Expr:
     """input, dtype (a Precision code of the same element size: INT8/UINT8/BOOL8, INT16/UINT16/FLOAT16,
     INT32/UINT32/FLOAT32, INT64/UINT64/FLOAT64) -> output of that precision, the same shape, holding the
@@ -107,32 +103,3 @@ def bitcast(args: OpArgs) -> relax.Expr:
     if source == "bool":
         return relax.op.astype(x, target)  # a byte holding 0 or 1
     return args.emit_te(topi.reinterpret, x, target)
-
-
-def _binary(name: str, code: int, fn) -> object:
-    inputs = [Arg("input0", INTEGERS), Arg("input1", INTEGERS, same_as="input0")]
-    return register_builtin(name, code, inputs, [Arg("output", INTEGERS)], fn, infer=infer_broadcast)
-
-
-BITWISE_AND = _binary("BITWISE_AND", 2000, bitwise_binary)
-BITWISE_OR = _binary("BITWISE_OR", 2001, bitwise_binary)
-BITWISE_XOR = _binary("BITWISE_XOR", 2002, bitwise_binary)
-BITWISE_NOT = register_builtin(
-    "BITWISE_NOT", 2003, [Arg("input", INTEGERS)], [Arg("output", INTEGERS)], bitwise_not, infer=infer_same_shape
-)
-BIT_SHIFT = register_builtin(
-    "BIT_SHIFT",
-    2004,
-    [Arg("input", INTEGERS), Arg("shift", INTEGERS, same_as="input"), Arg("direction", INT32)],
-    [Arg("output", INTEGERS)],
-    bit_shift,
-    infer=infer_broadcast,
-)
-BITCAST = register_builtin(
-    "BITCAST",
-    2005,
-    [Arg("input", BITCASTABLE), Arg("dtype", INT32)],
-    [Arg("output", BITCASTABLE)],
-    bitcast,
-    infer=infer_same_shape,
-)

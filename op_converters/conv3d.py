@@ -1,32 +1,24 @@
 """3-D convolution extensions (codes 2400-2409): CONV_3D_TRANSPOSE, ONNX's ConvTranspose over 3 spatial dims.
 
 NNAdapter's convolutions are 2-D (CONV_2D_TRANSPOSE); a volumetric transposed convolution is registered as one
-of nnadapter-tvm's built-in extensions (extensions.register_builtin) and computed by TVM's conv3d_transpose.
+of nnadapter-tvm's built-in extensions (defined in nnadapter_tvm/operations/) and computed by TVM's conv3d_transpose.
 """
 
 from __future__ import annotations
 
-import numpy as np
 from tvm import relax
 
-from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_schema import F32, INT32, Arg
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.conv3d import out_sizes
+from nnadapter_tvm.types import OperationType as O
 
 
 def _dims(values: list, what: str) -> str:
     return f"{what} [" + ", ".join(str(v) if isinstance(v, int) else "?" for v in values) + "]"
 
 
-def _out_sizes(sizes: list, kernel: list, pads: list[int], strides: list[int], dilations: list[int], extra: list[int]):
-    """(n - 1) * stride - pad_begin - pad_end + (k - 1) * dilation + 1 + output_padding per spatial axis
-    (None where n is known only at execution)."""
-    return [
-        None if not isinstance(n, int) else (n - 1) * s - b - e + (k - 1) * d + 1 + p
-        for n, k, b, e, s, d, p in zip(sizes, kernel, pads[:3], pads[3:], strides, dilations, extra)
-    ]
-
-
+@converter(O.CONV_3D_TRANSPOSE)
 def conv_3d_transpose(args: OpArgs) -> relax.Expr:
     """input [N, C_in, D, H, W], filter [C_in, C_out / group, kd, kh, kw], bias [C_out] (optional), pads [6]
     (d_begin, h_begin, w_begin, d_end, h_end, w_end), strides [3], dilations [3], output_padding [3], group
@@ -66,7 +58,7 @@ def conv_3d_transpose(args: OpArgs) -> relax.Expr:
     for p, s, d in zip(extra, strides, dilations):
         if not 0 <= p < max(s, d):
             args.fail(f"{extra} must lie in [0, max(stride, dilation) = {max(s, d)}) per axis", "output_padding")
-    for size in _out_sizes(xs[2:], ws[2:], pads, strides, dilations, extra):
+    for size in out_sizes(xs[2:], ws[2:], pads, strides, dilations, extra):
         if size is not None and size <= 0:
             args.fail(f"the pads {pads} leave an output size of {size}", "pads")
     c_out = ws[1] * group
@@ -86,33 +78,3 @@ def conv_3d_transpose(args: OpArgs) -> relax.Expr:
             args.fail(f"bias shape {args.shape(b)} must be [C_out] = [{c_out}]", "bias")
         y = relax.op.add(y, relax.op.reshape(b, [1, c_out, 1, 1, 1]))
     return y
-
-
-def _infer(shapes: list, values: list) -> list:
-    x, w = shapes[0], shapes[1]
-    if x is None or w is None or len(x) != 5 or len(w) != 5:
-        return [None]
-    pads, strides, dilations, extra, group = ([int(v) for v in np.ravel([] if v is None else v)] for v in values[3:8])
-    if not (len(pads) == 6 and len(strides) == len(dilations) == len(extra) == 3 and len(group) == 1):
-        return [None]
-    sizes = [d if isinstance(d, int) and d >= 0 else None for d in x[2:]]
-    return [(x[0], w[1] * group[0], *_out_sizes(sizes, list(w[2:]), pads, strides, dilations, extra))]
-
-
-CONV_3D_TRANSPOSE = register_builtin(
-    "CONV_3D_TRANSPOSE",
-    2400,
-    [
-        Arg("input", F32),
-        Arg("filter", F32),
-        Arg("bias", F32, optional=True),
-        Arg("pads", INT32),
-        Arg("strides", INT32),
-        Arg("dilations", INT32),
-        Arg("output_padding", INT32),
-        Arg("group", INT32),
-    ],
-    [Arg("output", F32)],
-    conv_3d_transpose,
-    infer=_infer,
-)

@@ -15,14 +15,13 @@ import itertools
 
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.float32 import f32
-from nnadapter_tvm.op_schema import BOOL, INT32, Arg
-from nnadapter_tvm.types import Precision as P
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.onnx_vision import GRID_SAMPLE_MODES as MODES
+from nnadapter_tvm.operations.onnx_vision import PADDING_MODES
+from nnadapter_tvm.types import OperationType as O
 
-MODES = ("linear", "nearest", "cubic")
-PADDING_MODES = ("zeros", "border", "reflection")
 _CUBIC_A = -0.75  # ONNX's GridSample fixes Keys' coefficient
 
 
@@ -64,6 +63,7 @@ def _cubic_weights(t: tirx.PrimExpr) -> list[tirx.PrimExpr]:
     return [far(t + one), near(t), near(one - t), far(two - t)]
 
 
+@converter(O.GRID_SAMPLE_ONNX)
 def _grid_sample_onnx(args: OpArgs) -> relax.Expr:
     """input [N, C, D1, ..., Dk] (k = 2 or 3, float32), grid [N, O1, ..., Ok, k] (float32, the last axis
     (x, y[, z]) in [-1, 1], x along Dk), align_corners, mode (0 linear, 1 nearest, 2 cubic),
@@ -185,29 +185,3 @@ def _grid_sample_onnx(args: OpArgs) -> relax.Expr:
         return te.compute([n, c, *out_spatial], body, name="grid_sample_onnx")
 
     return args.emit_te(compute, x, grid)
-
-
-def _infer(shapes: list, values: list) -> list:
-    """Output shape: [N, C] of the input, then the grid's spatial sizes."""
-    x, grid = shapes[0], shapes[1]
-    if x is None or grid is None:
-        return [None]
-    return [(x[0], x[1], *grid[1:-1])]
-
-
-GRID_SAMPLE_ONNX = register_builtin(
-    "GRID_SAMPLE_ONNX",
-    2201,
-    [
-        Arg("input", (P.FLOAT32,)),
-        Arg("grid", (P.FLOAT32,)),
-        Arg("align_corners", BOOL, optional=True),
-        Arg("mode", INT32, optional=True),
-        Arg("padding_mode", INT32, optional=True),
-    ],
-    [Arg("output", (P.FLOAT32,))],
-    _grid_sample_onnx,
-    infer=_infer,
-)
-
-__all__ = ["GRID_SAMPLE_ONNX", "MODES", "PADDING_MODES"]

@@ -300,20 +300,3 @@ def with_plain_dims(args: OpArgs, expr: relax.Expr, name: str) -> relax.Expr:
         d if isinstance(d, (int, tirx.Var)) else tirx.Var(f"{name}_d{axis}", "int64") for axis, d in enumerate(dims)
     ]
     return args.match_cast(expr, fresh)
-
-
-def infer_same_shape(shapes: list, values: list) -> list:
-    """A ``register_builtin`` shape rule: the one output has the first input's shape."""
-    return [shapes[0]]
-
-
-def infer_broadcast(shapes: list, values: list) -> list:
-    """A ``register_builtin`` shape rule: the one output has the first two inputs' shapes broadcast as numpy
-    does; None where either shape is unknown, and a None dimension where two differ and neither is 1 (or
-    one is not known)."""
-    a, b = shapes[0], shapes[1]
-    if a is None or b is None:
-        return [None]
-    rank = max(len(a), len(b))
-    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
-    return [tuple(y if x == 1 else x if y == 1 or x == y else None for x, y in zip(a, b))]

@@ -3,7 +3,7 @@ remainder MOD and the cumulative product CUM_PROD.
 
 The standard operations have none of these, and their compositions lose precision (asinh through LOG near
 0, sinh as (e^x - e^-x) / 2, erf through GELU, a - b * trunc(a / b) for the remainder). Each is one of
-nnadapter-tvm's built-in extensions (extensions.register_builtin), one operation per function so that a
+nnadapter-tvm's built-in extensions (defined in nnadapter_tvm/operations/), one operation per function so that a
 model says what it computes, computed by TVM's own intrinsics.
 """
 
@@ -11,28 +11,25 @@ from __future__ import annotations
 
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import infer_broadcast, infer_same_shape
 from nnadapter_tvm.op_converters.reduce import cumulative
-from nnadapter_tvm.op_schema import BOOL, INT32, Arg
-from nnadapter_tvm.types import Precision as P
-
-FLOATS = (P.FLOAT16, P.FLOAT32, P.FLOAT64)
-CUM_PROD_PRECISIONS = (*FLOATS, P.INT32, P.INT64, P.UINT32, P.UINT64)
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.math_functions import MATH_FUNCTIONS
+from nnadapter_tvm.types import OperationType as O
 
 _FUNCTIONS = {
-    "ACOS": (2010, relax.op.acos),
-    "ACOSH": (2011, relax.op.acosh),
-    "ASIN": (2012, relax.op.asin),
-    "ASINH": (2013, relax.op.asinh),
-    "ATAN": (2014, relax.op.atan),
-    "ATANH": (2015, relax.op.atanh),
-    "SINH": (2016, relax.op.sinh),
-    "ERF": (2017, relax.op.erf),
+    "ACOS": relax.op.acos,
+    "ACOSH": relax.op.acosh,
+    "ASIN": relax.op.asin,
+    "ASINH": relax.op.asinh,
+    "ATAN": relax.op.atan,
+    "ATANH": relax.op.atanh,
+    "SINH": relax.op.sinh,
+    "ERF": relax.op.erf,
 }
 
 
+@converter(*MATH_FUNCTIONS.values())
 def math_function(args: OpArgs) -> relax.Expr:
     """input (FLOAT16, FLOAT32 or FLOAT64) -> output = f(input) element-wise, f one of acos, acosh, asin,
     asinh, atan, atanh, sinh, erf (the operation's name), as C's libm defines them: outside the domain
@@ -51,7 +48,7 @@ def math_function(args: OpArgs) -> relax.Expr:
     elif args.type.name == "ATANH":
         y = args.emit_te(_atanh, x)
     else:
-        y = _FUNCTIONS[args.type.name][1](x)
+        y = _FUNCTIONS[args.type.name](x)
     return relax.op.astype(y, "float16") if half else y
 
 
@@ -95,6 +92,7 @@ def _sinh(x: te.Tensor) -> te.Tensor:
     return te.compute(x.shape, element, name="sinh")
 
 
+@converter(O.MOD)
 def mod(args: OpArgs) -> relax.Expr:
     """input0, input1 (the same float precision, broadcast as numpy), fmod (default false) -> output, the
     remainder of input0 / input1.
@@ -156,6 +154,7 @@ def relax_broadcast(a: list, b: list) -> list:
     return [y if _is_one(x) else x for x, y in zip(a, b)]
 
 
+@converter(O.CUM_PROD)
 def cum_prod(args: OpArgs) -> relax.Expr:
     """input, axis (default -1), exclusive (default false), reverse (default false) -> running products along
     ``axis``.
@@ -167,33 +166,3 @@ def cum_prod(args: OpArgs) -> relax.Expr:
     Reference: ONNX CumProd (onnx.reference's CumProd); the operands are CUM_SUM's.
     """
     return cumulative(args, args.raw_tensor("input"), relax.op.cumprod)
-
-
-MATH_FUNCTIONS = {
-    name: register_builtin(
-        name, code, [Arg("input", FLOATS)], [Arg("output", FLOATS)], math_function, infer=infer_same_shape
-    )
-    for name, (code, _) in _FUNCTIONS.items()
-}
-ACOS, ACOSH, ASIN, ASINH, ATAN, ATANH, SINH, ERF = MATH_FUNCTIONS.values()
-MOD = register_builtin(
-    "MOD",
-    2020,
-    [Arg("input0", FLOATS), Arg("input1", FLOATS, same_as="input0"), Arg("fmod", BOOL, optional=True)],
-    [Arg("output", FLOATS)],
-    mod,
-    infer=infer_broadcast,
-)
-CUM_PROD = register_builtin(
-    "CUM_PROD",
-    2030,
-    [
-        Arg("input", CUM_PROD_PRECISIONS),
-        Arg("axis", INT32, optional=True),
-        Arg("exclusive", BOOL, optional=True),
-        Arg("reverse", BOOL, optional=True),
-    ],
-    [Arg("output", CUM_PROD_PRECISIONS)],
-    cum_prod,
-    infer=infer_same_shape,
-)

@@ -3,7 +3,7 @@ MEL_WEIGHT_MATRIX and ONE_HOT_ENCODER.
 
 NNAdapter has no operation for the numeric operators of ONNX's ML domain (Binarizer, ArrayFeatureExtractor,
 TreeEnsemble, OneHotEncoder) nor for MelWeightMatrix, whose output size depends on input values. Each is
-registered as one of nnadapter-tvm's built-in extensions (extensions.register_builtin) and computed by Relax
+registered as one of nnadapter-tvm's built-in extensions (defined in nnadapter_tvm/operations/) and computed by Relax
 operators, TE, or (the tree walk) a TIR kernel. The ONNX importer lowers the older TreeEnsembleClassifier and
 TreeEnsembleRegressor onto TREE_ENSEMBLE too (frontends/onnx/ops/ml_trees.py).
 """
@@ -16,21 +16,14 @@ import math
 import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import infer_same_shape
-from nnadapter_tvm.op_schema import ANY, BOOL, F32, INT32, INT32_64, Arg
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.ml import AVERAGE, EQ, GT, GTE, LEQ, LT, MAX, MEMBER, MIN, NEQ, SUM
+from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision as P
 from nnadapter_tvm.types import storage_dtype
 
-NUMBERS = (P.FLOAT32, P.FLOAT64, P.INT32, P.INT64)
-FLOATS = (P.FLOAT32, P.FLOAT64)
-INT64 = (P.INT64,)
 I64 = "int64"
-
-# TreeEnsemble's node modes and aggregate functions (ai.onnx.ml opset 5).
-LEQ, LT, GTE, GT, EQ, NEQ, MEMBER = range(7)
-AVERAGE, SUM, MIN, MAX = range(4)
 
 
 def _const(array: np.ndarray) -> relax.Constant:
@@ -38,6 +31,7 @@ def _const(array: np.ndarray) -> relax.Constant:
     return relax.const(array, str(array.dtype))
 
 
+@converter(O.BINARIZER)
 def binarizer(args: OpArgs) -> relax.Expr:
     """input (FLOAT32, FLOAT64, INT32 or INT64), threshold (FLOAT32 scalar) -> output of the input's
     precision and shape: 1 where input > threshold, else 0 (NaN gives 0).
@@ -70,6 +64,7 @@ def _worst_index(indices: te.Tensor) -> te.Tensor:
     return te.compute((1,), lambda k: tirx.if_then_else(low[k] < 0, low[k], high[k]), name="worst_index")
 
 
+@converter(O.ARRAY_FEATURE_EXTRACTOR)
 def array_feature_extractor(args: OpArgs) -> relax.Expr:
     """input (rank >= 1), indices (INT64 or INT32, any shape, each in [0, n) for the input's last axis of
     size n) -> output [..., k]: the input's elements at the k = size(indices) flattened indices along
@@ -237,6 +232,7 @@ def _tree_kernel_ir(ins, outs, *, n_trees: int, aggregate: int, mode: int | None
     return ib.get()
 
 
+@converter(O.TREE_ENSEMBLE)
 def tree_ensemble(args: OpArgs) -> relax.Expr:
     """input [N, F] (FLOAT32 or FLOAT64), nodes_featureids, nodes_modes (0 LEQ, 1 LT, 2 GTE, 3 GT, 4 EQ,
     5 NEQ, 6 MEMBER), nodes_splits, nodes_truenodeids, nodes_trueleafs, nodes_falsenodeids,
@@ -364,6 +360,7 @@ def tree_ensemble(args: OpArgs) -> relax.Expr:
     return args.emit_te(compute, *kernel_ins, primfunc_name_hint="tree_ensemble")
 
 
+@converter(O.ONE_HOT_ENCODER)
 def one_hot_encoder(args: OpArgs) -> relax.Expr:
     """input (INT32, INT64, FLOAT32 or FLOAT64; floats truncated toward zero), categories (INT64 [C]), zeros
     (BOOL8 scalar, true by default) -> output FLOAT32 [..., C]: 1 where the input, as an integer, is the
@@ -389,6 +386,7 @@ def one_hot_encoder(args: OpArgs) -> relax.Expr:
     return out
 
 
+@converter(O.MEL_WEIGHT_MATRIX)
 def mel_weight_matrix(args: OpArgs) -> relax.Expr:
     """num_mel_bins, dft_length, sample_rate (integer scalars), lower_edge_hertz, upper_edge_hertz
     (float scalars), output_datatype (a Precision code, FLOAT32 by default) -> output
@@ -453,94 +451,3 @@ def mel_weight_matrix(args: OpArgs) -> relax.Expr:
 
     scalar = [args.emit(relax.op.reshape(t, [])) for t in (dft, rate, low, high)]
     return args.emit_te(compute, *scalar)
-
-
-def _infer_feature_extractor(shapes: list, values: list) -> list:
-    x, indices = shapes[0], shapes[1]
-    if x is None or indices is None:
-        return [None]
-    k = None if any(d is None for d in indices) else int(np.prod(indices, dtype=np.int64))
-    return [(1, k) if len(x) == 1 else (*x[:-1], k)]
-
-
-def _infer_tree_ensemble(shapes: list, values: list) -> list:
-    n = None if shapes[0] is None else shapes[0][0]
-    return [(n, None if values[11] is None else int(np.reshape(values[11], -1)[0]))]
-
-
-def _infer_one_hot(shapes: list, values: list) -> list:
-    x, cats = shapes[0], shapes[1]
-    return [None if x is None or cats is None else (*x, cats[0])]
-
-
-def _infer_mel(shapes: list, values: list) -> list:
-    mel, dft = values[0], values[1]
-    rows = None if dft is None else int(np.reshape(dft, -1)[0]) // 2 + 1
-    return [(rows, None if mel is None else int(np.reshape(mel, -1)[0]))]
-
-
-BINARIZER = register_builtin(
-    "BINARIZER",
-    2410,
-    [Arg("input", NUMBERS), Arg("threshold", F32, optional=True)],
-    [Arg("output", NUMBERS)],
-    binarizer,
-    infer=infer_same_shape,
-)
-ARRAY_FEATURE_EXTRACTOR = register_builtin(
-    "ARRAY_FEATURE_EXTRACTOR",
-    2411,
-    [Arg("input", ANY), Arg("indices", INT32_64)],
-    [Arg("output", ANY)],
-    array_feature_extractor,
-    infer=_infer_feature_extractor,
-)
-TREE_ENSEMBLE = register_builtin(
-    "TREE_ENSEMBLE",
-    2412,
-    [
-        Arg("input", FLOATS),
-        Arg("nodes_featureids", INT32_64),
-        Arg("nodes_modes", INT32_64),
-        Arg("nodes_splits", FLOATS, same_as="input"),
-        Arg("nodes_truenodeids", INT32_64),
-        Arg("nodes_trueleafs", INT32_64),
-        Arg("nodes_falsenodeids", INT32_64),
-        Arg("nodes_falseleafs", INT32_64),
-        Arg("leaf_targetids", INT32_64),
-        Arg("leaf_weights", FLOATS, same_as="input"),
-        Arg("tree_roots", INT32_64),
-        Arg("n_targets", INT32),
-        Arg("aggregate_function", INT32, optional=True),
-        Arg("membership_values", FLOATS, optional=True),
-        Arg("nodes_missing_value_tracks_true", INT32_64, optional=True),
-        Arg("leaf_ids", INT32_64, optional=True),
-    ],
-    [Arg("output", FLOATS)],
-    tree_ensemble,
-    infer=_infer_tree_ensemble,
-    version="2",  # 2: trees walked by a kernel (1: path matrices), several weights a leaf (leaf_ids)
-)
-ONE_HOT_ENCODER = register_builtin(
-    "ONE_HOT_ENCODER",
-    2414,
-    [Arg("input", NUMBERS), Arg("categories", INT64), Arg("zeros", BOOL, optional=True)],
-    [Arg("output", F32)],
-    one_hot_encoder,
-    infer=_infer_one_hot,
-)
-MEL_WEIGHT_MATRIX = register_builtin(
-    "MEL_WEIGHT_MATRIX",
-    2413,
-    [
-        Arg("num_mel_bins", INT32_64),
-        Arg("dft_length", INT32_64),
-        Arg("sample_rate", INT32_64),
-        Arg("lower_edge_hertz", FLOATS),
-        Arg("upper_edge_hertz", FLOATS),
-        Arg("output_datatype", INT32, optional=True),
-    ],
-    [Arg("output", ANY)],
-    mel_weight_matrix,
-    infer=_infer_mel,
-)

@@ -1,39 +1,32 @@
-"""The converter registry: one function per standard operation; operations registered beyond the
-standard set (nnadapter_tvm.extensions) bring their own."""
+"""The converter registry: ``@converter(OperationType.X)`` attaches the decorated function to X's entry in
+the operation table (``nnadapter_tvm.operations``), for the standard operations and the built-in
+extensions alike; a custom operation's converter arrives through ``extensions.register_operation``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from nnadapter_tvm import extensions
+from nnadapter_tvm.operations import table
 from nnadapter_tvm.types import OperationType
 
 Converter = Callable[..., object]
-_CONVERTERS: dict[OperationType, Converter] = {}
 
 
 def converter(*op_types: OperationType) -> Callable[[Converter], Converter]:
-    """Register the decorated function as the converter of ``op_types``; duplicates raise."""
+    """Attach the decorated function as the converter of ``op_types``; a second one for an operation raises."""
 
     def register(fn: Converter) -> Converter:
         for op_type in op_types:
-            op_type = OperationType(op_type)
-            if op_type in _CONVERTERS:
-                other = _CONVERTERS[op_type]
-                raise RuntimeError(f"{op_type.name} already has a converter: {other.__module__}.{other.__name__}")
-            _CONVERTERS[op_type] = fn
+            table.attach(OperationType(op_type), fn)
         return fn
 
     return register
 
 
 def get_converter(op_type: OperationType) -> Converter | None:
-    op_type = OperationType(op_type)
-    found = _CONVERTERS.get(op_type)
-    if found is None and (extension := extensions.get(op_type)) is not None:
-        found = extension.converter
-    return found
+    entry = table.lookup(OperationType(op_type))
+    return entry and entry.converter
 
 
 def supported_operations() -> frozenset[OperationType]:
-    return frozenset(_CONVERTERS) | {e.operation_type for e in extensions.registered()}
+    return frozenset(e.operation_type for e in table.entries() if e.converter is not None)

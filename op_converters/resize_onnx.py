@@ -18,24 +18,13 @@ import numpy as np
 import tvm
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.float32 import f32
-from nnadapter_tvm.op_schema import BOOL, FLOAT_SCALAR, INT32, INT32_64, Arg
-from nnadapter_tvm.types import Precision as P
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.onnx_vision import COORDINATE_TRANSFORMATION_MODES, NEAREST_MODES
+from nnadapter_tvm.operations.onnx_vision import RESIZE_MODES as MODES
+from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import ResultCode
-
-# The integer codes of the string attributes, in ONNX's spelling.
-MODES = ("nearest", "linear", "cubic")
-COORDINATE_TRANSFORMATION_MODES = (
-    "half_pixel",
-    "half_pixel_symmetric",
-    "pytorch_half_pixel",
-    "align_corners",
-    "asymmetric",
-    "tf_crop_and_resize",
-)
-NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 # A pass sums its taps unrolled up to this many, with a reduction axis beyond (antialiased downsampling
 # by a small scale weighs many input positions).
@@ -253,6 +242,7 @@ def _read_scaled_sizes(args: OpArgs, x: relax.Expr, scales: relax.Expr, rank: in
     return sizes
 
 
+@converter(O.RESIZE_ONNX)
 def _resize_onnx(args: OpArgs) -> relax.Expr:
     """input [d0, ..., d(r-1)] (float32), sizes [r] (int32 or int64: the output shape, constant or
     computed; a constant -1 takes the size from the scale, floor(scale * d)), scales [r] (float32 or
@@ -543,45 +533,3 @@ def _resize_axis(args: OpArgs, x, axis: int, tables: list, n: int, extrapolation
     if mask_table is not None:
         inputs.append(mask_table)
     return args.emit_te(compute, x, *inputs, primfunc_name_hint="resize_onnx")
-
-
-def _infer(shapes: list, values: list) -> list:
-    """Output shape: constant ``sizes``, where -1 takes floor(scale * size) of constant ``scales``."""
-    sizes, scales = values[1], values[2]
-    if sizes is None or shapes[0] is None:
-        return [None]
-    sizes = np.reshape(sizes, -1)
-    scales = None if scales is None or np.size(scales) == 0 else np.reshape(scales, -1).astype(np.float64)
-    out = []
-    for k, (d, s) in enumerate(zip(shapes[0], sizes)):
-        if s >= 0:
-            out.append(int(s))
-        elif scales is None:
-            out.append(d)
-        else:
-            out.append(None if d is None else int(np.floor(scales[k] * d)))
-    return [tuple(out)]
-
-
-RESIZE_ONNX = register_builtin(
-    "RESIZE_ONNX",
-    2200,
-    [
-        Arg("input", (P.FLOAT32,)),
-        Arg("sizes", INT32_64),
-        Arg("scales", (P.FLOAT32, P.FLOAT64), optional=True),
-        Arg("roi", (P.FLOAT32, P.FLOAT64), optional=True),
-        Arg("mode", INT32, optional=True),
-        Arg("coordinate_transformation_mode", INT32, optional=True),
-        Arg("nearest_mode", INT32, optional=True),
-        Arg("cubic_coeff_a", FLOAT_SCALAR, optional=True),
-        Arg("exclude_outside", BOOL, optional=True),
-        Arg("extrapolation_value", FLOAT_SCALAR, optional=True),
-        Arg("antialias", BOOL, optional=True),
-    ],
-    [Arg("output", (P.FLOAT32,))],
-    _resize_onnx,
-    infer=_infer,
-)
-
-__all__ = ["COORDINATE_TRANSFORMATION_MODES", "MODES", "NEAREST_MODES", "RESIZE_ONNX", "axis_taps"]

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters import roi_align as standard
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.float32 import f32
-from nnadapter_tvm.op_schema import INT32, SCHEMAS, Arg
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.onnx_vision import ROI_ALIGN_MODES as MODES
 from nnadapter_tvm.types import OperationType as O
 
-MODES = ("avg", "max")
 
-
+@converter(O.ROI_ALIGN_ONNX)
 def _roi_align_onnx(args: OpArgs) -> relax.Expr:
     """input [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R], output_height,
     output_width, sampling_ratio, spatial_scale, aligned, mode (0 avg, 1 max) -> output [R, C,
@@ -47,14 +46,3 @@ def _largest_term(a: tirx.PrimExpr, b: tirx.PrimExpr, c: tirx.PrimExpr, d: tirx.
 
 def _zero_if_empty(best: tirx.PrimExpr, count: tirx.PrimExpr) -> tirx.PrimExpr:
     return tirx.Select(count > 0, best, f32(0.0))  # a bin of no samples: the max's identity, -inf, becomes 0
-
-
-ROI_ALIGN_ONNX = register_builtin(
-    "ROI_ALIGN_ONNX",
-    2202,
-    [*SCHEMAS[O.ROI_ALIGN].inputs, Arg("mode", INT32, optional=True)],
-    SCHEMAS[O.ROI_ALIGN].outputs,
-    _roi_align_onnx,
-)
-
-__all__ = ["MODES", "ROI_ALIGN_ONNX"]

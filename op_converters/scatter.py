@@ -19,20 +19,16 @@ import functools
 import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm import extensions
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_converters.helpers import infer_same_shape
 from nnadapter_tvm.op_converters.indexing import _as_i64, _check_indices, _static
-from nnadapter_tvm.op_schema import INT32, INT32_64, Arg
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.scatter import REDUCTIONS
 from nnadapter_tvm.runtime.runtime_check import VALUE, data_checks_enabled
-from nnadapter_tvm.types import Precision as P
+from nnadapter_tvm.types import OperationType as O
 
 # The element types a scatter moves (no quantized types: the update would need the input's scale).
-DATA = (P.BOOL8, P.INT8, P.UINT8, P.INT16, P.INT32, P.INT64, P.FLOAT16, P.FLOAT32, P.FLOAT64)
 # The ``reduction`` operand's codes, in ONNX's names.
-REDUCTIONS = ("none", "add", "mul", "max", "min")
 # TENSOR_SCATTER's ``mode`` codes.
-TENSOR_SCATTER_MODES = ("linear", "circular")
 
 
 def _input_rank(args: OpArgs, shape: list) -> int:
@@ -162,6 +158,7 @@ def _count(shape) -> object:
     return count
 
 
+@converter(O.SCATTER_ELEMENTS)
 def scatter_elements(args: OpArgs) -> relax.Expr:
     """input, indices (INT32/INT64, the input's rank), updates (the shape of indices), axis (default 0),
     reduction (0 none, 1 add, 2 mul, 3 max, 4 min; default 0) -> output (the input's shape and type).
@@ -205,6 +202,7 @@ def scatter_elements(args: OpArgs) -> relax.Expr:
     return args.emit_te(compute, x, indices, updates)
 
 
+@converter(O.SCATTER_ND)
 def scatter_nd(args: OpArgs) -> relax.Expr:
     """input (rank r), indices (INT32/INT64, rank q >= 1, its last size k <= r static), updates
     (shape indices.shape[:-1] + input.shape[k:]), reduction (0 none, 1 add, 2 mul, 3 max, 4 min;
@@ -252,6 +250,7 @@ def scatter_nd(args: OpArgs) -> relax.Expr:
     return args.emit_te(compute, x, indices, updates)
 
 
+@converter(O.TENSOR_SCATTER)
 def tensor_scatter(args: OpArgs) -> relax.Expr:
     """past_cache (rank >= 2: batch, ..., max_sequence_length at ``axis``, ...), update (past_cache's
     shape but sequence_length <= max_sequence_length at ``axis``), write_indices (INT32/INT64 [batch],
@@ -354,33 +353,3 @@ def _check_write_indices(args: OpArgs, writes: relax.Expr, length, size) -> None
         f"write index {VALUE} is out of range [0, {text}] (linear mode: the update must fit in the cache)",
         "write_indices",
     )
-
-
-def _register_scatter(name: str, code: int, options: list[Arg], fn) -> object:
-    """SCATTER_ELEMENTS and SCATTER_ND: input, indices and updates, then the op's own optional operands;
-    one output of the input's shape."""
-    inputs = [Arg("input", DATA), Arg("indices", INT32_64), Arg("updates", DATA, same_as="input"), *options]
-    return extensions.register_builtin(name, code, inputs, [Arg("output", DATA)], fn, infer=infer_same_shape)
-
-
-SCATTER_ELEMENTS = _register_scatter(
-    "SCATTER_ELEMENTS",
-    2100,
-    [Arg("axis", INT32, optional=True), Arg("reduction", INT32, optional=True)],
-    scatter_elements,
-)
-SCATTER_ND = _register_scatter("SCATTER_ND", 2101, [Arg("reduction", INT32, optional=True)], scatter_nd)
-TENSOR_SCATTER = extensions.register_builtin(
-    "TENSOR_SCATTER",
-    2102,
-    [
-        Arg("past_cache", DATA),
-        Arg("update", DATA, same_as="past_cache"),
-        Arg("write_indices", INT32_64, optional=True),
-        Arg("axis", INT32, optional=True),
-        Arg("mode", INT32, optional=True),
-    ],
-    [Arg("present_cache", DATA)],
-    tensor_scatter,
-    infer=infer_same_shape,
-)

@@ -20,10 +20,10 @@ import math
 import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm import extensions
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.indexing import _as_i64
-from nnadapter_tvm.op_schema import ANY, BOOL, F32, INT32_64, Arg
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision as P
 
 I64 = "int64"
@@ -99,6 +99,7 @@ def _nonzero(args: OpArgs, x: relax.Expr, name: str) -> relax.Expr:
     return args.emit_te(_nonzero_kernel, mask, n)
 
 
+@converter(O.NONZERO)
 def nonzero(args: OpArgs) -> relax.Expr:
     """input (any type, rank >= 1) -> output [rank, n] (INT64): the indices of the nonzero elements (NaN
     and true count), one column per element in row-major order; n is known only at execution.
@@ -114,6 +115,7 @@ def nonzero(args: OpArgs) -> relax.Expr:
     return _nonzero(args, x, "nonzero_count")
 
 
+@converter(O.COMPRESS)
 def compress(args: OpArgs) -> relax.Expr:
     """input, condition (1-D BOOL8), axis (optional: absent flattens the input) -> output: the slices of
     input along axis whose condition is true, in order; a condition shorter than the axis selects none
@@ -286,6 +288,7 @@ def _unique_sorted_kernel(order: te.Tensor, starts: te.Tensor, u: tirx.Var, *, o
     return te.extern(shapes, [order, starts], body, dtype=[I64] * 7, name="unique_sorted")
 
 
+@converter(O.UNIQUE)
 def unique(args: OpArgs) -> list[relax.Expr]:
     """input, sorted (default true), axis (optional: absent flattens the input) -> output (the unique
     elements, or slices along axis), indices (INT64: each one's first occurrence), inverse_indices
@@ -442,6 +445,7 @@ def _nms_rows_ir(ins, outs):
     return ib.get()
 
 
+@converter(O.ALL_CLASS_NON_MAX_SUPPRESSION)
 def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
     """boxes [B, M, 4], scores [B, C, M], max_output_boxes_per_class (INT64, default 0; negative reads
     as 0), iou_threshold (default 0), score_threshold (optional: absent keeps every score),
@@ -514,75 +518,3 @@ def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
         return te.extern([(rows, 3)], [s, c], _nms_rows_ir, dtype=[I64], name="nms_rows")
 
     return args.emit_te(gather, sel, cnt)
-
-
-def _axis_value(values: list, i: int, rank: int) -> int | None:
-    value = values[i] if i < len(values) else None
-    return None if value is None or np.size(value) == 0 else int(np.reshape(value, -1)[0]) % rank
-
-
-def _infer_nonzero(shapes: list, values: list) -> list:
-    return [(len(shapes[0]), None)]
-
-
-def _infer_compress(shapes: list, values: list) -> list:
-    axis = _axis_value(values, 2, max(len(shapes[0]), 1))
-    if axis is None:
-        return [(None,)]
-    return [tuple(None if d == axis else s for d, s in enumerate(shapes[0]))]
-
-
-def _infer_unique(shapes: list, values: list) -> list:
-    shape = shapes[0]
-    axis = _axis_value(values, 2, max(len(shape), 1))
-    if axis is None:
-        count = None if any(s is None for s in shape) else int(np.prod(shape, dtype=np.int64))
-        return [(None,), (None,), (count,), (None,)]
-    y = tuple(None if d == axis else s for d, s in enumerate(shape))
-    return [y, (None,), (shape[axis],), (None,)]
-
-
-NONZERO = extensions.register_builtin(
-    "NONZERO", 2300, [Arg("input", ANY)], [Arg("output", INT64)], nonzero, infer=_infer_nonzero, version="1"
-)
-COMPRESS = extensions.register_builtin(
-    "COMPRESS",
-    2301,
-    [Arg("input", ANY), Arg("condition", BOOL), Arg("axis", INT32_64, optional=True)],
-    [Arg("output", ANY)],
-    compress,
-    infer=_infer_compress,
-    version="1",
-)
-UNIQUE = extensions.register_builtin(
-    "UNIQUE",
-    2302,
-    [Arg("input", ANY), Arg("sorted", BOOL + INT32_64, optional=True), Arg("axis", INT32_64, optional=True)],
-    [
-        Arg("output", ANY),
-        Arg("indices", INT64, optional=True),
-        Arg("inverse_indices", INT64, optional=True),
-        Arg("counts", INT64, optional=True),
-    ],
-    unique,
-    infer=_infer_unique,
-    version="1",
-)
-ALL_CLASS_NON_MAX_SUPPRESSION = extensions.register_builtin(
-    "ALL_CLASS_NON_MAX_SUPPRESSION",
-    2303,
-    [
-        Arg("boxes", F32),
-        Arg("scores", F32),
-        Arg("max_output_boxes_per_class", INT32_64, optional=True),
-        Arg("iou_threshold", F32, optional=True),
-        Arg("score_threshold", F32, optional=True),
-        Arg("center_point_box", INT32_64, optional=True),
-    ],
-    [Arg("selected_indices", INT64)],
-    all_class_non_max_suppression,
-    infer=lambda shapes, values: [(None, 3)],
-    version="1",
-)
-
-__all__ = ["ALL_CLASS_NON_MAX_SUPPRESSION", "COMPRESS", "NONZERO", "UNIQUE"]

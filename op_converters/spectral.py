@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm import extensions
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_schema import BOOL, F32, INT32_64, Arg
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.types import OperationType as O
 
 F64 = "float64"
 
@@ -33,6 +32,7 @@ def _static(args: OpArgs, dim, what: str, name: str) -> int:
     return dim
 
 
+@converter(O.DFT)
 def dft(args: OpArgs) -> relax.Expr:
     """input [..., 1 or 2] (real, or complex as [real, imaginary]), dft_length (optional: the signal's
     length; 2 (L - 1) for a one-sided inverse), axis (default -2; never the last), inverse (default
@@ -107,6 +107,7 @@ def dft(args: OpArgs) -> relax.Expr:
     return args.emit_te(compute, x)
 
 
+@converter(O.STFT)
 def stft(args: OpArgs) -> relax.Expr:
     """signal [B, L, 1 or 2], frame_step, window (optional [W]), frame_length (optional: W, else L),
     onesided (default true; only for a real signal) -> output [B, F, bins, 2] with F = 1 + (L - n) //
@@ -159,66 +160,3 @@ def stft(args: OpArgs) -> relax.Expr:
         return te.compute(y.shape, lambda *i: y(*i).astype("float32"), name="stft_cast")
 
     return args.emit_te(compute, x, *([window] if window is not None else []))
-
-
-def _scalar(values: list, i: int, default):
-    value = values[i] if i < len(values) else None
-    return default if value is None or np.size(value) == 0 else np.reshape(value, -1)[0].item()
-
-
-def _infer_dft(shapes: list, values: list) -> list:
-    shape = list(shapes[0])
-    axis = int(_scalar(values, 2, -2)) % len(shape)
-    inverse, onesided = bool(_scalar(values, 3, False)), bool(_scalar(values, 4, False))
-    length = shape[axis]
-    n = _scalar(values, 1, None)
-    if n is None and length is not None:
-        n = 2 * (length - 1) if inverse and onesided else length
-    shape[-1] = 1 if inverse and onesided else 2
-    shape[axis] = None if n is None else (n // 2 + 1 if onesided and not inverse else n)
-    return [tuple(shape)]
-
-
-def _infer_stft(shapes: list, values: list) -> list:
-    batch, length = shapes[0][:2]
-    window = shapes[2] if len(shapes) > 2 and shapes[2] is not None and shapes[2] != (0,) else None
-    n = _scalar(values, 3, None) or (window[0] if window else length)
-    step = _scalar(values, 1, None)
-    onesided = bool(_scalar(values, 4, True))
-    frames = None if None in (length, n, step) else 1 + (length - n) // step
-    bins = None if n is None else (n // 2 + 1 if onesided else n)
-    return [(batch, frames, bins, 2)]
-
-
-DFT = extensions.register_builtin(
-    "DFT",
-    2310,
-    [
-        Arg("input", F32),
-        Arg("dft_length", INT32_64, optional=True),
-        Arg("axis", INT32_64, optional=True),
-        Arg("inverse", BOOL, optional=True),
-        Arg("onesided", BOOL, optional=True),
-    ],
-    [Arg("output", F32)],
-    dft,
-    infer=_infer_dft,
-    version="1",
-)
-STFT = extensions.register_builtin(
-    "STFT",
-    2311,
-    [
-        Arg("signal", F32),
-        Arg("frame_step", INT32_64),
-        Arg("window", F32, optional=True),
-        Arg("frame_length", INT32_64, optional=True),
-        Arg("onesided", BOOL, optional=True),
-    ],
-    [Arg("output", F32)],
-    stft,
-    infer=_infer_stft,
-    version="1",
-)
-
-__all__ = ["DFT", "STFT"]

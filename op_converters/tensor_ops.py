@@ -14,43 +14,24 @@ import re
 import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm import extensions
 from nnadapter_tvm.op_converters.args import OpArgs
 from nnadapter_tvm.op_converters.indexing import _static
-from nnadapter_tvm.op_schema import INT32, INT32_64, Arg
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.tensor_ops import equation_text
 from nnadapter_tvm.runtime.runtime_check import VALUE, data_checks_enabled
-from nnadapter_tvm.types import Precision as P
+from nnadapter_tvm.types import OperationType as O
 
-NUMBERS = (P.INT32, P.INT64, P.FLOAT16, P.FLOAT32, P.FLOAT64)
-FLOATS = (P.FLOAT16, P.FLOAT32, P.FLOAT64)
-MOVABLE = (P.BOOL8, P.INT8, P.UINT8, P.INT16, P.INT32, P.INT64, P.FLOAT16, P.FLOAT32, P.FLOAT64)
 _TERM = re.compile(r"^(?:[A-Za-z]|\.\.\.)*$")
 
 
 # -- EINSUM ----------------------------------------------------------------------------------------
-def equation_text(value: np.ndarray) -> str:
-    """EINSUM's ``equation`` operand (UINT8, its ASCII bytes) as text, spaces removed."""
-    return bytes(np.asarray(value, "uint8").reshape(-1).tolist()).decode("ascii").replace(" ", "")
-
-
-def equation_operand(equation: str) -> np.ndarray:
-    """The ``equation`` operand for ``equation`` (ONNX's attribute text)."""
-    return np.frombuffer(equation.encode("ascii"), "uint8").copy()
-
-
 def _einsum_terms(equation: str) -> tuple[list[str], str | None]:
     lhs, arrow, rhs = equation.partition("->")
     terms = lhs.split(",")
     return terms, (rhs if arrow else None)
 
 
-def _einsum_infer(shapes: list, values: list) -> list:
-    if values[-1] is None or any(s is None or any(d is None for d in s) for s in shapes[:-1]):
-        return [None]
-    operands = [np.empty(s, "float32") for s in shapes[:-1]]
-    return [np.einsum(equation_text(values[-1]), *operands).shape]
-
-
+@converter(O.EINSUM)
 def einsum(args: OpArgs) -> relax.Expr:
     """inputs (1 or more tensors of one type), equation (UINT8: the equation's ASCII text, e.g.
     ``bij,bjk->bik``; spaces ignored) -> output.
@@ -93,6 +74,7 @@ def _ints(args: OpArgs, name: str, count: int, default: int) -> list[int]:
     return values
 
 
+@converter(O.COL2IM)
 def col2im(args: OpArgs) -> relax.Expr:
     """input [N, C * prod(block_shape), L], image_shape (INT32/INT64 [R], constant), block_shape
     ([R], constant), dilations ([R], optional: ones), pads ([2R]: begins then ends, optional: zeros),
@@ -206,6 +188,7 @@ def _det_ir(ins, outs, *, n: int | tirx.PrimExpr):
     return ib.get()
 
 
+@converter(O.DET)
 def det(args: OpArgs) -> relax.Expr:
     """input (float, [*, M, M]) -> output ([*]): the determinant of each square matrix of the last
     two axes, computed in float64 (LU elimination with partial pivoting) and rounded to the type.
@@ -234,6 +217,7 @@ def det(args: OpArgs) -> relax.Expr:
 
 
 # -- REVERSE_SEQUENCE ------------------------------------------------------------------------------
+@converter(O.REVERSE_SEQUENCE)
 def reverse_sequence(args: OpArgs) -> relax.Expr:
     """input (rank >= 2), sequence_lens (INT32/INT64 [batch]), batch_axis (default 1), time_axis
     (default 0, another axis) -> output (the input's shape).
@@ -301,40 +285,3 @@ def _check_lengths(args: OpArgs, lens: relax.Expr, steps) -> None:
         f"length {VALUE} is out of range {text}",
         "sequence_lens",
     )
-
-
-EINSUM = extensions.register_builtin(
-    "EINSUM",
-    2103,
-    [Arg("inputs", NUMBERS, variadic=True), Arg("equation", (P.UINT8,))],
-    [Arg("output", NUMBERS)],
-    einsum,
-    infer=_einsum_infer,
-)
-COL2IM = extensions.register_builtin(
-    "COL2IM",
-    2104,
-    [
-        Arg("input", FLOATS),
-        Arg("image_shape", INT32_64),
-        Arg("block_shape", INT32_64),
-        Arg("dilations", INT32_64, optional=True),
-        Arg("pads", INT32_64, optional=True),
-        Arg("strides", INT32_64, optional=True),
-    ],
-    [Arg("output", FLOATS)],
-    col2im,
-)
-DET = extensions.register_builtin("DET", 2105, [Arg("input", FLOATS)], [Arg("output", FLOATS)], det)
-REVERSE_SEQUENCE = extensions.register_builtin(
-    "REVERSE_SEQUENCE",
-    2106,
-    [
-        Arg("input", MOVABLE),
-        Arg("sequence_lens", INT32_64),
-        Arg("batch_axis", INT32, optional=True),
-        Arg("time_axis", INT32, optional=True),
-    ],
-    [Arg("output", MOVABLE)],
-    reverse_sequence,
-)

@@ -13,12 +13,10 @@ import itertools
 import numpy as np
 from tvm import relax, te, tirx
 
-from nnadapter_tvm.extensions import register_builtin
 from nnadapter_tvm.op_converters.args import OpArgs
-from nnadapter_tvm.op_schema import F32, INT32, INT32_64, Arg
-
-# The weighting of the counts, operand ``mode``: ONNX's attribute mode by its index here.
-MODES = ("TF", "IDF", "TFIDF")
+from nnadapter_tvm.op_converters.registry import converter
+from nnadapter_tvm.operations.ml import TFIDF_MODES as MODES
+from nnadapter_tvm.types import OperationType as O
 
 
 def ngram_table(
@@ -80,6 +78,7 @@ def _check_attributes(args: OpArgs) -> tuple[int, int, int, str, list[int], list
     return min_gram, max_gram, max_skip, MODES[mode], counts, indexes, pool
 
 
+@converter(O.TFIDF_VECTORIZER)
 def tfidf_vectorizer(args: OpArgs) -> relax.Expr:
     """input [C] or [B, C] (INT32 or INT64 tokens), min_gram_length, max_gram_length, max_skip_count,
     mode (0 TF, 1 IDF, 2 TFIDF), ngram_counts, ngram_indexes, pool (INT32 or INT64), weights (FLOAT32,
@@ -162,32 +161,3 @@ def tfidf_vectorizer(args: OpArgs) -> relax.Expr:
         return te.compute(freq.shape, output, name="tfidf_vectorizer")
 
     return args.emit_te(compute, x, *tables)
-
-
-def _infer(shapes: list, values: list) -> list:
-    indexes = values[6]
-    if shapes[0] is None or indexes is None:
-        return [None]
-    return [(*shapes[0][:-1], int(np.max(indexes)) + 1)]
-
-
-TFIDF_VECTORIZER = register_builtin(
-    "TFIDF_VECTORIZER",
-    2430,
-    [
-        Arg("input", INT32_64),
-        Arg("min_gram_length", INT32),
-        Arg("max_gram_length", INT32),
-        Arg("max_skip_count", INT32),
-        Arg("mode", INT32),
-        Arg("ngram_counts", INT32_64),
-        Arg("ngram_indexes", INT32_64),
-        Arg("pool", INT32_64),
-        Arg("weights", F32, optional=True),
-    ],
-    [Arg("output", F32)],
-    tfidf_vectorizer,
-    infer=_infer,
-)
-
-__all__ = ["MODES", "TFIDF_VECTORIZER", "ngram_table"]

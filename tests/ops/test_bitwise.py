@@ -10,7 +10,7 @@ import pytest
 from oputil import PRECISION, UNKNOWN, In, Out, expect_error, i32, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters.bitwise import BIT_SHIFT, BITCAST, BITWISE_AND, BITWISE_NOT, BITWISE_OR, BITWISE_XOR
+from nnadapter_tvm.operations.bitwise import BIT_SHIFT, BITCAST, BITWISE_AND, BITWISE_NOT, BITWISE_OR, BITWISE_XOR
 
 P = nna.Precision
 INTEGERS = [d for d in PRECISION if np.dtype(d).kind in "iu"]

@@ -12,7 +12,7 @@ from onnx.reference import ReferenceEvaluator
 from oputil import Const, In, Out, check_op, expect_error, f32, i32, rand, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters.conv3d import CONV_3D_TRANSPOSE
+from nnadapter_tvm.operations.conv3d import CONV_3D_TRANSPOSE
 
 UNKNOWN = -1
 

@@ -11,7 +11,7 @@ from onnx.reference import ReferenceEvaluator
 from oputil import UNKNOWN, In, Out, b8, check_op, expect_error, i32, rand, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters import grid_sample_onnx as G
+from nnadapter_tvm.operations import onnx_vision as G
 
 OP = G.GRID_SAMPLE_ONNX
 # Up to 64 float32 products (4 x 4 x 4 cubic taps) summed in another order than the reference.
@@ -44,14 +44,14 @@ def operands(x, grid, mode, padding, align_corners, x_dims=None, grid_dims=None)
         In(x, dims=x_dims),
         In(grid, dims=grid_dims),
         b8(align_corners),
-        i32(G.MODES.index(mode)),
+        i32(G.GRID_SAMPLE_MODES.index(mode)),
         i32(G.PADDING_MODES.index(padding)),
     ]
 
 
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("padding", G.PADDING_MODES)
-@pytest.mark.parametrize("mode", G.MODES)
+@pytest.mark.parametrize("mode", G.GRID_SAMPLE_MODES)
 @pytest.mark.parametrize("shape,grid_shape", [((1, 2, 3, 4), (1, 3, 2, 2)), ((2, 1, 2, 3, 4), (2, 2, 2, 3, 3))])
 def test_against_onnx(mode, padding, align_corners, shape, grid_shape):
     x = rand(*shape, seed=1)

@@ -16,7 +16,7 @@ import pytest
 from oputil import UNKNOWN, In, Out, b8, expect_error, i32, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters.math_functions import (
+from nnadapter_tvm.operations.math_functions import (
     ACOS,
     ACOSH,
     ASIN,

@@ -12,7 +12,7 @@ from onnx.reference import ReferenceEvaluator
 from oputil import UNKNOWN, Const, In, Out, P, expect_error, f32, i32, i64, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters.ml import (
+from nnadapter_tvm.operations.ml import (
     ARRAY_FEATURE_EXTRACTOR,
     BINARIZER,
     MEL_WEIGHT_MATRIX,

@@ -12,7 +12,7 @@ from onnx.reference import ReferenceEvaluator
 from oputil import UNKNOWN, Const, In, Out, P, b8, check_op, execute, expect_error, f32, i32, rand, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters import resize_onnx as R
+from nnadapter_tvm.operations import onnx_vision as R
 
 OP = R.RESIZE_ONNX
 # Sums of up to 16 float32 products (4 x 4 cubic taps) against the reference's float64.
@@ -58,7 +58,7 @@ def operands(
         i32(list(out_shape)),
         Const(None if scale is None else np.asarray(scale, np.float64), P.FLOAT64),
         Const(None if roi is None else np.asarray(roi, np.float64), P.FLOAT64),
-        i32(R.MODES.index(mode)),
+        i32(R.RESIZE_MODES.index(mode)),
         i32(R.COORDINATE_TRANSFORMATION_MODES.index(ctm)),
         i32(R.NEAREST_MODES.index(nearest_mode)),
         f32(a),
@@ -71,7 +71,7 @@ def operands(
 TRANSFORMS = R.COORDINATE_TRANSFORMATION_MODES[:5]
 
 
-@pytest.mark.parametrize("mode", R.MODES)
+@pytest.mark.parametrize("mode", R.RESIZE_MODES)
 @pytest.mark.parametrize("ctm", TRANSFORMS)
 @pytest.mark.parametrize(
     "shape,scales", [((1, 2, 4, 5), (1, 1, 1.7, 0.6)), ((2, 3, 7), (1, 1, 2.0)), ((5, 3), (0.5, 1.5))]
@@ -112,7 +112,7 @@ def test_antialias(mode, scales):
     check_op(OP, operands(x, expected.shape, scales, mode=mode, antialias=True), expected, **TOL)
 
 
-@pytest.mark.parametrize("mode", R.MODES)
+@pytest.mark.parametrize("mode", R.RESIZE_MODES)
 @pytest.mark.parametrize("extrapolation", [0.0, 10.0])
 def test_tf_crop_and_resize(mode, extrapolation):
     x = rand(1, 1, 5, 6, seed=5)
@@ -167,7 +167,7 @@ def test_symbolic_batch_kept():
 FED = [((1, 2, 4, 6), (1, 2, 7, 3)), ((2, 2, 5, 3), (2, 2, 1, 8))]
 
 
-@pytest.mark.parametrize("mode", R.MODES)
+@pytest.mark.parametrize("mode", R.RESIZE_MODES)
 def test_sizes_fed_at_execution(mode):
     """sizes a model input: read at execution as new symbolic sizes, each axis' scale output / input, the
     positions and weights computed by kernels (every axis resized: none is known to keep its size)."""

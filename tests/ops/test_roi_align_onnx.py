@@ -11,7 +11,7 @@ from onnx.reference import ReferenceEvaluator
 from oputil import UNKNOWN, In, Out, b8, check_op, expect_error, f32, i32, rand, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters import roi_align_onnx as R
+from nnadapter_tvm.operations import onnx_vision as R
 
 OP = R.ROI_ALIGN_ONNX
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -50,11 +50,11 @@ def operands(x, rois, batch, *, mode, half_pixel, out_hw, sampling_ratio, spatia
         i32(sampling_ratio),
         f32(spatial_scale),
         b8(half_pixel),
-        i32(R.MODES.index(mode)),
+        i32(R.ROI_ALIGN_MODES.index(mode)),
     ]
 
 
-@pytest.mark.parametrize("mode", R.MODES)
+@pytest.mark.parametrize("mode", R.ROI_ALIGN_MODES)
 @pytest.mark.parametrize("half_pixel", [False, True])
 @pytest.mark.parametrize("sampling_ratio,out_hw,spatial_scale", [(0, (2, 3), 1.0), (2, (3, 2), 0.5), (1, (1, 1), 1.0)])
 def test_against_onnx(mode, half_pixel, sampling_ratio, out_hw, spatial_scale):

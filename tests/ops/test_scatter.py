@@ -12,7 +12,7 @@ import pytest
 from oputil import UNKNOWN, In, Out, P, check_op, expect_error, i32, i64, rand, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters.scatter import REDUCTIONS, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER
+from nnadapter_tvm.operations.scatter import REDUCTIONS, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER
 
 EXACT = {"rtol": 0, "atol": 0}
 _F = {

@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 from oputil import UNKNOWN, In, Out, P, b8, check_op, expect_error, f32, i32, i64, rand, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters.selection import ALL_CLASS_NON_MAX_SUPPRESSION, COMPRESS, NONZERO, UNIQUE
+from nnadapter_tvm.operations.selection import ALL_CLASS_NON_MAX_SUPPRESSION, COMPRESS, NONZERO, UNIQUE
 
 PRECISION = {"float32": P.FLOAT32, "int32": P.INT32, "int64": P.INT64, "bool": P.BOOL8}
 
@@ -314,10 +314,10 @@ def test_onnx_graph_with_data_dependent_sizes_matches_onnxruntime() -> None:
 
 def test_shape_inference_leaves_data_dependent_sizes_unknown() -> None:
     """What importers get from the extensions' shape inference: None exactly where the data decides."""
-    from nnadapter_tvm import extensions
+    from nnadapter_tvm import operations
 
     def infer(op, shapes, values):
-        return extensions.get(op).infer(shapes, values)
+        return operations.lookup(op).infer(shapes, values)
 
     assert infer(NONZERO, [(2, 3, 4)], [None]) == [(3, None)]
     assert infer(COMPRESS, [(2, 5), (5,), ()], [None, None, np.array(-1)]) == [(2, None)]

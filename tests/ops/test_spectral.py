@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from oputil import UNKNOWN, In, Out, P, b8, expect_error, f32, i64, rand, run_op
 
-from nnadapter_tvm.op_converters.spectral import DFT, STFT
+from nnadapter_tvm.operations.spectral import DFT, STFT
 
 
 def to_complex(x: np.ndarray) -> np.ndarray:
@@ -161,22 +161,21 @@ def test_dft_of_a_symbolic_signal_length_fails() -> None:
 )
 def test_dft_shape_inference(shape, axis, n, inverse, onesided) -> None:
     """The extension's shape inference (asked by importers) gives the reference's shape."""
-    from nnadapter_tvm import extensions
+    from nnadapter_tvm import operations
 
     expected = dft_ref(rand(*shape), n, axis, inverse, onesided).shape
     values = [None, None if n is None else np.array(n), np.array(axis), np.array(inverse), np.array(onesided)]
-    assert extensions.get(DFT).infer([shape, None, (), (), ()], values) == [expected]
+    assert operations.lookup(DFT).infer([shape, None, (), (), ()], values) == [expected]
 
 
 def test_stft_shape_inference() -> None:
-    from nnadapter_tvm import extensions
+    from nnadapter_tvm import operations
 
     expected = stft_ref(rand(2, 30, 1), 5, np.ones(12), None, True).shape
     values = [None, np.array(5), None, None, np.array(True)]
-    assert extensions.get(STFT).infer([(2, 30, 1), (), (12,), None, ()], values) == [expected]
-    assert extensions.get(STFT).infer([(None, 30, 1), (), None, (), ()], [None, np.array(5), None, np.array(10), None])[
-        0
-    ] == (
+    infer = operations.lookup(STFT).infer
+    assert infer([(2, 30, 1), (), (12,), None, ()], values) == [expected]
+    assert infer([(None, 30, 1), (), None, (), ()], [None, np.array(5), None, np.array(10), None])[0] == (
         None,
         5,
         6,

@@ -9,7 +9,7 @@ import pytest
 from oputil import UNKNOWN, Const, In, Out, P, check_op, expect_error, i32, i64, rand, run_op
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.op_converters.tensor_ops import COL2IM, DET, EINSUM, REVERSE_SEQUENCE, equation_operand
+from nnadapter_tvm.operations.tensor_ops import COL2IM, DET, EINSUM, REVERSE_SEQUENCE, equation_operand
 
 EXACT = {"rtol": 0, "atol": 0}
 

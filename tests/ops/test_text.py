@@ -13,7 +13,7 @@ from oputil import UNKNOWN, In, Out, check_op, expect_error, f32, i32, i64, run_
 
 import nnadapter_tvm as nna
 from nnadapter_tvm.frontends.onnx import import_model
-from nnadapter_tvm.op_converters import text as T
+from nnadapter_tvm.operations import ml as T
 
 OP = T.TFIDF_VECTORIZER
 # Unigrams 2 3 5 4, bigrams (5 6) (7 8) (6 7) (3 3) (5 6) -- listed twice --, trigram (2 3 4).
@@ -61,7 +61,7 @@ def operands(x, *, mode, min_gram, max_gram, skip, indexes, weights=None, pool=P
         i32(min_gram),
         i32(max_gram),
         i32(skip),
-        i32(T.MODES.index(mode)),
+        i32(T.TFIDF_MODES.index(mode)),
         i64(counts),
         i64(indexes),
         i64(pool),

@@ -4,7 +4,6 @@ recorded in the cache, which refuses to load where the operation is missing or h
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -17,9 +16,9 @@ import pytest
 from tvm import te
 
 import nnadapter_tvm as nna
-from nnadapter_tvm import extensions
+from nnadapter_tvm import operations
 from nnadapter_tvm.extensions import Arg, extension_kernel
-from nnadapter_tvm.op_schema import F32
+from nnadapter_tvm.operations.schema import F32
 from nnadapter_tvm.runtime.token import model_token
 
 P = nna.Precision
@@ -105,8 +104,7 @@ def test_the_token_covers_the_extension_and_its_version(monkeypatch):
     model, context = _model(), nna.Context([nna.Device.acquire("llvm")])
     before = model_token(model, context)
     assert model_token(model, context) == before
-    registered = extensions.get(SQUARE_PLUS)
-    monkeypatch.setitem(extensions._EXTENSIONS, 10001, dataclasses.replace(registered, version="2"))
+    monkeypatch.setattr(operations.lookup(SQUARE_PLUS), "version", "2")
     assert model_token(model, context) != before
 
 
@@ -133,7 +131,7 @@ import os
 from tvm import relax
 import nnadapter_tvm as nna
 from nnadapter_tvm.extensions import Arg
-from nnadapter_tvm.op_schema import F32
+from nnadapter_tvm.operations.schema import F32
 
 
 def _convert(args):

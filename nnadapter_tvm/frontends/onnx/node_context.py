@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 import onnx
 
-from nnadapter_tvm import extensions
+from nnadapter_tvm import operations
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.frontends.onnx.schema_probe import check_schema, out_dtypes
 from nnadapter_tvm.frontends.onnx.values import OpRecord, Quant, Shape, Value, node_label
@@ -160,9 +160,9 @@ class NodeContext:
         return results[0] if outputs == 1 else results
 
     def _extension_shapes(self, op_type: OperationType, inputs: Sequence[Value | None], outputs: int) -> list | None:
-        """A custom operation's output shapes from its own shape inference (nnadapter_tvm.extensions), for
+        """An extension's or custom operation's output shapes from its own shape inference (its table entry), for
         the nodes of domains ONNX's shape inference does not know."""
-        extension = extensions.get(op_type)
+        extension = operations.lookup(op_type)
         if extension is None or extension.infer is None:
             return None
         shapes = [None if v is None else v.shape for v in inputs]

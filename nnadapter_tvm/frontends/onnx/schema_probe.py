@@ -10,7 +10,7 @@ import numpy as np
 from nnadapter_tvm.errors import fail
 from nnadapter_tvm.frontends.onnx.values import Quant, precision_of
 from nnadapter_tvm.model import validate_against_schema
-from nnadapter_tvm.op_schema import SCHEMAS
+from nnadapter_tvm.operations import schema_of
 from nnadapter_tvm.types import NNAdapterError, OperationType, ResultCode
 
 
@@ -37,7 +37,7 @@ def out_dtypes(inputs, dtype, outputs: int) -> list[np.dtype | None]:
 def check_schema(label: str, op_type: OperationType, inputs, outputs: int, dtype, quant) -> None:
     """Precisions the NNAdapter operation does not define make the node (``label``) unsupported
     (host-able), not invalid."""
-    schema = SCHEMAS.get(op_type)
+    schema = schema_of(op_type)
     if schema is None:
         return
     present = [v for v in inputs if v is not None]

@@ -10,7 +10,7 @@ from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.elementwise import shape_of
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value, precision_of
-from nnadapter_tvm.op_converters.bitwise import (
+from nnadapter_tvm.operations.bitwise import (
     BIT_SHIFT,
     BITCAST,
     BITWISE_AND,

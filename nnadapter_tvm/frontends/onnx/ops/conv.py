@@ -10,7 +10,7 @@ from nnadapter_tvm.frontends.onnx.ops import qdq
 from nnadapter_tvm.frontends.onnx.ops.common import cast, cast_back, fuse_none, in_float32, rank_of
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters.conv3d import CONV_3D_TRANSPOSE
+from nnadapter_tvm.operations.conv3d import CONV_3D_TRANSPOSE
 from nnadapter_tvm.types import AutoPad
 from nnadapter_tvm.types import OperationType as O
 

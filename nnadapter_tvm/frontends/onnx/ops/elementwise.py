@@ -86,7 +86,7 @@ def mod(ctx: NodeContext) -> Value:
     if fmod not in (0, 1):
         ctx.fail(f"fmod {fmod} is not 0 or 1")
     if is_float(a):
-        from nnadapter_tvm.op_converters.math_functions import MOD  # an extension: imports TVM's Relax
+        from nnadapter_tvm.operations.math_functions import MOD
 
         return ctx.emit(MOD, [a, b, ctx.boolean(fmod == 1)], shape=shape_of(a, b))
     if not is_int(a):

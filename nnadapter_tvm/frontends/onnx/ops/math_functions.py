@@ -10,7 +10,7 @@ from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import norm_axis, rank_of
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters.math_functions import CUM_PROD, MATH_FUNCTIONS
+from nnadapter_tvm.operations.math_functions import CUM_PROD, MATH_FUNCTIONS
 
 _FUNCTIONS = {name.capitalize(): name for name in MATH_FUNCTIONS}
 

@@ -20,7 +20,7 @@ from nnadapter_tvm.frontends.onnx.ops.common import cast
 from nnadapter_tvm.frontends.onnx.ops.elementwise import op, scalar
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value, precision_of
-from nnadapter_tvm.op_converters.ml import (
+from nnadapter_tvm.operations.ml import (
     ARRAY_FEATURE_EXTRACTOR,
     BINARIZER,
     MEL_WEIGHT_MATRIX,

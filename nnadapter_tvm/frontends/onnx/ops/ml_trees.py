@@ -49,7 +49,7 @@ from nnadapter_tvm.frontends.onnx.ops.ml import (
 )
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters.ml import AVERAGE, EQ, GT, GTE, LEQ, LT, MAX, MIN, NEQ, SUM, TREE_ENSEMBLE
+from nnadapter_tvm.operations.ml import AVERAGE, EQ, GT, GTE, LEQ, LT, MAX, MIN, NEQ, SUM, TREE_ENSEMBLE
 from nnadapter_tvm.types import OperationType as O
 
 _MODES = {"BRANCH_LEQ": LEQ, "BRANCH_LT": LT, "BRANCH_GTE": GTE, "BRANCH_GT": GT, "BRANCH_EQ": EQ, "BRANCH_NEQ": NEQ}

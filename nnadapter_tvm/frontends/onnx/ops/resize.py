@@ -10,8 +10,9 @@ the node's own spatial size (several sizes where it is known only at execution: 
 model may meet must agree), and the first candidate that agrees is emitted.  Nothing agrees (cubic,
 antialias, crop-and-resize, the other coordinate transformations and nearest modes, half_pixel where an
 output of 1 pixel may occur: Paddle's ratio is then 0, ONNX samples the centre; other ranks and axes):
-the node goes to the RESIZE_ONNX extension (op_converters/resize_onnx.py), which computes ONNX's Resize
-itself, also where sizes or scales are computed at run time or the input's sizes are symbolic.
+the node goes to the RESIZE_ONNX extension (nnadapter_tvm/operations/onnx_vision.py, computed by
+op_converters/resize_onnx.py), which computes ONNX's Resize itself, also where sizes or scales are
+computed at run time or the input's sizes are symbolic.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from nnadapter_tvm.frontends.onnx import host, shape_elements
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters import resize_onnx
+from nnadapter_tvm.operations import onnx_vision
 from nnadapter_tvm.types import OperationType as O
 from nnadapter_tvm.types import Precision
 
@@ -282,13 +283,13 @@ def _resize_onnx(ctx: NodeContext, x: Value, why: str) -> Value:
     if ctx.op_type != "Resize" or ctx.opset < 11:
         ctx.unsupported(f"{why} (and RESIZE_ONNX takes Resize from opset 11)")
     mode = ctx.attr("mode", "nearest")
-    if mode not in resize_onnx.MODES:
+    if mode not in onnx_vision.RESIZE_MODES:
         ctx.unsupported(f"{why}: mode '{mode}' is not one of ONNX's")
     transform = ctx.attr("coordinate_transformation_mode", "half_pixel")
     nearest_mode = ctx.attr("nearest_mode", "round_prefer_floor")
     for name, value, names in (
-        ("coordinate_transformation_mode", transform, resize_onnx.COORDINATE_TRANSFORMATION_MODES),
-        ("nearest_mode", nearest_mode, resize_onnx.NEAREST_MODES),
+        ("coordinate_transformation_mode", transform, onnx_vision.COORDINATE_TRANSFORMATION_MODES),
+        ("nearest_mode", nearest_mode, onnx_vision.NEAREST_MODES),
     ):
         if value not in names:
             ctx.unsupported(f"{name} '{value}' is not one of {', '.join(names)}")
@@ -380,15 +381,15 @@ def _resize_onnx(ctx: NodeContext, x: Value, why: str) -> Value:
         sizes,
         scales,
         ctx.constant(roi if roi is not None and transform == "tf_crop_and_resize" else [], "float64"),
-        ctx.i32(resize_onnx.MODES.index(mode)),
-        ctx.i32(resize_onnx.COORDINATE_TRANSFORMATION_MODES.index(transform)),
-        ctx.i32(resize_onnx.NEAREST_MODES.index(nearest_mode)),
+        ctx.i32(onnx_vision.RESIZE_MODES.index(mode)),
+        ctx.i32(onnx_vision.COORDINATE_TRANSFORMATION_MODES.index(transform)),
+        ctx.i32(onnx_vision.NEAREST_MODES.index(nearest_mode)),
         ctx.f32(ctx.attr("cubic_coeff_a", -0.75)),
         ctx.boolean(ctx.attr("exclude_outside", 0)),
         ctx.f32(ctx.attr("extrapolation_value", 0.0)),
         ctx.boolean(antialias),
     ]
-    return ctx.emit(resize_onnx.RESIZE_ONNX, inputs, shape=tuple(out))
+    return ctx.emit(onnx_vision.RESIZE_ONNX, inputs, shape=tuple(out))
 
 
 def _refuse_computed(ctx: NodeContext, value: Value, message: str) -> NoReturn:

@@ -10,7 +10,7 @@ from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import reshape
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters.scatter import (
+from nnadapter_tvm.operations.scatter import (
     REDUCTIONS,
     SCATTER_ELEMENTS,
     SCATTER_ND,

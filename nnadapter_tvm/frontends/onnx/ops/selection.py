@@ -9,7 +9,7 @@ from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import cast
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters.selection import ALL_CLASS_NON_MAX_SUPPRESSION, COMPRESS, NONZERO, UNIQUE
+from nnadapter_tvm.operations.selection import ALL_CLASS_NON_MAX_SUPPRESSION, COMPRESS, NONZERO, UNIQUE
 
 
 @onnx_op("NonZero")

@@ -7,7 +7,7 @@ import numpy as np
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters.spectral import DFT, STFT
+from nnadapter_tvm.operations.spectral import DFT, STFT
 
 
 def _int_input(ctx: NodeContext, i: int) -> Value:

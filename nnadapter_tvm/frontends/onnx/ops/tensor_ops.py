@@ -8,7 +8,7 @@ import numpy as np
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters.tensor_ops import COL2IM, DET, EINSUM, REVERSE_SEQUENCE, equation_operand
+from nnadapter_tvm.operations.tensor_ops import COL2IM, DET, EINSUM, REVERSE_SEQUENCE, equation_operand
 
 
 @onnx_op("Einsum")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters.text import MODES, TFIDF_VECTORIZER
+from nnadapter_tvm.operations.ml import TFIDF_MODES as MODES
+from nnadapter_tvm.operations.ml import TFIDF_VECTORIZER
 
 
 @onnx_op("TfIdfVectorizer")

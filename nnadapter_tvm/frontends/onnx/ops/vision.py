@@ -6,7 +6,7 @@ from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.ops.common import cast
 from nnadapter_tvm.frontends.onnx.registry import onnx_op
 from nnadapter_tvm.frontends.onnx.values import Value
-from nnadapter_tvm.op_converters import grid_sample_onnx, roi_align_onnx
+from nnadapter_tvm.operations import onnx_vision
 from nnadapter_tvm.types import InterpolateMode, PadMode
 from nnadapter_tvm.types import OperationType as O
 
@@ -18,8 +18,8 @@ def roi_align(ctx: NodeContext) -> Value:
     before opset 16) is not; batch_indices cast to INT32."""
     x, rois, batch = ctx.input(0), ctx.input(1), ctx.input(2)
     mode = ctx.attr("mode", "avg")
-    if mode not in roi_align_onnx.MODES:
-        ctx.fail(f"mode '{mode}' is not one of {', '.join(roi_align_onnx.MODES)}")
+    if mode not in onnx_vision.ROI_ALIGN_MODES:
+        ctx.fail(f"mode '{mode}' is not one of {', '.join(onnx_vision.ROI_ALIGN_MODES)}")
     transform = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
     if transform not in ("half_pixel", "output_half_pixel"):
         ctx.fail(f"coordinate_transformation_mode '{transform}'")
@@ -37,7 +37,7 @@ def roi_align(ctx: NodeContext) -> Value:
         ctx.boolean(transform == "half_pixel"),
     ]
     if mode == "max":  # ROI_ALIGN averages its samples
-        return ctx.emit(roi_align_onnx.ROI_ALIGN_ONNX, [*inputs, ctx.i32(roi_align_onnx.MODES.index(mode))])
+        return ctx.emit(onnx_vision.ROI_ALIGN_ONNX, [*inputs, ctx.i32(onnx_vision.ROI_ALIGN_MODES.index(mode))])
     return ctx.emit(O.ROI_ALIGN, inputs)
 
 
@@ -90,7 +90,7 @@ def _grid_sample_onnx(ctx: NodeContext, x: Value, grid: Value, mode: str, paddin
         x,
         grid,
         ctx.boolean(bool(ctx.attr("align_corners", 0))),
-        ctx.i32(grid_sample_onnx.MODES.index(_GRID_ONNX_MODES[mode])),
-        ctx.i32(grid_sample_onnx.PADDING_MODES.index(padding)),
+        ctx.i32(onnx_vision.GRID_SAMPLE_MODES.index(_GRID_ONNX_MODES[mode])),
+        ctx.i32(onnx_vision.PADDING_MODES.index(padding)),
     ]
-    return ctx.emit(grid_sample_onnx.GRID_SAMPLE_ONNX, inputs)
+    return ctx.emit(onnx_vision.GRID_SAMPLE_ONNX, inputs)
