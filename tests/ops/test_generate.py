@@ -61,7 +61,7 @@ def test_fill_negative_dimension():
 
 @pytest.mark.parametrize("dims", [[-2, 3], [-2, -3], [-1, 0]], ids=str)
 def test_fill_negative_dimension_fed_at_run_time(dims):
-    """Found by tests/e2e/test_fuzz.py: a negative dimension read at run time made TVM allocate a negative
+    """Found by tests/e2e/test_fuzz_models.py: a negative dimension read at run time made TVM allocate a negative
     size (std::bad_alloc, reported as OUT_OF_MEMORY) or, with an even count of them, return an output
     of negative dimensions (numpy's ValueError). Now checked before anything is allocated."""
     ins = [In(np.array(dims, "int32"), P.INT32), f32([1.5])]

@@ -1,11 +1,12 @@
-"""AVERAGE_POOL_2D, MAX_POOL_2D (with and without indices), ADAPTIVE_AVERAGE_POOL_2D and
-ADAPTIVE_MAX_POOL_2D against numpy references written from the spec (output sizes) and Paddle's pooling
-kernels (which elements a window covers and counts; max_pool2d_with_index for the indices), in float32
-and QUANT_INT8_SYMM_PER_LAYER.
+"""AVERAGE_POOL_2D and MAX_POOL_2D (with and without indices) against numpy references written from
+the spec (output sizes) and Paddle's pooling kernels (which elements a window covers and counts;
+max_pool2d_with_index for the indices), in float32 and QUANT_INT8_SYMM_PER_LAYER: every auto_pad mode,
+ceil_mode, count_include_pad, every fuse_code, sizes known only at execution, NaN, and bad operands.
 
 A window without real elements (op_converters/pool.py's rule): max gives the lowest float32 (Paddle's
 -FLT_MAX) and index -1, average gives 0 (Paddle gives 0 with count_include_pad and 0 / 0 without; the
-converter documents 0 as its choice)."""
+converter documents 0 as its choice).  Both paths are checked: TVM's pools where they give the spec's
+size, the converter's TE compute where they do not (ceil_mode windows that start in the padding)."""
 
 import math
 
@@ -30,15 +31,23 @@ from oputil import (
     run_model,
     run_op,
 )
+from pool_refs import (
+    ATOL,
+    DYNAMIC_SIZES,
+    LOWEST,
+    NAN_X,
+    OP,
+    RTOL,
+    P,
+    expect_invalid,
+    max_with_index,
+    nan_pool_ref,
+    pool2d_ref,
+)
 
 import nnadapter_tvm as nna
 
-OP = nna.OperationType
 PAD = nna.AutoPad
-# Averages of at most 9 float32 values summed in a different order than the float64 reference,
-# and a float32 division: a few ulps. Max pooling is exact.
-RTOL, ATOL = 1e-5, 1e-5
-LOWEST = np.finfo("float32").min  # Paddle's MaxPool::initial(), -FLT_MAX: an empty window's maximum
 
 
 def same_pads(in_hw, kernel, strides):
@@ -48,39 +57,6 @@ def same_pads(in_hw, kernel, strides):
         total = max((math.ceil(size / s) - 1) * s + k - size, 0)
         pads += [total // 2, total - total // 2]
     return pads
-
-
-def pool2d_ref(x, kind, kernel, strides, pads, ceil_mode, count_include_pad=False):
-    """Pooling in float64. Output sizes are the spec's floor/ceil formulas (every window they count,
-    including ceil_mode windows that start in or past the bottom/right padding); window (i, j) starts at
-    i * stride - pad_before and is cut at the padded input's far edge (H_in + pad_after), so a
-    ceil_mode overhang past it covers nothing. Max takes the real elements; average divides by
-    the real elements (count_include_pad false) or by the real and padding ones (true). A window
-    without real elements gives LOWEST (max) or 0 (average)."""
-    n, c, h, w = x.shape
-    (kh, kw), (sh, sw) = kernel, strides
-    top, bottom, left, right = pads
-    rnd = math.ceil if ceil_mode else math.floor
-    h_out = rnd((h + top + bottom - kh) / sh + 1)
-    w_out = rnd((w + left + right - kw) / sw + 1)
-    y = np.empty((n, c, h_out, w_out))
-    for i in range(h_out):
-        h0 = i * sh - top
-        h1 = min(h0 + kh, h + bottom)
-        for j in range(w_out):
-            w0 = j * sw - left
-            w1 = min(w0 + kw, w + right)
-            rows = slice(max(h0, 0), max(min(h1, h), 0))
-            cols = slice(max(w0, 0), max(min(w1, w), 0))
-            window = x[:, :, rows, cols].astype("float64")
-            if not window.size:
-                y[:, :, i, j] = LOWEST if kind == "max" else 0
-            elif kind == "max":
-                y[:, :, i, j] = window.max(axis=(2, 3))
-            else:
-                count = (h1 - h0) * (w1 - w0) if count_include_pad else window.shape[2] * window.shape[3]
-                y[:, :, i, j] = window.sum(axis=(2, 3)) / count
-    return y.astype("float32")
 
 
 # name: (H, W, kernel, strides, auto_pad, pads [top, bottom, left, right] for NONE)
@@ -173,53 +149,6 @@ def test_pool2d_unknown_spatial(op, ceil_mode):
     check_op(op, inputs, expected, outputs=[out], rtol=RTOL, atol=ATOL)
 
 
-def adaptive_avg_pool2d_ref(x, out_hw):
-    """Bin i of an axis of size n covers [floor(i * n / out), ceil((i + 1) * n / out))."""
-    n, c, h, w = x.shape
-    ho, wo = out_hw
-    y = np.empty((n, c, ho, wo))
-    for i in range(ho):
-        h0, h1 = (i * h) // ho, -(-((i + 1) * h) // ho)
-        for j in range(wo):
-            w0, w1 = (j * w) // wo, -(-((j + 1) * w) // wo)
-            y[:, :, i, j] = x[:, :, h0:h1, w0:w1].astype("float64").mean(axis=(2, 3))
-    return y.astype("float32")
-
-
-@pytest.mark.parametrize(
-    "hw, out_hw",
-    [((8, 6), (4, 3)), ((8, 6), (1, 1)), ((7, 9), (3, 4)), ((5, 5), (5, 5)), ((5, 7), (6, 2))],
-    ids=["divides", "global", "uneven", "identity", "upsample_h"],
-)
-@pytest.mark.parametrize("precision", [nna.Precision.INT32, nna.Precision.INT64], ids=["i32", "i64"])
-def test_adaptive_average_pool2d(hw, out_hw, precision):
-    x = rand(2, 3, *hw, seed=4)
-    output_shape = Const(np.asarray(out_hw, "int32" if precision == nna.Precision.INT32 else "int64"), precision)
-    check_op(
-        OP.ADAPTIVE_AVERAGE_POOL_2D, [In(x), output_shape], adaptive_avg_pool2d_ref(x, out_hw), rtol=RTOL, atol=ATOL
-    )
-
-
-def test_adaptive_average_pool2d_unknown_batch():
-    x = rand(2, 3, 7, 5, seed=6)
-    expected = adaptive_avg_pool2d_ref(x, (3, 2))
-    check_op(
-        OP.ADAPTIVE_AVERAGE_POOL_2D,
-        [In(x, dims=[UNKNOWN, 3, 7, 5]), i32([3, 2])],
-        expected,
-        outputs=[Out(dims=[UNKNOWN, 3, 3, 2])],
-        rtol=RTOL,
-        atol=ATOL,
-    )
-
-
-def expect_invalid(op, inputs, expected_shape, operand):
-    with pytest.raises(nna.NNAdapterError) as info:
-        run_op(op, inputs, [Out()], [expected_shape])
-    assert info.value.code == nna.ResultCode.INVALID_PARAMETER
-    assert op.name in str(info.value) and f"'{operand}'" in str(info.value), str(info.value)
-
-
 @pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
 def test_pool2d_bad_fuse_code(op):
     inputs, expected = pool_case(op, CONFIGS["k2s2_nopad"], False, nna.FuseCode.NONE)
@@ -241,41 +170,13 @@ def test_pool2d_bad_kernel(op):
     expect_invalid(op, inputs, expected.shape, "kernel_shape")
 
 
-def test_adaptive_average_pool2d_bad_output_shape():
-    x = rand(1, 2, 4, 4)
-    expect_invalid(OP.ADAPTIVE_AVERAGE_POOL_2D, [In(x), i32([2, 2, 2])], (1, 2, 2, 2), "output_shape")
-
-
 @pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
 def test_pool2d_kernel_larger_than_padded_input(op):
     inputs, _ = pool_case(op, (2, 5, [3, 3], [1, 1], PAD.NONE, [0, 0, 0, 0]), False, nna.FuseCode.NONE)
     expect_invalid(op, inputs, (2, 3, 1, 3), "kernel_shape")
 
 
-# -- indices: MAX_POOL_2D return_indices and ADAPTIVE_MAX_POOL_2D ----------------------------------
-
-P = nna.Precision
-
-
-def max_with_index(x, windows_h, windows_w):
-    """Paddle's max_pool2d_with_index loop: scan each window's real elements in row-major order and keep
-    the first strictly greater one; the index is h * W_in + w.  The padding is left out (ONNX): the first
-    real element starts the scan, so a window of -inf gives -inf at its first element; a window with no
-    real element gives -FLT_MAX and index -1 (Paddle's initial values)."""
-    n, c, h, w = x.shape
-    values = np.empty((n, c, len(windows_h), len(windows_w)), "float32")
-    indices = np.empty(values.shape, "int64")
-    for b in range(n):
-        for ch in range(c):
-            for i, (h0, h1) in enumerate(windows_h):
-                for j, (w0, w1) in enumerate(windows_w):
-                    best, where = LOWEST, -1
-                    for hh in range(max(h0, 0), min(h1, h)):
-                        for ww in range(max(w0, 0), min(w1, w)):
-                            if where == -1 or x[b, ch, hh, ww] > best:
-                                best, where = x[b, ch, hh, ww], hh * w + ww
-                    values[b, ch, i, j], indices[b, ch, i, j] = best, where
-    return values, indices
+# -- indices: MAX_POOL_2D return_indices -----------------------------------------------------------
 
 
 def pool_windows(size, k, s, before, after, ceil_mode):
@@ -283,10 +184,6 @@ def pool_windows(size, k, s, before, after, ceil_mode):
     rnd = math.ceil if ceil_mode else math.floor
     count = rnd((size + before + after - k) / s + 1)
     return [(i * s - before, min(i * s - before + k, size + after)) for i in range(count)]
-
-
-def adaptive_windows(size, out):
-    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
 
 
 def max_pool_index_case(config, ceil_mode, dtype, code=nna.FuseCode.NONE, x=None):
@@ -368,55 +265,6 @@ def test_max_pool2d_indices_invalid(index, value, outputs, operand):
     expect_error(lambda: run_op(OP.MAX_POOL_2D, inputs, outs, shapes), "MAX_POOL_2D", f"'{operand}'")
 
 
-def adaptive_max_case(hw, out_hw, return_indices, dtype=P.INT32, shape_dtype="int32", x=None):
-    x = rand(2, 3, *hw, seed=15) if x is None else x
-    values, indices = max_with_index(x, adaptive_windows(hw[0], out_hw[0]), adaptive_windows(hw[1], out_hw[1]))
-    shape = Const(np.asarray(out_hw, shape_dtype), P.INT32 if shape_dtype == "int32" else P.INT64)
-    if return_indices:
-        inputs = [In(x), shape, b8([True]), i32([int(dtype)])]
-        return inputs, [values, indices.astype("int32" if dtype == P.INT32 else "int64")]
-    return [In(x), shape, b8([False]), Const(None, P.INT32)], [values]
-
-
-ADAPTIVE = [((8, 6), (4, 3)), ((8, 6), (1, 1)), ((7, 9), (3, 4)), ((5, 5), (5, 5)), ((5, 7), (6, 2))]
-ADAPTIVE_IDS = ["divides", "global", "uneven", "identity", "upsample_h"]
-
-
-@pytest.mark.parametrize("hw, out_hw", ADAPTIVE, ids=ADAPTIVE_IDS)
-@pytest.mark.parametrize("return_indices", [False, True], ids=["values", "indices"])
-def test_adaptive_max_pool2d(hw, out_hw, return_indices):
-    # Alternate the dtypes of output_shape and of the indices across the grid.
-    shape_dtype = "int64" if return_indices else "int32"
-    dtype = P.INT64 if hw[0] % 2 else P.INT32
-    inputs, expected = adaptive_max_case(hw, out_hw, return_indices, dtype, shape_dtype)
-    check_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
-
-
-def test_adaptive_max_pool2d_first_of_ties():
-    x = np.random.default_rng(16).integers(-1, 2, (2, 3, 7, 9)).astype("float32")
-    inputs, expected = adaptive_max_case((7, 9), (3, 4), True, P.INT64, x=x)
-    check_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
-
-
-def test_adaptive_max_pool2d_unknown_batch():
-    inputs, expected = adaptive_max_case((7, 5), (3, 2), True)
-    inputs[0] = In(inputs[0].value, dims=[UNKNOWN, 3, 7, 5])
-    outs = [Out(dims=[UNKNOWN, 3, 3, 2]), Out(P.INT32, dims=[UNKNOWN, 3, 3, 2])]
-    check_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, expected, outputs=outs, rtol=0, atol=0)
-
-
-@pytest.mark.parametrize(
-    "index, value, operand",
-    [(1, i32([2, 2, 2]), "output_shape"), (1, i32([2, 0]), "output_shape"), (3, i32([1]), "return_indices_dtype")],
-    ids=["three_values", "zero", "bad_dtype"],
-)
-def test_adaptive_max_pool2d_invalid(index, value, operand):
-    inputs, expected = adaptive_max_case((4, 4), (2, 2), True)
-    inputs[index] = value
-    run = lambda: run_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, [Out(), Out(P.INT32)], [e.shape for e in expected])  # noqa: E731
-    expect_error(run, "ADAPTIVE_MAX_POOL_2D", f"'{operand}'")
-
-
 # -- quantized pooling ----------------------------------------------------------------------------
 
 
@@ -438,39 +286,7 @@ def test_pool2d_quantized(op, config, code):
         check_quantized(op, inputs, expected, out_scale=0.015)
 
 
-@pytest.mark.parametrize("op", [OP.ADAPTIVE_AVERAGE_POOL_2D, OP.ADAPTIVE_MAX_POOL_2D], ids=lambda o: o.name)
-def test_adaptive_pool2d_quantized(op):
-    x, x_real = q8_input(rand(2, 3, 7, 9, seed=18), 0.02)
-    if op == OP.ADAPTIVE_AVERAGE_POOL_2D:
-        inputs, expected = [x, i32([3, 4])], adaptive_avg_pool2d_ref(x_real, (3, 4))
-    else:
-        inputs, (expected,) = adaptive_max_case((7, 9), (3, 4), False, x=x_real)
-        inputs[0] = x
-    check_quantized(op, inputs, expected, out_scale=0.015)
-
-
-@pytest.mark.parametrize("config", ["k2s2_ceil_in_pad", "k1x2_s3x2_ceil_past_pad"], ids=str)
-def test_spec_size_max_pool2d_keeps_nan(config):
-    """Where the spec's ceil_mode size differs from Relax's pool (windows that start in the padding), the
-    pool is a TE compute: a window holding a NaN gives NaN wherever in the window it is (numpy's max).
-    Relax's own pool does too (test_max_pool2d_nan_anywhere_in_window)."""
-    ceil_mode = True
-    inputs, _ = pool_case(OP.MAX_POOL_2D, CONFIGS[config], ceil_mode, nna.FuseCode.RELU, seed=3)
-    x = inputs[0].value.copy()
-    rng = np.random.default_rng(3)
-    x.reshape(-1)[rng.choice(x.size, x.size // 10, replace=False)] = np.nan
-    inputs[0] = In(x)
-    _, _, kernel, strides, _, pads = CONFIGS[config]
-    with np.errstate(invalid="ignore"):
-        expected = fuse_ref(pool2d_ref(x, "max", kernel, strides, pads or [0, 0, 0, 0], ceil_mode), nna.FuseCode.RELU)
-    assert np.isnan(expected).any() and not np.isnan(expected).all()
-    check_op(OP.MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
-
-
 # -- dimensions UNKNOWN until execution: one compilation, several sizes -----------------------------------
-
-# (batch, H, W) fed to one compilation: odd and even sizes, so that floor and ceil sizes differ.
-DYNAMIC_SIZES = [(1, 7, 8), (2, 9, 5), (3, 12, 13)]
 
 
 def _dynamic_pool(op, kernel, strides, pads, ceil_mode, count_include_pad=False, auto_pad=PAD.NONE, c=3):
@@ -525,48 +341,7 @@ def test_pool2d_same_stride2_unknown_spatial_is_unsupported():
     )
 
 
-@pytest.mark.parametrize("op", [OP.ADAPTIVE_AVERAGE_POOL_2D, OP.ADAPTIVE_MAX_POOL_2D], ids=lambda o: o.name)
-@pytest.mark.parametrize("out_hw", [(3, 2), (1, 1)], ids=["3x2", "global"])
-def test_adaptive_pool2d_unknown_sizes(op, out_hw):
-    """The bins [floor(i * n / out), ceil((i + 1) * n / out)) computed from the symbolic sizes; the
-    max pool also returns its indices (h * W_in + w, the first maximum in row-major order)."""
-    dims = [UNKNOWN, 3, UNKNOWN, UNKNOWN]
-    out_dims = [UNKNOWN, 3, *out_hw]
-    if op == OP.ADAPTIVE_MAX_POOL_2D:
-        inputs = [In(rand(1, 3, 7, 8), dims=dims), i32(out_hw), b8([True]), i32([int(P.INT64)])]
-        outs = [Out(dims=out_dims), Out(P.INT64, dims=out_dims)]
-    else:
-        inputs, outs = [In(rand(1, 3, 7, 8), dims=dims), i32(out_hw)], [Out(dims=out_dims)]
-    compilation = compile_op(op, inputs, outs)
-    cases = []
-    for k, (n, h, w) in enumerate(DYNAMIC_SIZES):
-        x = rand(n, 3, h, w, seed=30 + k)
-        if op == OP.ADAPTIVE_MAX_POOL_2D:
-            values, indices = max_with_index(x, adaptive_windows(h, out_hw[0]), adaptive_windows(w, out_hw[1]))
-            cases.append(([x], [values, indices]))
-        else:
-            cases.append(([x], [adaptive_avg_pool2d_ref(x, out_hw)]))
-    check_sizes(compilation, cases, rtol=RTOL, atol=ATOL)
-
-
 # -- NaN through the max pools: numpy's max, whatever the NaN's place in the window -----------------------
-
-NAN_X = np.array(
-    [
-        [
-            [np.nan, 1.0, 2.0, 3.0, 0.0, 0.0],  # window (0, 0): NaN first in row-major order
-            [4.0, 5.0, 6.0, np.nan, 0.0, 0.0],  # window (0, 1): NaN in the middle
-            [7.0, 8.0, -np.inf, -np.inf, 9.0, 9.0],
-            [9.0, np.nan, -np.inf, -np.inf, 9.0, 9.0],  # window (1, 0): NaN last; window (1, 1): all -inf
-        ]
-    ],
-    "float32",
-)[None]  # [1, 1, 4, 6]: 2x2 windows of stride 2
-
-
-def _nan_pool_ref(x):
-    with np.errstate(invalid="ignore"):
-        return pool2d_ref(x, "max", [2, 2], [2, 2], [0, 0, 0, 0], False)
 
 
 @pytest.mark.parametrize("dims", [None, [UNKNOWN, 1, UNKNOWN, UNKNOWN]], ids=["static", "unknown"])
@@ -574,7 +349,7 @@ def test_max_pool2d_nan_anywhere_in_window(dims):
     """MAX_POOL_2D through Relax's pool, lowered by pool.legalize_max_pool2d: a NaN first, in the middle or
     last in its window gives NaN; a window of -inf gives -inf (not the lowest float32)."""
     x = NAN_X
-    expected = _nan_pool_ref(x)
+    expected = nan_pool_ref(x)
     assert np.isnan(expected[0, 0, 0, :2]).all() and np.isnan(expected[0, 0, 1, 0]) and expected[0, 0, 1, 1] == -np.inf
     inputs = [In(x, dims=dims), i32([int(PAD.NONE)]), i32([0, 0, 0, 0]), i32([2, 2]), i32([2, 2]), b8([False])]
     inputs += [b8([True]), i32([int(P.INT64)]), fuse(nna.FuseCode.NONE)]
@@ -641,17 +416,22 @@ def test_max_pool2d_nan_with_a_convolution_before():
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("dims", [None, [UNKNOWN, 1, UNKNOWN, UNKNOWN]], ids=["static", "unknown"])
-def test_adaptive_max_pool2d_nan_anywhere_in_bin(dims):
-    """ADAPTIVE_MAX_POOL_2D reduces NaN-aware too: the [1, 1, 4, 6] input in 2x3 bins of 2x2."""
-    x = NAN_X
-    expected = _nan_pool_ref(x)
-    inputs = [In(x, dims=dims), i32([2, 3]), b8([False]), Const(None, P.INT32)]
-    if dims is None:
-        check_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
-    else:
-        compilation = compile_op(OP.ADAPTIVE_MAX_POOL_2D, inputs, [Out(dims=[UNKNOWN, 1, 2, 3])])
-        check_sizes(compilation, [([x], [expected])], rtol=0, atol=0)
+@pytest.mark.parametrize("config", ["k2s2_ceil_in_pad", "k1x2_s3x2_ceil_past_pad"], ids=str)
+def test_spec_size_max_pool2d_keeps_nan(config):
+    """Where the spec's ceil_mode size differs from Relax's pool (windows that start in the padding), the
+    pool is a TE compute: a window holding a NaN gives NaN wherever in the window it is (numpy's max).
+    Relax's own pool does too (test_max_pool2d_nan_anywhere_in_window)."""
+    ceil_mode = True
+    inputs, _ = pool_case(OP.MAX_POOL_2D, CONFIGS[config], ceil_mode, nna.FuseCode.RELU, seed=3)
+    x = inputs[0].value.copy()
+    rng = np.random.default_rng(3)
+    x.reshape(-1)[rng.choice(x.size, x.size // 10, replace=False)] = np.nan
+    inputs[0] = In(x)
+    _, _, kernel, strides, _, pads = CONFIGS[config]
+    with np.errstate(invalid="ignore"):
+        expected = fuse_ref(pool2d_ref(x, "max", kernel, strides, pads or [0, 0, 0, 0], ceil_mode), nna.FuseCode.RELU)
+    assert np.isnan(expected).any() and not np.isnan(expected).all()
+    check_op(OP.MAX_POOL_2D, inputs, expected, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("op", [OP.AVERAGE_POOL_2D, OP.MAX_POOL_2D], ids=lambda o: o.name)
