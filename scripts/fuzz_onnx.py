@@ -4,7 +4,7 @@
     python scripts/fuzz_onnx.py --graphs 20000 --jobs 2 --minutes 60 --seed 7 # two worker processes
     python scripts/fuzz_onnx.py --graphs 200 --batch 10 --nodes 20 --out /tmp/found
 
-Graphs are drawn by tests/fuzz_onnx.py, several merged into one model per compilation (compiling dominates
+Graphs are drawn by tests/fuzz_onnx/, several merged into one model per compilation (compiling dominates
 on small machines).  Batches run in worker processes (``--jobs``): a graph that crashes the process (a
 segfault in TVM or in a kernel) costs the worker, not the campaign; the batch is run again graph by graph
 in fresh workers, and the graph that crashes alone is recorded as a crash.  Every output that differs from

@@ -1,4 +1,5 @@
-"""Shared fixtures: small models compiled once per test module; each test's own empty kernel cache."""
+"""Shared fixtures: small models compiled once per test module; each test's own empty kernel cache; the
+model fuzzer's worker subprocess (tests/e2e/test_fuzz_models.py, tests/e2e/test_fuzz_corpus.py)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,16 @@ def add_relu_compilation() -> nna.Compilation:
     compilation = nna.Compilation(build_add_relu(), nna.Context([nna.Device.acquire("llvm")]))
     compilation.finish()
     return compilation
+
+
+@pytest.fixture(scope="module")
+def fuzz_worker():
+    """The model fuzzer's worker subprocess (tests/fuzz_models.py), one per test module."""
+    from fuzz_models import Worker
+
+    worker = Worker()
+    yield worker
+    worker.close()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

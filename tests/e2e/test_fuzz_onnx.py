@@ -1,6 +1,6 @@
 """Differential fuzzing against onnxruntime: random valid ONNX graphs must give the reference's outputs.
 
-The generator, runner, comparison and minimizer are in tests/fuzz_onnx.py (docs/reliability.md says how
+The generator, runner, comparison and minimizer are in tests/fuzz_onnx/ (docs/reliability.md says how
 they work and what the campaigns found).  CI runs ``BATCHES`` derandomized batches of ``GRAPHS``
 graphs each (every batch one compilation) and replays every case of tests/fuzz_corpus_onnx/.  A corpus
 case with a ``bug`` is a known, open difference in a file this fuzzer's owner does not own: its replay
