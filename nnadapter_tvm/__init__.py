@@ -27,7 +27,7 @@ from nnadapter_tvm.version import __version__ as __version__
 def __getattr__(name: str) -> object:
     # The ONNX frontend imports onnx: load it only when asked for (boards install without onnx).
     if name == "Predictor":
-        from nnadapter_tvm.frontends.onnx.predictor import Predictor
+        from nnadapter_tvm.session.predictor import Predictor
 
         return Predictor
     raise AttributeError(f"module 'nnadapter_tvm' has no attribute {name!r}")

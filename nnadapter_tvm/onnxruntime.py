@@ -188,7 +188,7 @@ class InferenceSession:
     ):
         import onnx
 
-        from nnadapter_tvm.frontends.onnx.predictor import Predictor
+        from nnadapter_tvm.session.predictor import Predictor
 
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._sess_options._check()

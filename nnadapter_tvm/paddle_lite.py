@@ -275,7 +275,7 @@ class PaddlePredictor:
     ``loaded_from_cache``); ``onnx_model``: the bytes of the ONNX model it runs (exported from Paddle's)."""
 
     def __init__(self, config: _Config):
-        from nnadapter_tvm.frontends.onnx.predictor import Predictor
+        from nnadapter_tvm.session.predictor import Predictor
 
         self._buffers_dir: tempfile.TemporaryDirectory | None = None
         self.onnx_model, paddle_source = self._load(config)

@@ -21,7 +21,7 @@ import tempfile
 _CHILD = r"""
 import json, os, resource, sys, tempfile, time
 start = time.perf_counter()
-from nnadapter_tvm.frontends.onnx.predictor import Predictor
+from nnadapter_tvm.session.predictor import Predictor
 predictor = Predictor(sys.argv[1], cache_dir=tempfile.mkdtemp(), context_properties=sys.argv[2])
 wall = time.perf_counter() - start
 own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)

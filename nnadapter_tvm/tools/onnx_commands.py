@@ -12,9 +12,9 @@ from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph, ImportOpt
 from nnadapter_tvm.frontends.onnx.loader import load_model
 from nnadapter_tvm.frontends.onnx.partition_config import PartitionConfig
 from nnadapter_tvm.frontends.onnx.plan import CompiledSegment, Plan, make_plan
-from nnadapter_tvm.frontends.onnx.plan_cache import Port
-from nnadapter_tvm.frontends.onnx.predictor import Predictor
 from nnadapter_tvm.frontends.onnx.values import Unit, Value
+from nnadapter_tvm.session.index import Port
+from nnadapter_tvm.session.predictor import Predictor
 
 
 def random_input(value: Value | Port, rng: np.random.Generator, shape: list[int] | None = None) -> np.ndarray:

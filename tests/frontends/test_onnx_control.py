@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 import nnadapter_tvm as nna
 from nnadapter_tvm.compilation import Compilation
 from nnadapter_tvm.frontends.onnx.control import free_names
-from nnadapter_tvm.frontends.onnx.control_node import ControlUnit
+from nnadapter_tvm.frontends.onnx.control_unit import ControlUnit
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 

@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.frontends.onnx import plan_cache
 from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.session import index
 
 X = np.array([[-2.0, 0.5, 3.0], [1.0, -0.25, -4.0]], "float32")
 
@@ -44,20 +44,20 @@ def reference(c: list[float]) -> np.ndarray:
 
 
 def identity_files(directory) -> list[str]:
-    return sorted(n for n in os.listdir(directory) if n.endswith(plan_cache.IDENTITY_SUFFIX))
+    return sorted(n for n in os.listdir(directory) if n.endswith(index.IDENTITY_SUFFIX))
 
 
 @pytest.fixture
 def settled_now(monkeypatch):
     """Files count as settled at once (the 60 s wait is what the real margin adds; tested apart)."""
-    monkeypatch.setattr(plan_cache, "SETTLED_SECONDS", 0.0)
+    monkeypatch.setattr(index, "SETTLED_SECONDS", 0.0)
 
 
 def no_hashing(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("the model's bytes were hashed")
 
-    monkeypatch.setattr(plan_cache, "key", refuse)
+    monkeypatch.setattr(index, "key", refuse)
 
 
 def test_a_settled_file_is_found_by_its_identity_without_hashing(tmp_path, settled_now, monkeypatch) -> None:
@@ -80,10 +80,10 @@ def test_a_fresh_file_gets_no_identity_entry(tmp_path) -> None:
     nna.Predictor(str(path), cache_dir=str(tmp_path))
     again = nna.Predictor(str(path), cache_dir=str(tmp_path))
     assert again.loaded_from_cache and again._graph is None, "found by its bytes' hash"
-    assert identity_files(tmp_path) == [], f"changed less than {plan_cache.SETTLED_SECONDS} s ago: not trusted"
-    ident = plan_cache.identity(os.stat(path))
-    assert plan_cache.settled(ident, ident["ctime_ns"] + int(plan_cache.SETTLED_SECONDS * 1e9))
-    assert not plan_cache.settled(ident, ident["ctime_ns"] + int(plan_cache.SETTLED_SECONDS * 1e9) - 1)
+    assert identity_files(tmp_path) == [], f"changed less than {index.SETTLED_SECONDS} s ago: not trusted"
+    ident = index.identity(os.stat(path))
+    assert index.settled(ident, ident["ctime_ns"] + int(index.SETTLED_SECONDS * 1e9))
+    assert not index.settled(ident, ident["ctime_ns"] + int(index.SETTLED_SECONDS * 1e9) - 1)
 
 
 @pytest.mark.parametrize("how", ["in place, times restored", "replaced by rename"])

@@ -1,5 +1,5 @@
 """The typed records in the cache containers: the ``.nnc`` manifest (runtime/cache.py) and the ONNX
-frontend's ``.nnp`` plan entry (frontends/onnx/plan_cache.py)."""
+frontend's ``.nnp`` plan entry (session/index.py)."""
 
 import json
 
@@ -85,11 +85,11 @@ def test_manifest_of_another_token_is_refused(tmp_path, llvm_context):
 
 
 def test_plan_entry_round_trips_and_refuses_another_version():
-    from nnadapter_tvm.frontends.onnx import plan_cache
+    from nnadapter_tvm.session import index
 
-    entry = plan_cache.Entry(TOKEN, [plan_cache.Port("x", np.dtype("float32"), (None, 3), ("batch", None))], ["y", "z"])
+    entry = index.Entry(TOKEN, [index.Port("x", np.dtype("float32"), (None, 3), ("batch", None))], ["y", "z"])
     meta = cache.unpack(cache.pack(entry.to_json(), []), "entry").meta
-    assert plan_cache.Entry.from_json(meta) == entry
+    assert index.Entry.from_json(meta) == entry
     meta["plan_version"] = -1
     with pytest.raises(nna.NNAdapterError, match="another plan version"):
-        plan_cache.Entry.from_json(meta)
+        index.Entry.from_json(meta)

@@ -288,8 +288,14 @@ class Row:
     part: str
     patterns: tuple[str, ...]
 
-    def holds(self, module: str) -> bool:
-        return any(_matches(p, module) for p in self.patterns)
+    def holds(self, module: str) -> int:
+        """How specifically a pattern of this row names ``module`` (0: none does)."""
+        return max((_specificity(p) for p in self.patterns if _matches(p, module)), default=0)
+
+
+def _specificity(pattern: str) -> int:
+    """A module named exactly beats any ``X.*``; a longer ``X.*`` beats a shorter one."""
+    return 10_000 if not pattern.endswith(".*") else len(pattern)
 
 
 def _matches(pattern: str, module: str) -> bool:
@@ -311,7 +317,9 @@ def _layer_rows(text: str) -> list[Row]:
 
 
 def _row_of(module: str, rows: list[Row]) -> list[Row]:
-    return [row for row in rows if row.holds(module)]
+    """The rows that hold ``module`` by its most specific pattern (one, in a sound table)."""
+    best = max(row.holds(module) for row in rows)
+    return [row for row in rows if best and row.holds(module) == best]
 
 
 def _layer_violations(graph: dict[str, dict[str, int]], rows: list[Row]) -> list[str]:

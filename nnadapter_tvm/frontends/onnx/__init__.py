@@ -30,7 +30,7 @@ def import_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> Model:
 def __getattr__(name: str) -> object:
     # Loaded when asked for: a Predictor that finds its model in the cache never imports onnx or the graph.
     if name == "Predictor":
-        from nnadapter_tvm.frontends.onnx.predictor import Predictor
+        from nnadapter_tvm.session.predictor import Predictor
 
         return Predictor
     if name == "PartitionConfig":

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
-from nnadapter_tvm.frontends.onnx.predictor import Predictor
+from nnadapter_tvm.session.predictor import Predictor
 from nnadapter_tvm.types import NNAdapterError
 
 _DEVICES = {"CPU": "llvm"}

@@ -4,9 +4,10 @@ NNAdapter models are static dataflow graphs, so control flow runs on the host ar
 Paddle Lite runs ``conditional_block`` and ``while`` around its NNAdapter subgraphs: each branch or
 body graph is imported as its own ``ImportedGraph`` (a nested one), planned into NNAdapter
 subgraphs and host steps like the top graph, and compiled (or loaded from the cache) when the
-Predictor is made, never while it runs. A ``ControlUnit`` is the node in the outer graph; at run
-time its ``ControlNode`` evaluates the condition, the trip count or the scan positions and runs
-the nested plan(s). Both live in ``control_node``, which ``plan`` imports without this module.
+Predictor is made, never while it runs. A ``ControlUnit`` (``control_unit``, which ``plan`` imports
+without this module) is the node in the outer graph; at run time the session's ``ControlNode``
+(``nnadapter_tvm.session.runner``) evaluates the condition, the trip count or the scan positions and
+runs the nested plan(s).
 
 ONNX bodies may read values of the enclosing graphs by name: those values are passed into the
 nested graph as extra inputs (constants as initializers, so that they fold at import). Nested
@@ -27,7 +28,7 @@ import onnx
 import onnx.shape_inference
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.frontends.onnx.control_node import Body, ControlUnit
+from nnadapter_tvm.frontends.onnx.control_unit import Body, ControlUnit
 from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
 from nnadapter_tvm.frontends.onnx.plan import make_plan
 from nnadapter_tvm.frontends.onnx.values import Shape, Value, node_label

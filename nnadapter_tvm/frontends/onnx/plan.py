@@ -1,4 +1,4 @@
-"""The host-vs-TVM split of an imported ONNX graph, and the runner of its plan.
+"""The host-vs-TVM split of an imported ONNX graph: its plan (``nnadapter_tvm.session.runner`` runs it).
 
 Paddle Lite's subgraph pass, at the framework level: the converted nodes (units) are grouped into
 ``CompiledSegment``s, each one NNAdapter model compiled by TVM (which the runtime may split further
@@ -12,15 +12,13 @@ boundary wiring are ``runtime.clustering``'s, shared with the device split.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.execution import host_copy, host_view, run_arrays
-from nnadapter_tvm.frontends.onnx.control_node import ControlNode, ControlUnit
-from nnadapter_tvm.frontends.onnx.host import HostNode
+from nnadapter_tvm.frontends.onnx.control_unit import ControlUnit
 from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
 from nnadapter_tvm.frontends.onnx.values import Unit, Value, precision_of
 from nnadapter_tvm.model import Model, Operand
@@ -78,13 +76,12 @@ class CompiledSegment:
 
 @dataclasses.dataclass(eq=False)
 class HostStep:
-    """A node run on the host: onnx's reference evaluator, or a control node (If/Loop/Scan) that runs
-    the nested plans of its bodies."""
+    """A node run on the host (``unit.host`` says why): by onnx's reference evaluator, or a control unit
+    (If/Loop/Scan) whose bodies' plans run around it."""
 
     on_host: ClassVar[bool] = True
 
     unit: Unit
-    node: HostNode | ControlNode
 
 
 Step = CompiledSegment | HostStep
@@ -93,12 +90,12 @@ Step = CompiledSegment | HostStep
 @dataclasses.dataclass(eq=False)
 class Plan:
     """The steps of one imported graph in the order they run: a sequence of ``CompiledSegment`` and
-    ``HostStep``. ``run`` executes it; the routing of values between its steps is worked out on the
-    first run and kept (a loop body's plan runs once per iteration)."""
+    ``HostStep``. ``nnadapter_tvm.session.runner.run_plan`` runs it and keeps in ``runner_state`` what it
+    works out on the first run (where each step reads and writes: a loop body's plan runs often)."""
 
     graph: ImportedGraph
     steps: list[Step]
-    _route: _Route | None = dataclasses.field(default=None, repr=False)
+    runner_state: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)
@@ -127,27 +124,6 @@ class Plan:
                         found += body.plan.all_segments()
         return found
 
-    def run(self, arrays: Sequence, on_device: bool = False) -> list:
-        """Run the plan on the graph's inputs (numpy arrays, or tensors; every segment compiled); its
-        outputs in order. Between segments a value stays where the compiled code left it (a tensor on
-        its device: a next segment on that device reads it without a copy); a host node reads a view
-        of it. The outputs are numpy arrays the caller owns (a tensor's one copy), or with
-        ``on_device`` the values as they are (a control node's body hands them to its next iteration)."""
-        route = self._route
-        if route is None:
-            route = self._route = _Route(self)
-        env = dict(route.consts)
-        env.update(zip(route.inputs, arrays))
-        for host, step, reads, writes in route.steps:
-            if host:
-                results = step.node.run([host_view(env[k]) for k in reads])
-            else:
-                results = run_arrays(step.compilation, [env[k] for k in reads], on_device=True)
-            env.update(zip(writes, results))
-        if on_device:
-            return [env[k] for k in route.outputs]
-        return [host_copy(env[k]) for k in route.outputs]
-
 
 def operand_type(v: Value, where: str) -> OperandType:
     if v.shape is None:
@@ -170,8 +146,7 @@ def make_plan(graph: ImportedGraph) -> Plan:
     for units in groups:
         unit = units[0]
         if unit.host is not None:
-            runner = unit.runner() if isinstance(unit, ControlUnit) else HostNode(unit.node, graph.opset)
-            steps.append(HostStep(unit, runner))
+            steps.append(HostStep(unit))
         elif any(u.ops for u in units):  # units with no operations (pass-throughs) need no segment
             steps.append(CompiledSegment(sum(not s.on_host for s in steps), units))
     groups = [s.units if isinstance(s, CompiledSegment) else [s.unit] for s in steps]
@@ -245,27 +220,6 @@ def _writes(u: Unit) -> list[Value]:
 
 def _crosses(v: Value) -> bool:
     return not v.is_const
-
-
-class _Route:
-    """Where each step of a plan reads its inputs and writes its outputs (keys of the values by id),
-    and the constants it reads: worked out once per plan, not on every run (a loop body runs often)."""
-
-    def __init__(self, plan: Plan):
-        graph = plan.graph
-        self.consts: dict[int, np.ndarray] = {}
-        self.inputs = [id(v) for v in graph.inputs]
-        self.steps: list[tuple[bool, Step, list[int], list[int]]] = []
-        for step in plan.steps:
-            host = isinstance(step, HostStep)
-            reads, writes = (step.unit.inputs, step.unit.outputs) if host else (step.inputs, step.outputs)
-            self.steps.append((host, step, [self._key(v) for v in reads], [id(v) for v in writes]))
-        self.outputs = [self._key(v) for v in graph.outputs]
-
-    def _key(self, value: Value) -> int:
-        if value.is_const:
-            self.consts[id(value)] = value.const
-        return id(value)
 
 
 def single_model(graph: ImportedGraph) -> Model:

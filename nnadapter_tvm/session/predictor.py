@@ -16,9 +16,9 @@ from nnadapter_tvm.context import Context
 from nnadapter_tvm.device import Device
 from nnadapter_tvm.errors import check
 from nnadapter_tvm.execution import check_shared_dimensions, run_arrays
-from nnadapter_tvm.frontends.onnx import plan_cache
-from nnadapter_tvm.frontends.onnx.plan_cache import Port
 from nnadapter_tvm.runtime.token import model_token
+from nnadapter_tvm.session import index
+from nnadapter_tvm.session.index import Port
 from nnadapter_tvm.types import UNKNOWN, NNAdapterError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class Predictor:
     that no device supports on the host instead of failing. With ``cache_dir``, each subgraph is
     cached as ``<cache_dir>/<token>.nnc`` under the model token it computes, and a later process
     loads it instead of compiling; a model that is one subgraph is also indexed by its bytes
-    (``<key>.nnp``, see ``plan_cache``), so that such a load skips importing the graph.
+    (``<key>.nnp``, see ``session.index``), so that such a load skips importing the graph.
     """
 
     def __init__(
@@ -79,29 +79,29 @@ class Predictor:
 
     def _load_or_compile(self, options: dict, progress: Progress | None) -> None:
         """Through the index: a file model by its identity first (no pass over its bytes), then by the
-        hash of its bytes; else import and compile, and index what was compiled (``plan_cache``)."""
+        hash of its bytes; else import and compile, and index what was compiled (``session.index``)."""
         source, info, seen_ns = _source(self._model)
-        ident = plan_cache.identity(info)
-        entry = plan_cache.read_identity(self.cache_dir, ident, self.context, options) if ident else None
+        ident = index.identity(info)
+        entry = index.read_identity(self.cache_dir, ident, self.context, options) if ident else None
         if entry is not None and self._load_indexed(entry):
             return
-        entry_key = plan_cache.key(source, self.context, options)
-        entry = plan_cache.read(self.cache_dir, entry_key, self.context) if entry_key else None
+        entry_key = index.key(source, self.context, options)
+        entry = index.read(self.cache_dir, entry_key, self.context) if entry_key else None
         if entry is None or not self._load_indexed(entry):
             self._import_and_compile(progress)
             entry = None
             if entry_key and self.single_subgraph:
-                entry = plan_cache.Entry(self.tokens[0], self._inputs, self._output_names)
-                plan_cache.write(self.cache_dir, entry_key, entry, self.context)
+                entry = index.Entry(self.tokens[0], self._inputs, self._output_names)
+                index.write(self.cache_dir, entry_key, entry, self.context)
         if entry is not None and ident is not None:
             # The file as it is now: unchanged since the fstat that preceded the hash, or no entry.
             try:
-                now = plan_cache.identity(os.stat(os.fspath(self._model)))
+                now = index.identity(os.stat(os.fspath(self._model)))
             except (OSError, TypeError):
                 now = None
-            plan_cache.write_identity(self.cache_dir, ident, seen_ns, now, entry, self.context, options)
+            index.write_identity(self.cache_dir, ident, seen_ns, now, entry, self.context, options)
 
-    def _load_indexed(self, entry: plan_cache.Entry) -> bool:
+    def _load_indexed(self, entry: index.Entry) -> bool:
         """The compiled model the index names, loaded without the graph; False when it does not load."""
         try:
             compilation = Compilation(None, self.context, cache_token=entry.token, cache_dir=self.cache_dir)
@@ -218,7 +218,9 @@ class Predictor:
         arrays = self._feeds(inputs)
         if self.single_subgraph:
             return run_arrays(self.compilations[0], arrays, checked=self._checked)
-        return self.plan.run(arrays)
+        from nnadapter_tvm.session.runner import run_plan  # imports the plan's modules, and onnx with them
+
+        return run_plan(self.plan, arrays)
 
     @property
     def _checked(self) -> bool:

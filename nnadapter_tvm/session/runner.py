@@ -1,59 +1,73 @@
-"""Control flow in an imported ONNX graph: the ``ControlUnit`` an If, Loop or Scan node becomes, the
-``Body`` graphs it carries (each a nested ``ImportedGraph`` with its own plan), and the
-``ControlNode`` that runs it on the host around those plans (``control`` does the import).
+"""Running a plan: its compiled segments, its host steps (onnx's reference evaluator) and its control
+nodes (If, Loop and Scan, run on the host around the plans of their bodies, as Paddle Lite runs
+``conditional_block`` and ``while`` around its NNAdapter subgraphs).
 
-Kept apart from the import so that ``plan`` can know control units (a host step runs one; its
-bodies' compiled segments are compiled with the graph's) while ``control`` plans the bodies: each
-imports this module, neither imports the other back.
+The importer made the plan (``frontends.onnx.plan``) and the Predictor compiled its segments; here it
+only runs. Values travel between steps keyed by ``id(Value)``; a value stays where the compiled code
+left it (a tensor on its device) until a host step reads a view of it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.execution import host_copy, host_view
-from nnadapter_tvm.frontends.onnx.values import Unit, Value
+from nnadapter_tvm.execution import host_copy, host_view, run_arrays
+from nnadapter_tvm.frontends.onnx.control_unit import Body, ControlUnit
+from nnadapter_tvm.frontends.onnx.host import HostNode
+from nnadapter_tvm.frontends.onnx.plan import HostStep, Plan
+from nnadapter_tvm.frontends.onnx.values import Value
 from nnadapter_tvm.types import ResultCode
 
-if TYPE_CHECKING:
-    from nnadapter_tvm.frontends.onnx.imported_graph import ImportedGraph
-    from nnadapter_tvm.frontends.onnx.plan import Plan
+
+def run_plan(plan: Plan, arrays: Sequence, on_device: bool = False) -> list:
+    """Run ``plan`` on its graph's inputs (numpy arrays, or tensors; every segment compiled); its outputs
+    in order. Between segments a value stays where the compiled code left it (a tensor on its device: a
+    next segment on that device reads it without a copy); a host step reads a view of it. The outputs
+    are numpy arrays the caller owns (a tensor's one copy), or with ``on_device`` the values as they are
+    (a control node's body hands them to its next iteration)."""
+    route = plan.runner_state
+    if route is None:
+        route = plan.runner_state = _Route(plan)
+    env = dict(route.consts)
+    env.update(zip(route.inputs, arrays))
+    for runner, step, reads, writes in route.steps:
+        if runner is not None:
+            results = runner.run([host_view(env[k]) for k in reads])
+        else:
+            results = run_arrays(step.compilation, [env[k] for k in reads], on_device=True)
+        env.update(zip(writes, results))
+    if on_device:
+        return [env[k] for k in route.outputs]
+    return [host_copy(env[k]) for k in route.outputs]
 
 
-@dataclasses.dataclass(eq=False)
-class Body:
-    """One branch or body graph: the nested imported graph, its plan and where its inputs come from."""
+class _Route:
+    """Where each step of a plan reads its inputs and writes its outputs (keys of the values by id), the
+    constants it reads, and the runner of each host step: worked out once per plan, not on every run (a
+    loop body runs often)."""
 
-    attr: str  # then_branch, else_branch or body
-    graph: ImportedGraph | None  # None: the branch did not import (``error``), see _import_if
-    plan: Plan | None  # None with ``graph``
-    own: int  # how many of graph.inputs are the body's own inputs (iteration number, states, scan slices)
-    captured: list[int]  # per further input of graph.inputs: its index in the control unit's inputs
-    error: str | None = None
+    def __init__(self, plan: Plan):
+        graph = plan.graph
+        self.consts: dict[int, np.ndarray] = {}
+        self.inputs = [id(v) for v in graph.inputs]
+        self.steps: list[tuple] = []
+        for step in plan.steps:
+            if isinstance(step, HostStep):
+                unit = step.unit
+                runner = ControlNode(unit) if isinstance(unit, ControlUnit) else HostNode(unit.node, graph.opset)
+                reads, writes = unit.inputs, unit.outputs
+            else:
+                runner, reads, writes = None, step.inputs, step.outputs
+            self.steps.append((runner, step, [self._key(v) for v in reads], [id(v) for v in writes]))
+        self.outputs = [self._key(v) for v in graph.outputs]
 
-
-@dataclasses.dataclass(eq=False)
-class ControlUnit(Unit):
-    """An If, Loop or Scan node run on the host around its compiled bodies.
-
-    ``inputs`` are the node's present inputs (``slots`` gives each one's position among the node's
-    inputs) followed by the outer values the bodies read."""
-
-    bodies: dict[str, Body] = dataclasses.field(default_factory=dict)
-    slots: list[int] = dataclasses.field(default_factory=list)
-    opset: int = 0
-    unrolled: int = 0  # a Loop imported as one body per iteration ("body#i"), see _unroll_loop
-
-    def runner(self) -> ControlNode:
-        return ControlNode(self)
-
-
-# -- running ----------------------------------------------------------------------------------
+    def _key(self, value: Value) -> int:
+        if value.is_const:
+            self.consts[id(value)] = value.const
+        return id(value)
 
 
 class ControlNode:
@@ -78,7 +92,7 @@ class ControlNode:
     def _body(self, body: Body, own: list, inputs: Sequence[np.ndarray]) -> list:
         """The body's outputs as its plan left them: tensors stay on their device (a next iteration,
         or the subgraph after the node, reads them without a copy); see ``host_view``/``host_copy``."""
-        return body.plan.run([*own, *(inputs[k] for k in body.captured)], on_device=True)
+        return run_plan(body.plan, [*own, *(inputs[k] for k in body.captured)], on_device=True)
 
     def _scalar(self, array: np.ndarray, what: str) -> np.generic:
         if array.size != 1:
