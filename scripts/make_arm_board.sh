@@ -20,7 +20,7 @@
 #      the client key, a known_hosts file pinning the host key
 #   6. sshd from the arm64 root (so under emulation) on 127.0.0.1:$BOARD_PORT (default 2222)
 #   7. BOARD_DIR/board.env with the facts (host, port, key, known_hosts, python) for deploy and tests:
-#        NNADAPTER_TVM_BOARD=BOARD_DIR/board.env pytest -m slow tests/e2e/test_arm.py
+#        NNADAPTER_TVM_BOARD=BOARD_DIR/board.env pytest -m slow tests/e2e/test_arm_board.py
 #
 # Environment: BOARD_DIR (default <repo>/.board), BOARD_PORT (2222), BOARD_MIRROR, BOARD_SUITE (bookworm),
 # PYTHON (host python used for pip; default <repo>/.venv/bin/python, else python3).
@@ -298,7 +298,7 @@ cmd_start() {
     facts=$(ssh_board "$BOARD_VENV/bin/python" -c \
         "'import platform, tvm, nnadapter_tvm; print(platform.machine(), tvm.__version__, nnadapter_tvm.__version__)'")
     cat >"$BOARD_DIR/board.env" <<EOF
-# The emulated aarch64 board (scripts/make_arm_board.sh); read by tests/e2e/test_arm.py via NNADAPTER_TVM_BOARD.
+# The emulated aarch64 board (scripts/make_arm_board.sh); read by tests/e2e/test_arm_board.py via NNADAPTER_TVM_BOARD.
 BOARD_HOST=$BOARD_USER@127.0.0.1
 BOARD_PORT=$BOARD_PORT
 BOARD_KEY=$BOARD_DIR/id_ed25519
@@ -315,7 +315,7 @@ Deploy to it:
   nnadapter-tvm deploy builtin --host $BOARD_USER@127.0.0.1 --port $BOARD_PORT --identity $BOARD_DIR/id_ed25519 \\
       --known-hosts $BOARD_DIR/known_hosts --verify
 Test against it:
-  NNADAPTER_TVM_BOARD=$BOARD_DIR/board.env pytest -m slow tests/e2e/test_arm.py
+  NNADAPTER_TVM_BOARD=$BOARD_DIR/board.env pytest -m slow tests/e2e/test_arm_board.py
 Stop it:
   $0 stop
 EOF
