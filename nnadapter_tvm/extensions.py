@@ -85,14 +85,10 @@ def extension_kernel(name: str) -> dict:
     return {SCHEDULE_ATTR: name, "op_pattern": 8}  # 8: kOpaque
 
 
-def registered(codes: range | None = None) -> list[Operation]:
-    """The operations defined beyond upstream's enum (those with a code in ``codes``), by code."""
-    found = table.entries(("extension", "custom"))
-    return [e for e in found if codes is None or e.code in codes]
-
-
 def schedule_of(name: str) -> Callable | None:
-    entry = next((e for e in table.entries(("custom",)) if e.name == name), None)
+    """The default CPU schedule registered with custom operation ``name`` (``extension_kernel``), or None."""
+    member = OperationType.__members__.get(name)
+    entry = member and table.lookup(member)
     return entry and entry.schedule
 
 

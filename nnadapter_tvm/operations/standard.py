@@ -114,7 +114,8 @@ _NORM_SCALE_BIAS = (Arg("scale", F32), Arg("bias", F32))
 _EPSILON = Arg("epsilon", FLOAT_SCALAR, optional=True)
 
 
-_SCHEMAS: dict[str, OpSchema] = {
+# The schemas by name; table.py makes OperationType and the entries from this module.
+SCHEMAS: dict[str, OpSchema] = {
     "ABS": _unary(),
     "ADAPTIVE_AVERAGE_POOL_2D": _unary(Arg("output_shape", INT32_64)),
     "ADAPTIVE_MAX_POOL_2D": OpSchema(
@@ -407,13 +408,10 @@ def _widen_schemas() -> None:
         (WIDENED_FLOAT_TYPES, EXTRA_FLOATS),
     ):
         for op in ops:
-            s = _SCHEMAS[op]
-            _SCHEMAS[op] = OpSchema(
+            s = SCHEMAS[op]
+            SCHEMAS[op] = OpSchema(
                 tuple(_widen(a, extra) for a in s.inputs), tuple(_widen(a, extra) for a in s.outputs)
             )
 
 
 _widen_schemas()
-
-# The schemas by name, for table.py, which makes OperationType and the entries from this module.
-SCHEMAS = _SCHEMAS

@@ -121,8 +121,8 @@ def define(
         taken = next((e for e in _TABLE.values() if e.name == name), None)
         if taken is not None:
             raise ValueError(f"{name}: the name is taken by operation code {taken.code}")
-        entry = Operation(_add_member(name, code), schema, kind, None if version is None else str(version), infer)
-        entry.origin = origin
+        version = None if version is None else str(version)
+        entry = Operation(_add_member(name, code), schema, kind, version, infer, origin=origin)
         _TABLE[code] = entry
     return entry
 
