@@ -3,8 +3,11 @@
 wrote is compiled once (a ``Predictor``, every node on the device: no host fallback) and run at the two
 sizes its ``.json`` names, and its outputs are compared with onnxruntime's on the same random inputs:
 element by element (rtol 1e-3, atol 1e-4; integers exactly), or for detectors as a set of boxes (each of
-onnxruntime's detections matched by one of ours with the same label, the box within 1e-2 and the score
-within 1e-4: near-equal scores may come in another order).
+onnxruntime's detections matched by one of ours with the same label, each box coordinate within
+1e-2 + 1e-3 x its value and the score within 1e-4 + 1e-3 x its value: near-equal scores may come in
+another order).  The relative part is the issue's rtol 1e-3: Mask R-CNN moves its scores by 1.7e-4 and its
+boxes by 0.018 px when onnxruntime itself is fed its first resize computed exactly rather than in float32
+(docs/onnx.md), so an absolute bound alone would judge float rounding, not the model.
 
     python scripts/check_exports.py [FILE.onnx | DIR] ...   (default: $NNADAPTER_TVM_EXPORTS)
 
@@ -77,10 +80,12 @@ def compare_detections(ours: list, theirs: list, names: list[str]) -> list[str]:
     used = np.zeros(len(boxes), bool)
     unmatched = 0
     for box, label, score in zip(want["boxes"], want["labels"], want["scores"]):
-        candidates = (~used) & (labels == label) & (np.abs(scores - score) <= 1e-4)
-        distance = np.where(candidates, np.abs(boxes - box).max(axis=1) if len(boxes) else 0, np.inf)
+        candidates = (~used) & (labels == label) & (np.abs(scores - score) <= 1e-4 + 1e-3 * abs(score))
+        # Each box's largest coordinate error over its tolerance: a match is <= 1.
+        excess = (np.abs(boxes - box) / (1e-2 + 1e-3 * np.abs(box))).max(axis=1) if len(boxes) else np.zeros(0)
+        distance = np.where(candidates, excess, np.inf)
         k = int(np.argmin(distance)) if len(distance) else -1
-        if k < 0 or distance[k] > 1e-2:
+        if k < 0 or distance[k] > 1:
             unmatched += 1
         else:
             used[k] = True

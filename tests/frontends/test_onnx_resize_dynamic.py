@@ -19,6 +19,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import nnadapter_tvm as nna
+from nnadapter_tvm.frontends.onnx import import_model
 
 C = 3
 TRANSFORMS = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"]
@@ -129,6 +130,46 @@ def test_resize_to_the_size_of_another_input(mode: str) -> None:
     model = _to_size_of_model(CONFIGS[mode])
     feeds = [{"x": _rand(xs, 1), "ref": _rand(rs, 2)} for xs, rs in TO_SIZE_OF]
     _compare(model, feeds, atol=1e-5 if mode == "nearest" else 2e-5, reference=_ort_one_pixel)
+
+
+def test_resize_to_a_computed_size_at_sizes_no_probe_meets() -> None:
+    """torchvision's F.interpolate(x, size=y.shape[2:]) nearest (asymmetric, floor) from 2 to 82 rows: Paddle's
+    float32 ratio 2 / 82 times 41 falls a hair under 1, ONNX's 41 / (82 / 2) is 1 (a whole row off); bilinear
+    half-pixel from 20 to 50 columns, where Paddle's position 0.4 * (dst + 0.5) - 0.5 drifts from ONNX's
+    (dst + 0.5) / 2.5 - 0.5 by float32's step (Mask R-CNN's image resize).  The sizes are known only at
+    execution, so no set of probe sizes can vouch for Paddle's arithmetic.  The bilinear node is held to
+    onnx's reference (exact positions): onnxruntime computes them in float32, 3.6e-5 off it here, Paddle's
+    arithmetic 5.4e-5."""
+    model = _to_size_of_model(
+        [
+            {"mode": "nearest", "nearest_mode": "floor", "coordinate_transformation_mode": "asymmetric"},
+            {"mode": "linear"},
+        ]
+    )
+    feeds = [{"x": _rand((1, C, 2, 20), 8), "ref": _rand((1, C, 82, 50), 9)}]
+    feeds.append({"x": _rand((1, C, 320, 3), 10), "ref": _rand((1, C, 800, 4), 11)})
+    _compare(model, feeds, atol=2e-6, reference=lambda attrs: attrs["mode"] == b"linear")
+
+
+def test_constant_scales_on_symbolic_sizes_far_from_the_probes() -> None:
+    """Scale 3 on symbolic H and W at 400 rows: Paddle's ratio float32(1 / 3) times dst drifts from ONNX's
+    dst / 3 by float32's step (2e-6 at the probes' sizes, 3e-5 at 1200 rows), so bilinear takes RESIZE_ONNX;
+    nearest's floor agrees at every size below 2^14 and keeps RESIZE_NEAREST, as does a scale of 2 in
+    both modes (exact in float32).  Held to onnx's reference (exact positions)."""
+    configs = [
+        {"mode": "linear"},
+        {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+    ]
+    model = _scales_model(configs, [1.0, 1.0, 3.0, 3.0])
+    assert [op.type.name for op in import_model(model).operations] == ["RESIZE_ONNX", "RESIZE_NEAREST"]
+    _compare(
+        model,
+        [{"x": _rand((1, C, 400, 2), 12)}, {"x": _rand((2, C, 3, 5), 13)}],
+        atol=2e-6,
+        reference=lambda attrs: True,
+    )
+    doubling = _scales_model(configs, [1.0, 1.0, 2.0, 2.0])
+    assert [op.type.name for op in import_model(doubling).operations] == ["RESIZE_LINEAR", "RESIZE_NEAREST"]
 
 
 def test_resize_to_the_size_of_another_input_crop_and_resize() -> None:

@@ -6,8 +6,11 @@ asymmetric; the ratio from scales or from the sizes), ONNX's has more coordinate
 nearest rounding modes.  Rather than a table of which ONNX combination equals which Paddle one (easy
 to get subtly wrong at the borders), each candidate configuration is checked at import: ONNX's
 reference Resize and a numpy copy of the NNAdapter converter's float32 formulas run on a probe image of
-the node's own spatial size (several sizes where it is known only at execution: every size a compiled
-model may meet must agree), and the first candidate that agrees is emitted.  Nothing agrees (cubic,
+the node's own spatial size, and the first candidate that agrees is emitted.  Where a size is known only
+at execution, the candidate must take its ratio from constant scales, agree on probe images of several
+sizes, and sample ONNX's source positions at every output position of every input size below 2^14
+(float32's ratio * dst drifts from ONNX's dst / scale as dst grows); sizes computed at run time go to
+RESIZE_ONNX unless import knows them.  Nothing agrees (cubic,
 antialias, crop-and-resize, the other coordinate transformations and nearest modes, half_pixel where an
 output of 1 pixel may occur: Paddle's ratio is then 0, ONNX samples the centre; other ranks and axes):
 the node goes to the RESIZE_ONNX extension (nnadapter_tvm/operations/onnx_vision.py, computed by
@@ -116,12 +119,56 @@ def _onnx_scales(ctx: NodeContext, x: Value) -> tuple[float, float] | None:
 
 
 # Spatial sizes the configuration is checked on where the node's own are known only at execution: odd and
-# even, below and above the scale's period, one of 1 (a 1-pixel input).
+# even, below and above the scale's period, one of 1 (a 1-pixel input).  The source positions of every
+# output position of every size below _SIZE_CHECK_LIMIT are checked as well (_scaled_positions_agree).
 _PROBE_SIZES = (1, 2, 5, 8, 13, 30)
 
 # Sizes up to which RESIZE_*'s output size from scales, int(float32(n) * float32(scale)), is checked
 # against ONNX's floor(n * scale) when n is known only at execution.
 _SIZE_CHECK_LIMIT = 1 << 14
+
+
+def _onnx_source(k: np.ndarray, scale: float, transform: str) -> np.ndarray | None:
+    """ONNX's source coordinate of output positions ``k`` for a coordinate transformation that depends on
+    the scale alone (float64, as onnx's reference computes it; pytorch_half_pixel's 1-pixel output is left
+    to the probes), or None where it depends on the sizes too."""
+    if transform in ("half_pixel", "pytorch_half_pixel"):
+        return (k + 0.5) / scale - 0.5
+    if transform == "asymmetric":
+        return k / scale
+    if transform == "tf_half_pixel_for_nn":
+        return (k + 0.5) / scale
+    return None
+
+
+def _onnx_nearest(x: np.ndarray, nearest_mode: str) -> np.ndarray:
+    """ONNX's nearest index of source coordinates ``x`` (before clamping to the input)."""
+    rounded = {
+        "round_prefer_floor": np.ceil(x - 0.5),
+        "round_prefer_ceil": np.floor(x + 0.5),
+        "floor": np.floor(x),
+        "ceil": np.ceil(x),
+    }[nearest_mode]
+    return np.maximum(rounded, 0).astype(np.int64)
+
+
+def _scaled_positions_agree(config: dict, scale: float, transform: str, nearest_mode: str) -> bool:
+    """Whether ``config``, whose ratio comes from ``scale`` (so it does not depend on the input size), samples
+    the source positions ONNX samples for every output position of every input size below
+    _SIZE_CHECK_LIMIT: the same pixel for nearest, the same position to 2e-6 for linear.  Probe images of
+    a few sizes cannot see this: float32's ratio * dst drifts from ONNX's dst / scale as dst grows (a
+    nearest index off by one at an exact integer, a bilinear weight off by float32's step at that
+    position)."""
+    k = np.arange(int(_SIZE_CHECK_LIMIT * float(F32(scale))) + 1)
+    onnx = _onnx_source(k.astype(np.float64), float(F32(scale)), transform)
+    if onnx is None:
+        return False
+    ratio = _ratio(2, 2, scale, False)
+    unclamped = np.iinfo(np.int64).max
+    if not config["linear"]:
+        return bool(np.array_equal(_nearest_1d(unclamped, k.size, ratio, False), _onnx_nearest(onnx, nearest_mode)))
+    low, _, frac = _linear_1d(unclamped, k.size, ratio, config["align_mode"] == 0)
+    return bool(np.max(np.abs(low + frac.astype(np.float64) - np.maximum(onnx, 0.0))) <= 2e-6)
 
 
 def _scaled_size_agrees(scale: float) -> bool:
@@ -195,9 +242,12 @@ def resize(ctx: NodeContext) -> Value:
                     "floor(n * scale) for some size n, which is known only at execution",
                 )
     linear = mode != "nearest"
+    unknown_axes = [axis for axis, size in enumerate((h, w)) if size is None]
     for config in _candidates(linear, scales):
-        if dynamic and None in out_hw and config["scales"] is None and not config["align_corners"]:
-            continue  # the ratio in / out of an unknown size is RESIZE_*'s ratio only through scales
+        if unknown_axes and (config["scales"] is None or config["align_corners"]):
+            continue  # the ratio would depend on a size known only at execution: ONNX's arithmetic and float32's part
+        if not all(_scaled_positions_agree(config, scales[axis], transform, nearest_mode) for axis in unknown_axes):
+            continue
         if all(
             np.allclose(_mirror(image, e.shape[2:], config), e, rtol=0, atol=0 if not linear else 2e-6)
             for image, e in zip(images, expected)
@@ -212,48 +262,40 @@ def _computed(v: Value) -> bool:
     return not v.is_const
 
 
-# (input size, output size) pairs per axis on which a configuration is checked when the output size is
-# computed from shapes (F.interpolate(x, size=y.shape[2:])): up and down, by integer and other ratios,
-# a 1-pixel output.
-_SIZE_PROBES = ((3, 6), (5, 15), (7, 3), (4, 6), (6, 4), (8, 8), (5, 1))
-
-
 def _resize_to_computed_sizes(ctx: NodeContext, x: Value, dims: tuple, linear: bool, what: str) -> Value:
-    """Resize whose ``sizes`` [N, C, H, W] is computed from shapes: RESIZE_* gets its [H, W] (a SLICE, whose
-    values the operation reads as TIR expressions over the model's dims, or at execution), and the ratio
-    in / out of the sizes, in a configuration checked on probe pairs of sizes."""
+    """Resize whose ``sizes`` [N, C, H, W] is computed from shapes.  Where import knows the computed H and W
+    and the input's (a static graph that takes its sizes from Shape), RESIZE_* gets its [H, W] (a SLICE of
+    the sizes) with the ratio in / out, in a configuration checked on the node's own sizes.  Otherwise
+    RESIZE_ONNX: Paddle's float32 ratio in / out and ONNX's dst / (out / in) sample other positions at some
+    pairs of sizes (a nearest index off by one, 2 -> 82 at pixel 41; a bilinear weight off by float32's
+    step, 320 -> 800), and no set of probe sizes can vouch for every pair a run may meet."""
     sizes = ctx.input(3)
-    n, c = dims[:2]
+    n, c, h, w = dims
     if sizes.shape != (4,) or ctx.attr("axes", None) is not None:
         return _resize_onnx(ctx, x, f"{what}: RESIZE_* take a computed sizes input of 4 values [N, C, H, W]")
     known = sizes.elements or (None,) * 4
     if any(k is not None and d is not None and k != d for k, d in zip(known[:2], (n, c))):
         return _resize_onnx(ctx, x, f"{what}: sizes {known} change N or C of {x.describe()}, RESIZE_* resize H and W")
-    rng = np.random.default_rng(0)
+    out_h, out_w = known[2:]
+    if not all(isinstance(d, int) and d > 0 for d in (h, w, out_h, out_w)):
+        return _resize_onnx(ctx, x, f"{what}: sizes known only at execution (ONNX's arithmetic for every pair)")
+    image = np.random.default_rng(0).random((1, 1, h, w)).astype(F32)
+    arrays = [image] + [None] * (ctx.input_count - 1)
+    for i in (1, 2):  # roi and scales given as constants (empty ones included: FPN's)
+        arrays[i] = ctx.const(i) if ctx.has(i) and ctx.input(i).is_const else None
+    if ctx.has(1) and arrays[1] is None:
+        arrays[1] = np.zeros([0], F32)  # a computed roi: only tf_crop_and_resize reads it
+    arrays[3] = np.asarray([1, 1, out_h, out_w], "int64")
+    expected = host.evaluate(ctx.node, arrays, ctx.opset)[0]
     for config in _candidates(linear, None):
-        agrees = True
-        for in_h, out_h in _SIZE_PROBES:
-            in_w, out_w = out_h, in_h  # also the swapped pair along W
-            image = rng.random((1, 1, in_h, in_w)).astype(F32)
-            arrays = [image] + [None] * (ctx.input_count - 1)
-            for i in (1, 2):  # roi and scales given as constants (empty ones included: FPN's)
-                arrays[i] = ctx.const(i) if ctx.has(i) and ctx.input(i).is_const else None
-            if ctx.has(1) and arrays[1] is None:
-                arrays[1] = np.zeros([0], F32)  # a computed roi: only tf_crop_and_resize reads it
-            arrays[3] = np.asarray([1, 1, out_h, out_w], "int64")
-            expected = host.evaluate(ctx.node, arrays, ctx.opset)[0]
-            if not np.allclose(_mirror(image, (out_h, out_w), config), expected, rtol=0, atol=2e-6 if linear else 0):
-                agrees = False
-                break
-        if agrees:
+        if np.allclose(_mirror(image, (out_h, out_w), config), expected, rtol=0, atol=2e-6 if linear else 0):
             hw = ctx.emit(
                 O.SLICE, [sizes, ctx.i32([0]), ctx.i32([2]), ctx.i32([4]), ctx.i32([1])], shape=(2,), dtype=sizes.dtype
             )
             inputs = [x, hw, ctx.f32(np.zeros([0], F32)), ctx.boolean(config["align_corners"])]
             if linear:
                 inputs.append(ctx.i32(config["align_mode"]))
-            shape = (n, c, *known[2:])
-            return ctx.emit(O.RESIZE_LINEAR if linear else O.RESIZE_NEAREST, inputs, shape=shape)
+            return ctx.emit(O.RESIZE_LINEAR if linear else O.RESIZE_NEAREST, inputs, shape=(n, c, out_h, out_w))
     return _resize_onnx(ctx, x, f"{what}: no RESIZE_{'LINEAR' if linear else 'NEAREST'} configuration computes it")
 
 
