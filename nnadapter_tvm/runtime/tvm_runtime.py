@@ -20,6 +20,7 @@ NVRTC callback is registered by ``import tvm``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -88,9 +89,15 @@ def ensure_loaded() -> None:
         if "tvm.base" not in sys.modules:
             from tvm_ffi.libinfo import load_lib_ctypes
 
-            _KEEP.append(
-                load_lib_ctypes("tvm", "tvm_runtime", "RTLD_GLOBAL", extra_lib_paths=_lib_paths(_package_dir()))
-            )
+            runtime = load_lib_ctypes("tvm", "tvm_runtime", "RTLD_GLOBAL", extra_lib_paths=_lib_paths(_package_dir()))
+            _KEEP.append(runtime)
+            # The functions compiled kernels call that live outside the runtime library: the sorts behind
+            # argsort / TOP_K / NON_MAX_SUPPRESSION ("tvm.contrib.sort.*"), registered when the library
+            # loads. ``import tvm`` loads it too (tvm.backend._autoload_backends), from the same file.
+            # (A TVM build without it: a model that calls into it fails naming the function.)
+            with contextlib.suppress(OSError, RuntimeError):
+                here = [Path(runtime._name).resolve().parent]
+                _KEEP.append(load_lib_ctypes("tvm", "tvm_runtime_extra", "RTLD_LOCAL", extra_lib_paths=here))
         _LOADED = True
 
 

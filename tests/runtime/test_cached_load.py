@@ -101,6 +101,38 @@ def test_a_predictor_cached_load_imports_only_the_runtime(tmp_path) -> None:
     np.testing.assert_allclose(np.array(got["y"], "float32"), want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_cached_load_runs_kernels_that_call_the_runtimes_sort(tmp_path) -> None:
+    """TopK, argsort and NonMaxSuppression call ``tvm.contrib.sort.*``, which TVM registers from
+    ``libtvm_runtime_extra``, not ``libtvm_runtime``: a fresh process that only loads the cache must load
+    it too (it once failed with "Cannot find function tvm.contrib.sort.argsort")."""
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [2])
+    graph = helper.make_graph(
+        [helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1)],
+        "topk",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_tensor_value_info("values", TensorProto.FLOAT, [2, 2]),
+            helper.make_tensor_value_info("indices", TensorProto.INT64, [2, 2]),
+        ],
+        [k],
+    )
+    path = str(tmp_path / "topk.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    assert not nna.Predictor(path, cache_dir=str(tmp_path)).loaded_from_cache
+    code = (
+        "import json, sys, numpy as np, nnadapter_tvm as nna\n"
+        "p = nna.Predictor(sys.argv[1], cache_dir=sys.argv[2])\n"
+        "values, indices = p.run({'x': np.array(json.loads(sys.argv[3]), 'float32')})\n"
+        "print(json.dumps({'loaded': p.loaded_from_cache, 'values': values.tolist(), 'indices': indices.tolist(),\n"
+        "                  'imported': [m for m in json.loads(sys.argv[4]) if m in sys.modules]}))\n"
+    )
+    got = _python(code, path, str(tmp_path), json.dumps(X.tolist()), json.dumps(FORBIDDEN))
+    assert got["loaded"] is True and got["imported"] == []
+    order = np.argsort(-X, axis=1, kind="stable")[:, :2]
+    np.testing.assert_array_equal(np.array(got["indices"]), order)
+    np.testing.assert_array_equal(np.array(got["values"], "float32"), np.take_along_axis(X, order, axis=1))
+
+
 def test_load_then_compile_in_one_process(tmp_path) -> None:
     """The runtime library loaded first does not stand in the compiler's way: the process loads two
     cached models (each runs its own code), then compiles a third, and all three run."""
