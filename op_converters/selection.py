@@ -370,17 +370,23 @@ def _corners(box, i, center: bool):
     return tirx.min(y1, y2), tirx.min(x1, x2), tirx.max(y1, y2), tirx.max(x1, x2)
 
 
-def _suppresses(box, a, b, center: bool, iou_threshold: float) -> tirx.PrimExpr:
-    """onnx.reference's suppress_by_iou: IoU > threshold, false for disjoint or empty boxes."""
-    ay0, ax0, ay1, ax1 = _corners(box, a, center)
-    by0, bx0, by1, bx1 = _corners(box, b, center)
-    ix0, ix1 = tirx.max(ax0, bx0), tirx.min(ax1, bx1)
-    iy0, iy1 = tirx.max(ay0, by0), tirx.min(ay1, by1)
+def _overlap(a, b) -> tuple:
+    """The intersection's (ymin, xmin, ymax, xmax) of two boxes (ymin, xmin, ymax, xmax, area), and whether it
+    is non-empty."""
+    ix0, ix1 = tirx.max(a[1], b[1]), tirx.min(a[3], b[3])
+    iy0, iy1 = tirx.max(a[0], b[0]), tirx.min(a[2], b[2])
+    return (iy0, ix0, iy1, ix1), tirx.all(ix1 > ix0, iy1 > iy0)
+
+
+def _suppresses(a, b, iou_threshold) -> tirx.PrimExpr:
+    """onnx.reference's suppress_by_iou for boxes that intersect (``_overlap``): IoU > threshold, false for
+    empty boxes.  ``a`` and ``b`` are (ymin, xmin, ymax, xmax, area)."""
+    (iy0, ix0, iy1, ix1), _ = _overlap(a, b)
+    area_a, area_b = a[4], b[4]
     inter = (ix1 - ix0) * (iy1 - iy0)
-    area_a, area_b = (ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0)
     union = area_a + area_b - inter
     zero = tirx.const(0.0, "float32")
-    valid = tirx.all(ix1 > ix0, iy1 > iy0, inter > zero, area_a > zero, area_b > zero, union > zero)
+    valid = tirx.all(inter > zero, area_a > zero, area_b > zero, union > zero)
     return tirx.all(valid, inter / tirx.Select(valid, union, tirx.const(1.0, "float32")) > iou_threshold)
 
 
@@ -388,7 +394,13 @@ def _nms_select_ir(ins, outs, *, params, center):
     """Per (batch, class): candidates by descending score (ties: lower index first) taken while not
     suppressed by a selected box, at most ``limit``; sel[b, c, :cnt[b, c]] holds them.  ``params``
     gives limit, iou_threshold and score_threshold (None: no threshold) each as a constant, or as
-    the position in ``ins`` of a one-element tensor read at execution."""
+    the position in ``ins`` of a one-element tensor read at execution.
+
+    A candidate is compared with the selected boxes in selection order until one suppresses it (most
+    fall to one of the first few); one that survives is compared with all of them, which makes the
+    kernel O(candidates x selected): a detector's class-offset NMS keeps thousands.  So the candidate's
+    corners and area are computed once, and the selected boxes' are kept contiguous in a scratch buffer
+    in selection order, not gathered through the score order from the boxes on every comparison."""
     IRBuilder, T = _ir()
     boxes, scores, order = ins[:3]
     batches, num_boxes, _ = boxes.shape
@@ -401,6 +413,8 @@ def _nms_select_ir(ins, outs, *, params, center):
 
         limit, iou_threshold, score_threshold = (param(v) for v in params)
         sel, cnt = T.buffer_proxy(outs[0]), T.buffer_proxy(outs[1])
+        kept = T.buffer_proxy(outs[2])  # scratch: an output, so that a GPU build allocates it outside the kernel
+        cand = T.buffer_proxy(T.alloc_buffer((5,), "float32", scope="local"))
         keep, t = _local(T, I64), _local(T, I64)
         with T.serial(0, batches) as n, T.serial(0, classes) as c:
             cnt[n, c] = tirx.const(0, I64)
@@ -414,16 +428,25 @@ def _nms_select_ir(ins, outs, *, params, center):
                 if score_threshold is not None:
                     take = tirx.all(take, scores_[n, c, idx] > score_threshold)
                 with T.If(take), T.Then():
-                    # Against the selected boxes until the first that suppresses it (most candidates
-                    # fall to one of the first few: a for loop over all of them took 1.8x onnxruntime).
+                    y0, x0, y1, x1 = _corners(box, idx, center)
+                    for j, v in enumerate((y0, x0, y1, x1)):
+                        cand[j] = v
+                    cand[4] = (cand[3] - cand[1]) * (cand[2] - cand[0])
                     keep[0] = tirx.const(1, I64)
                     t[0] = tirx.const(0, I64)
                     with T.While(tirx.all(keep[0] == 1, t[0] < cnt[n, c])):
-                        hit = _suppresses(box, sel[n, c, t[0]], idx, center, iou_threshold)
-                        keep[0] = tirx.Select(hit, tirx.const(0, I64), keep[0])
+                        selected = [kept[t[0], j] for j in range(5)]
+                        candidate = [cand[j] for j in range(5)]
+                        # Most pairs are disjoint (a detector's classes are offset apart): a predictable
+                        # branch skips the division for them, as onnxruntime's early return does.
+                        with T.If(_overlap(selected, candidate)[1]), T.Then():
+                            hit = _suppresses(selected, candidate, iou_threshold)
+                            keep[0] = tirx.Select(hit, tirx.const(0, I64), keep[0])
                         t[0] = t[0] + 1
                     with T.If(keep[0] == 1), T.Then():
                         sel[n, c, cnt[n, c]] = idx
+                        for j in range(5):
+                            kept[cnt[n, c], j] = cand[j]
                         cnt[n, c] = cnt[n, c] + 1
     return ib.get()
 
@@ -507,8 +530,8 @@ def all_class_non_max_suppression(args: OpArgs) -> relax.Expr:
     kernel = functools.partial(_nms_select_ir, params=params, center=bool(center))
 
     def select(b: te.Tensor, s: te.Tensor, o: te.Tensor, *p: te.Tensor) -> list[te.Tensor]:
-        shapes = [(b.shape[0], s.shape[1], b.shape[1]), (b.shape[0], s.shape[1])]
-        return te.extern(shapes, [b, s, o, *p], kernel, dtype=[I64, I64], name="nms_select")
+        shapes = [(b.shape[0], s.shape[1], b.shape[1]), (b.shape[0], s.shape[1]), (b.shape[1], 5)]
+        return te.extern(shapes, [b, s, o, *p], kernel, dtype=[I64, I64, "float32"], name="nms_select")
 
     selected = args.emit_te(select, boxes, scores, order, *runtime)
     sel, cnt = (args.emit(relax.TupleGetItem(selected, k)) for k in range(2))

@@ -196,6 +196,24 @@ def test_all_class_non_max_suppression(batches, boxes, classes, limit, iou, scor
     check_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [expected], outputs=[Out(P.INT64, dims=[UNKNOWN, 3])])
 
 
+def test_all_class_non_max_suppression_class_offset_boxes() -> None:
+    """torchvision's batched NMS: one class of boxes offset per detector class, so most pairs are disjoint
+    (the kernel skips their IoU) and most boxes survive, each compared with every selected box; boxes that
+    touch at an edge, boxes of zero area and overlapping ones within each group."""
+    rng = np.random.default_rng(5)
+    groups, per = 12, 40
+    xy = rng.uniform(0, 20, (groups * per, 2))
+    wh = rng.uniform(0, 8, (groups * per, 2))
+    wh[::17] = 0.0  # empty boxes never suppress nor are suppressed
+    corners = np.concatenate([xy, xy + wh], 1) + (np.repeat(np.arange(groups), per) * 28.0)[:, None]
+    corners[1::40, :2] = corners[::40, 2:]  # a box touching another's corner: no intersection
+    data = corners[None].astype("float32")
+    scores = rng.integers(0, 50, (1, 1, groups * per)).astype("float32") * 0.02
+    expected = nms_onnx_ref(data, scores, 1000, 0.45, None, 0)
+    operands = [In(data), In(scores), i64(1000), f32(0.45), f32(np.zeros([0], "float32")), i32(0)]
+    check_op(ALL_CLASS_NON_MAX_SUPPRESSION, operands, [expected], outputs=[Out(P.INT64, dims=[UNKNOWN, 3])])
+
+
 @pytest.mark.parametrize("corners", [4, UNKNOWN], ids=["corners-static", "corners-symbolic"])
 def test_all_class_non_max_suppression_symbolic_dims(corners) -> None:
     """Batch and box count unknown at compile time, and the 4 corners too (a subgraph's input after a host
