@@ -65,7 +65,7 @@ def gather(args: OpArgs) -> relax.Expr:
         if _static(dim) and dim == 0:
             if not (_static(count) and count == 0):
                 args.fail(f"axis {axis} has size 0: there are no elements to gather indices from", "input")
-            return relax.op.take(x, indices, axis)
+            return relax.op.take(x, indices, axis, mode="clip")
         if not _static(dim):
             # mode="wrap" takes each index modulo the axis size: never let it run with a size of 0.
             no_indices = tirx.EQ(tirx.const(count, "int64") if _static(count) else count, tirx.const(0, "int64"))
@@ -86,7 +86,10 @@ def gather(args: OpArgs) -> relax.Expr:
             f"indices must lie in [-{dim}, {dim}) for axis {axis} of size {dim}, got {values.tolist()}", "indices"
         )
     # Built here rather than through args.tensor: that turns a rank-0 constant into shape [1].
-    return relax.op.take(x, relax.const(np.where(values < 0, values + dim, values).astype(values.dtype)), axis)
+    # clip, not TVM's default "fast": the indices are in range either way, and "fast" has TVM log a warning
+    # for every take it legalizes.
+    indices = relax.const(np.where(values < 0, values + dim, values).astype(values.dtype))
+    return relax.op.take(x, indices, axis, mode="clip")
 
 
 def _backward_slice(args: OpArgs, x: relax.Expr, axes: list, begin: list, end: list, stride: list) -> relax.Expr:

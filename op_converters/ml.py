@@ -87,7 +87,7 @@ def array_feature_extractor(args: OpArgs) -> relax.Expr:
         return ok if isinstance(count, int) else tirx.Or(ok, tirx.EQ(count, tirx.const(0, I64)))
 
     args.check_value(worst, in_range, f"index {{value}} is out of range [0, {bound})", "indices")
-    out = args.emit(relax.op.take(x, flat, axis=len(shape) - 1))
+    out = args.emit(relax.op.take(x, flat, axis=len(shape) - 1, mode="clip"))
     if len(shape) == 1:
         out = relax.op.reshape(out, [1, count])
     return out
@@ -340,7 +340,8 @@ def tree_ensemble(args: OpArgs) -> relax.Expr:
     if member_nodes:
         # hits[n, j]: whether row n's value for MEMBER node j lies in its set (one compare with a NaN-padded
         # table; NaN never matches).
-        value = args.emit(relax.op.take(x, relax.const(np.array([features[k] for k in member_nodes], I64)), axis=1))
+        member_features = relax.const(np.array([features[k] for k in member_nodes], I64))
+        value = args.emit(relax.op.take(x, member_features, axis=1, mode="clip"))
         width = max(1, max(len(s) - 1 for s in sets))
         table_m = np.full((len(member_nodes), width), np.nan, dtype)
         for j, members in enumerate(sets):
