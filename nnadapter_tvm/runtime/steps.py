@@ -31,8 +31,9 @@ class Step:
     def execution_error(self, arguments: Sequence[object], err: BaseException) -> NNAdapterError:
         """What a failed run of this subgraph means: a runtime check of an operation that the inputs'
         dimensions violate (INVALID_DIMENSIONS, the operation's own message), memory that could not be
-        allocated (OUT_OF_MEMORY: a dimension known only at execution made a tensor too big), or else
-        TVM's own message (INVALID_DIMENSIONS: the shapes the compiled code asserts did not hold)."""
+        allocated (OUT_OF_MEMORY: a dimension known only at execution made a tensor too big), a function the
+        loaded TVM runtime lacks (DEVICE_INTERNAL_ERROR), or else TVM's own message (INVALID_DIMENSIONS: the
+        shapes the compiled code asserts did not hold)."""
         shapes = [[int(d) for d in getattr(x, "shape", ())] for x in arguments]
         text = tvm_error_text(err)
         failed = next((c for c in self.checks if c.fails_for(shapes)), None) or RuntimeCheck.numbered(self.checks, text)
@@ -45,6 +46,13 @@ class Step:
                 ResultCode.OUT_OF_MEMORY,
                 f"execution on {self.driver.name} ran out of memory ({text}): the dimensions given at execution "
                 f"{shapes} make a tensor larger than this machine can allocate",
+            )
+        if "Cannot find function" in text:
+            # Not the inputs' fault: the loaded TVM runtime lacks a function the compiled code calls.
+            return NNAdapterError(
+                ResultCode.DEVICE_INTERNAL_ERROR,
+                f"execution on {self.driver.name} failed: {text}: the TVM runtime this process loaded does not provide "
+                "a function the compiled model calls",
             )
         return NNAdapterError(ResultCode.INVALID_DIMENSIONS, f"execution failed: {text} (input dimensions {shapes})")
 

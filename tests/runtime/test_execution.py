@@ -167,3 +167,19 @@ def test_a_failed_runtime_check_names_the_operation(llvm_context, reloaded):
         err = expect(e.compute, "RESHAPE (operation #0)", "'shape'", "needs 4 elements", str([list(bad.shape)]),
                      code=nna.ResultCode.INVALID_DIMENSIONS)  # fmt: skip
         assert "match_cast" not in str(err)
+
+
+def test_a_function_the_runtime_lacks_is_a_device_error_not_the_inputs():
+    """A compiled model calling a packed function the loaded TVM runtime does not provide (as a cached load
+    did before it loaded libtvm_runtime_extra) fails with DEVICE_INTERNAL_ERROR, naming the function, not
+    with INVALID_DIMENSIONS as though the inputs' sizes were wrong."""
+    from nnadapter_tvm.runtime.steps import Step
+    from nnadapter_tvm.targets import DRIVERS
+
+    step = Step(DRIVERS["llvm"], [0], [1], b"")
+    text = "Cannot find function tvm.contrib.sort.argsort in the imported modules or global registry."
+    err = step.execution_error([np.zeros([2, 3], "float32")], RuntimeError(text))
+    assert err.code == nna.ResultCode.DEVICE_INTERNAL_ERROR
+    assert "tvm.contrib.sort.argsort" in str(err) and "does not provide" in str(err)
+    other = step.execution_error([np.zeros([2, 3], "float32")], RuntimeError("Check failed: n == 4"))
+    assert other.code == nna.ResultCode.INVALID_DIMENSIONS
