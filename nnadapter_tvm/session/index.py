@@ -46,7 +46,8 @@ from nnadapter_tvm.types import NNAdapterError
 
 SUFFIX = ".nnp"
 IDENTITY_SUFFIX = ".nnf"
-_VERSION = 1
+# 2: entries record the subgraph's input and output order (an entry of 1 would be read as the graph's order).
+_VERSION = 2
 #: A file's identity keys an entry only once its last change is this old (seconds): longer than any file
 #: system's timestamp granularity and than the kernel's dirty-page expiry (see the module's docstring).
 SETTLED_SECONDS = 60.0
@@ -96,11 +97,15 @@ class Port:
 @dataclass
 class Entry:
     """An ``.nnp`` entry's record (the container's metadata): the token of the compiled ``.nnc``, the
-    graph inputs as the caller sees them, the graph output names."""
+    graph inputs as the caller sees them, the graph output names, and where the compiled subgraph orders
+    them otherwise, its input k is graph input ``input_order[k]`` and graph output j its output
+    ``output_order[j]`` (None: the graph's order)."""
 
     token: str
     inputs: list[Port]
     outputs: list[str]
+    input_order: tuple[int, ...] | None = None
+    output_order: tuple[int, ...] | None = None
 
     def to_json(self) -> dict:
         return {
@@ -108,6 +113,8 @@ class Entry:
             "token": self.token,
             "inputs": [p.to_json() for p in self.inputs],
             "outputs": self.outputs,
+            "input_order": None if self.input_order is None else list(self.input_order),
+            "output_order": None if self.output_order is None else list(self.output_order),
         }
 
     @classmethod
@@ -115,11 +122,15 @@ class Entry:
         """The entry a container's metadata holds; NNAdapterError, KeyError, TypeError or ValueError
         where it is of another plan version or malformed."""
         check(meta.get("plan_version") == _VERSION, "another plan version")
-        return cls(
-            cache.validate_token(meta["token"]),
-            [Port.from_json(p) for p in meta["inputs"]],
-            [str(n) for n in meta["outputs"]],
-        )
+        inputs, outputs = [Port.from_json(p) for p in meta["inputs"]], [str(n) for n in meta["outputs"]]
+        orders = []
+        for name, count in (("input_order", len(inputs)), ("output_order", len(outputs))):
+            order = meta[name]
+            if order is not None:
+                order = tuple(int(k) for k in order)
+                check(sorted(order) == list(range(count)), f"{name} {list(order)} is not an order of {count}")
+            orders.append(order)
+        return cls(cache.validate_token(meta["token"]), inputs, outputs, *orders)
 
 
 def key(source: bytes | mmap.mmap | None, context: Context, options: dict) -> str | None:

@@ -91,7 +91,7 @@ class Predictor:
             self._import_and_compile(progress)
             entry = None
             if entry_key and self.single_subgraph:
-                entry = index.Entry(self.tokens[0], self._inputs, self._output_names)
+                entry = index.Entry(self.tokens[0], self._inputs, self._output_names, self._in_order, self._out_order)
                 index.write(self.cache_dir, entry_key, entry, self.context)
         if entry is not None and ident is not None:
             # The file as it is now: unchanged since the fstat that preceded the hash, or no entry.
@@ -110,6 +110,7 @@ class Predictor:
             return False
         self.compilations, self.tokens = [compilation], [entry.token]
         self._inputs, self._output_names = entry.inputs, entry.outputs
+        self._in_order, self._out_order = entry.input_order, entry.output_order
         self.single_subgraph = True
         return True
 
@@ -137,14 +138,14 @@ class Predictor:
             progress(len(subgraphs), len(subgraphs), subgraphs[-1])
         self._inputs = [Port(v.name, v.dtype, v.shape, v.dim_names) for v in graph.inputs]
         self._output_names = [o.name for o in self.onnx_model.graph.output]
-        # One subgraph fed by the graph's inputs and giving its outputs runs without walking the plan.
-        self.single_subgraph = (
-            len(plan) == 1
-            and len(subgraphs) == 1
-            and subgraphs[0] is plan[0]
-            and [id(v) for v in subgraphs[0].inputs] == [id(v) for v in graph.inputs]
-            and [id(v) for v in subgraphs[0].outputs] == [id(v) for v in graph.outputs]
-        )
+        # One subgraph fed by the graph's inputs and giving its outputs, in whatever order (the partitioner
+        # orders a subgraph's inputs as its nodes first read them), runs without walking the plan.
+        self.single_subgraph = False
+        if len(plan) == 1 and len(subgraphs) == 1 and subgraphs[0] is plan[0]:
+            orders = _orders(subgraphs[0], graph)
+            if orders is not None:
+                self.single_subgraph = True
+                self._in_order, self._out_order = orders
 
     # The graph and its plan, built on first use when the model was loaded through the index; imported
     # here, not at the top, so that such a load never imports onnx (which the graph and the plan need).
@@ -217,7 +218,10 @@ class Predictor:
         values stay on it."""
         arrays = self._feeds(inputs)
         if self.single_subgraph:
-            return run_arrays(self.compilations[0], arrays, checked=self._checked)
+            if self._in_order is not None:
+                arrays = [arrays[i] for i in self._in_order]
+            outputs = run_arrays(self.compilations[0], arrays, checked=self._checked)
+            return outputs if self._out_order is None else [outputs[i] for i in self._out_order]
         from nnadapter_tvm.session.runner import run_plan  # imports the plan's modules, and onnx with them
 
         return run_plan(self.plan, arrays)
@@ -229,12 +233,13 @@ class Predictor:
         checked = self.__dict__.get("_checked_value")
         if checked is None:
             signature = self.compilations[0].input_signature
-            checked = self._checked_value = len(signature) == len(self._inputs) and all(
+            ports = self._inputs if self._in_order is None else [self._inputs[i] for i in self._in_order]
+            checked = self._checked_value = len(signature) == len(ports) and all(
                 p.dtype is not None
                 and np.dtype(p.dtype) == dtype
                 and p.shape is not None
                 and tuple(UNKNOWN if d is None else int(d) for d in p.shape) == dims
-                for p, (dtype, _, dims) in zip(self._inputs, signature)
+                for p, (dtype, _, dims) in zip(ports, signature)
             )
         return checked
 
@@ -267,6 +272,25 @@ class Predictor:
         return arrays
 
     _expected: list | None = None  # per input, its _Expected (made on the first run)
+    # A single subgraph's input k is graph input _in_order[k]; graph output j is its output _out_order[j]
+    # (None: the same order).
+    _in_order: tuple[int, ...] | None = None
+    _out_order: tuple[int, ...] | None = None
+
+
+def _orders(segment: CompiledSegment, graph: ImportedGraph) -> tuple | None:
+    """(input order, output order) of a segment whose inputs are the graph's inputs and whose outputs are
+    its outputs, each exactly once, in some order (None for an order that is the graph's); None when the
+    segment's inputs or outputs are not those."""
+    seg_in, graph_in = [id(v) for v in segment.inputs], [id(v) for v in graph.inputs]
+    seg_out, graph_out = [id(v) for v in segment.outputs], [id(v) for v in graph.outputs]
+    for mine, theirs in ((seg_in, graph_in), (seg_out, graph_out)):
+        if len(set(mine)) != len(mine) or sorted(mine) != sorted(theirs):
+            return None
+    in_order = tuple(graph_in.index(v) for v in seg_in)
+    out_order = tuple(seg_out.index(v) for v in graph_out)
+    identity = tuple(range(len(seg_in))), tuple(range(len(seg_out)))
+    return (None if in_order == identity[0] else in_order), (None if out_order == identity[1] else out_order)
 
 
 class _Expected:

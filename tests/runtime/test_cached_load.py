@@ -133,6 +133,44 @@ def test_a_cached_load_runs_kernels_that_call_the_runtimes_sort(tmp_path) -> Non
     np.testing.assert_array_equal(np.array(got["values"], "float32"), np.take_along_axis(X, order, axis=1))
 
 
+def test_a_subgraph_that_orders_the_graphs_inputs_otherwise_is_indexed(tmp_path) -> None:
+    """The partitioner orders a subgraph's inputs as its nodes first read them and its outputs as they are
+    computed (a BERT export's input_ids, token_type_ids, attention_mask against the graph's input_ids,
+    attention_mask, token_type_ids): such a model is still one subgraph, indexed, and a fresh process loads
+    it without importing onnx, feeding each input to its place and returning the outputs in the graph's
+    order."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Sub", ["b", "a"], ["d"]),  # b read first
+            helper.make_node("Mul", ["d", "a"], ["p"]),
+            helper.make_node("Relu", ["p"], ["r"]),
+        ],
+        "orders",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("a", "b")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("r", "d")],  # d computed first
+    )
+    path = str(tmp_path / "orders.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    a, b = X, X[::-1] * 2.0
+    first = nna.Predictor(path, cache_dir=str(tmp_path))
+    assert not first.loaded_from_cache and first.single_subgraph and first.host_node_count == 0
+    want = [np.maximum((b - a) * a, 0), b - a]
+    for got, expected in zip(first.run({"a": a, "b": b}), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+    code = (
+        "import json, sys, numpy as np, nnadapter_tvm as nna\n"
+        "p = nna.Predictor(sys.argv[1], cache_dir=sys.argv[2])\n"
+        "a, b = (np.array(json.loads(v), 'float32') for v in sys.argv[3:5])\n"
+        "r, d = p.run([a, b])\n"
+        "print(json.dumps({'loaded': p.loaded_from_cache, 'r': r.tolist(), 'd': d.tolist(),\n"
+        "                  'imported': [m for m in json.loads(sys.argv[5]) if m in sys.modules]}))\n"
+    )
+    got = _python(code, path, str(tmp_path), json.dumps(a.tolist()), json.dumps(b.tolist()), json.dumps(FORBIDDEN))
+    assert got["loaded"] is True and got["imported"] == [], got["imported"]
+    np.testing.assert_allclose(np.array(got["r"], "float32"), want[0], rtol=1e-6)
+    np.testing.assert_allclose(np.array(got["d"], "float32"), want[1], rtol=1e-6)
+
+
 def test_load_then_compile_in_one_process(tmp_path) -> None:
     """The runtime library loaded first does not stand in the compiler's way: the process loads two
     cached models (each runs its own code), then compiles a third, and all three run."""
