@@ -50,6 +50,24 @@ def _python(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+PREDICT = """
+import json, sys, numpy as np, nnadapter_tvm as nna
+p = nna.Predictor(sys.argv[1], cache_dir=sys.argv[2])
+feeds = {name: np.array(value, "float32") for name, value in json.loads(sys.argv[3]).items()}
+outputs = p.run(feeds)
+print(json.dumps({"loaded": p.loaded_from_cache, "outputs": [y.tolist() for y in outputs],
+                  "imported": [m for m in json.loads(sys.argv[4]) if m in sys.modules]}))
+"""
+
+
+def _predict_in_a_fresh_process(path: str, cache_dir: str, feeds: dict) -> tuple[list[np.ndarray], dict]:
+    """A new process's Predictor on ``path`` from ``cache_dir``: its outputs for ``feeds`` (float32 arrays
+    by name), and its report (loaded from the cache, the FORBIDDEN modules it imported)."""
+    feeds_json = json.dumps({name: np.asarray(value).tolist() for name, value in feeds.items()})
+    got = _python(PREDICT, path, cache_dir, feeds_json, json.dumps(FORBIDDEN))
+    return [np.array(y) for y in got["outputs"]], got
+
+
 def _compile(cache_dir: str, token: str = TOKEN) -> np.ndarray:
     """Compile the tiny model into ``cache_dir`` here; what it computes for ``X``."""
     context = nna.Context([nna.Device.acquire("llvm")], "TVM_NUM_THREADS=1")
@@ -89,16 +107,9 @@ def test_a_predictor_cached_load_imports_only_the_runtime(tmp_path) -> None:
     first = nna.Predictor(path, cache_dir=str(tmp_path))
     assert not first.loaded_from_cache
     want = np.maximum(X @ numpy_helper.to_array(model.graph.initializer[0]), 0)
-    code = (
-        "import json, sys, numpy as np, nnadapter_tvm as nna\n"
-        "p = nna.Predictor(sys.argv[1], cache_dir=sys.argv[2])\n"
-        "y = p.run({'x': np.array(json.loads(sys.argv[3]), 'float32')})[0]\n"
-        "print(json.dumps({'loaded': p.loaded_from_cache, 'y': y.tolist(),\n"
-        "                  'imported': [m for m in json.loads(sys.argv[4]) if m in sys.modules]}))\n"
-    )
-    got = _python(code, path, str(tmp_path), json.dumps(X.tolist()), json.dumps(FORBIDDEN))
+    (y,), got = _predict_in_a_fresh_process(path, str(tmp_path), {"x": X})
     assert got["loaded"] is True and got["imported"] == []
-    np.testing.assert_allclose(np.array(got["y"], "float32"), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(y.astype("float32"), want, rtol=1e-5, atol=1e-6)
 
 
 def test_a_cached_load_runs_kernels_that_call_the_runtimes_sort(tmp_path) -> None:
@@ -119,18 +130,11 @@ def test_a_cached_load_runs_kernels_that_call_the_runtimes_sort(tmp_path) -> Non
     path = str(tmp_path / "topk.onnx")
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     assert not nna.Predictor(path, cache_dir=str(tmp_path)).loaded_from_cache
-    code = (
-        "import json, sys, numpy as np, nnadapter_tvm as nna\n"
-        "p = nna.Predictor(sys.argv[1], cache_dir=sys.argv[2])\n"
-        "values, indices = p.run({'x': np.array(json.loads(sys.argv[3]), 'float32')})\n"
-        "print(json.dumps({'loaded': p.loaded_from_cache, 'values': values.tolist(), 'indices': indices.tolist(),\n"
-        "                  'imported': [m for m in json.loads(sys.argv[4]) if m in sys.modules]}))\n"
-    )
-    got = _python(code, path, str(tmp_path), json.dumps(X.tolist()), json.dumps(FORBIDDEN))
+    (values, indices), got = _predict_in_a_fresh_process(path, str(tmp_path), {"x": X})
     assert got["loaded"] is True and got["imported"] == []
     order = np.argsort(-X, axis=1, kind="stable")[:, :2]
-    np.testing.assert_array_equal(np.array(got["indices"]), order)
-    np.testing.assert_array_equal(np.array(got["values"], "float32"), np.take_along_axis(X, order, axis=1))
+    np.testing.assert_array_equal(indices, order)
+    np.testing.assert_array_equal(values.astype("float32"), np.take_along_axis(X, order, axis=1))
 
 
 def test_a_subgraph_that_orders_the_graphs_inputs_otherwise_is_indexed(tmp_path) -> None:
@@ -157,18 +161,10 @@ def test_a_subgraph_that_orders_the_graphs_inputs_otherwise_is_indexed(tmp_path)
     want = [np.maximum((b - a) * a, 0), b - a]
     for got, expected in zip(first.run({"a": a, "b": b}), want):
         np.testing.assert_allclose(got, expected, rtol=1e-6)
-    code = (
-        "import json, sys, numpy as np, nnadapter_tvm as nna\n"
-        "p = nna.Predictor(sys.argv[1], cache_dir=sys.argv[2])\n"
-        "a, b = (np.array(json.loads(v), 'float32') for v in sys.argv[3:5])\n"
-        "r, d = p.run([a, b])\n"
-        "print(json.dumps({'loaded': p.loaded_from_cache, 'r': r.tolist(), 'd': d.tolist(),\n"
-        "                  'imported': [m for m in json.loads(sys.argv[5]) if m in sys.modules]}))\n"
-    )
-    got = _python(code, path, str(tmp_path), json.dumps(a.tolist()), json.dumps(b.tolist()), json.dumps(FORBIDDEN))
+    (r, d), got = _predict_in_a_fresh_process(path, str(tmp_path), {"b": b, "a": a})
     assert got["loaded"] is True and got["imported"] == [], got["imported"]
-    np.testing.assert_allclose(np.array(got["r"], "float32"), want[0], rtol=1e-6)
-    np.testing.assert_allclose(np.array(got["d"], "float32"), want[1], rtol=1e-6)
+    np.testing.assert_allclose(r.astype("float32"), want[0], rtol=1e-6)
+    np.testing.assert_allclose(d.astype("float32"), want[1], rtol=1e-6)
 
 
 def test_load_then_compile_in_one_process(tmp_path) -> None:
