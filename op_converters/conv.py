@@ -9,6 +9,7 @@ but is not needed for the result to be right.
 
 from __future__ import annotations
 
+import numpy as np
 from tvm import relax, te, tirx, topi
 
 from nnadapter_tvm.op_converters.args import OpArgs
@@ -57,8 +58,56 @@ def conv_2d(args: OpArgs) -> relax.Expr:
     integer = integer_conv_2d(args, strides, group, dilations, pads, c_out)
     if integer is not None:
         return fuse(args, integer)
+    pruned = _without_outer_taps(args, x_dims, w_dims, strides, dilations, pads)
+    if pruned is not None:
+        w, dilations, pads = pruned
     y = relax.op.nn.conv2d(x, w, strides=strides, padding=relax_padding(pads), dilation=dilations, groups=group)
     return fuse(args, _add_bias(args, y, c_out))
+
+
+def _live_taps(size: int, taps: int, stride: int, dilation: int, before: int, after: int) -> tuple[int, int]:
+    """The first and last filter tap along one axis that reads inside an input of ``size`` for some output
+    position (the taps between them do too: the rows a tap reads move with it)."""
+    out = (size + before + after - dilation * (taps - 1) - 1) // stride + 1
+    live = [
+        t for t in range(taps) if t * dilation - before <= size - 1 and (out - 1) * stride + t * dilation - before >= 0
+    ]
+    return (live[0], live[-1]) if live else (0, taps - 1)
+
+
+def _without_outer_taps(
+    args: OpArgs, x_dims: list, w_dims: list, strides: list[int], dilations: list[int], pads: list[int]
+) -> tuple[relax.Expr, list[int], list[int]] | None:
+    """(filter, dilations, pads) without the outer tap rows and columns that read only padding, for every
+    output position: a dilated convolution on a small map (DeepLabV3's ASPP, dilation 36 on 14x14, reads
+    inside with its centre tap alone) then multiplies no zeros and pads no wider than it reads (the kernel
+    pads its input by the whole window first).  Exact: each dropped product is a weight times a padding
+    zero, so only where the sizes are known and the dropped weights are finite constants (inf x 0 is NaN);
+    None where nothing is dropped, or a cut would leave a negative pad."""
+    sizes, taps = x_dims[2:], w_dims[2:]
+    if not all(isinstance(d, int) for d in (*sizes, *taps)) or not args.operand("filter").is_constant:
+        return None
+    cuts = [
+        _live_taps(n, k, s, d, pads[2 * a], pads[2 * a + 1])
+        for a, (n, k, s, d) in enumerate(zip(sizes, taps, strides, dilations))
+    ]
+    if all(lo == 0 and hi == k - 1 for (lo, hi), k in zip(cuts, taps)):
+        return None
+    new_pads, new_dilations = [], []
+    for a, ((lo, hi), k, d) in enumerate(zip(cuts, taps, dilations)):
+        new_pads += [pads[2 * a] - lo * d, pads[2 * a + 1] - (k - 1 - hi) * d]
+        new_dilations.append(d if hi > lo else 1)  # one tap left: its dilation spans nothing
+    if min(new_pads) < 0:
+        return None
+    weight = args.value("filter")
+    if weight.dtype.kind != "f" or str(weight.dtype) != str(args.tensor("filter").ty.dtype):
+        return None  # a quantized filter: the kernel reads it dequantized
+    kept = weight[:, :, cuts[0][0] : cuts[0][1] + 1, cuts[1][0] : cuts[1][1] + 1]
+    dropped = np.ones(weight.shape[2:], bool)
+    dropped[cuts[0][0] : cuts[0][1] + 1, cuts[1][0] : cuts[1][1] + 1] = False
+    if not np.isfinite(weight[:, :, dropped]).all():
+        return None
+    return relax.const(np.ascontiguousarray(kept), str(weight.dtype)), new_dilations, new_pads
 
 
 @converter(O.CONV_2D_TRANSPOSE)

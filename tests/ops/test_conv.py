@@ -221,3 +221,55 @@ def test_conv2d_uint8_input_sums_integers(name):
     )
     assert got.dtype == np.uint8
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+
+
+# Dilated windows wider than the map: the converter drops the tap rows and columns that read only padding.
+OUTER_TAPS = {
+    "centre-only": dict(hw=(6, 7), kernel=(3, 3), pads=[8, 8, 8, 8], strides=[1, 1], dilations=[8, 8]),
+    "middle-rows": dict(hw=(4, 5), kernel=(5, 5), pads=[6, 6, 6, 6], strides=[1, 1], dilations=[3, 3]),
+    "strided-asymmetric": dict(hw=(5, 9), kernel=(3, 5), pads=[7, 2, 1, 9], strides=[2, 3], dilations=[6, 4]),
+    "one-axis": dict(hw=(3, 11), kernel=(3, 3), pads=[5, 5, 1, 1], strides=[1, 1], dilations=[5, 1]),
+}
+
+
+@pytest.mark.parametrize("groups", [GROUPS["plain"], GROUPS["depthwise"]], ids=["plain", "depthwise"])
+@pytest.mark.parametrize("case", list(OUTER_TAPS.values()), ids=list(OUTER_TAPS))
+def test_conv2d_dilated_window_wider_than_the_map(groups, case):
+    inputs, expected = conv_case(
+        groups,
+        PAD.NONE,
+        case["pads"],
+        case["strides"],
+        case["dilations"],
+        True,
+        nna.FuseCode.NONE,
+        hw=case["hw"],
+        kernel=case["kernel"],
+        seed=11,
+    )
+    check_op(OP.CONV_2D, inputs, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_conv2d_infinite_weight_on_padding_stays_nan():
+    """A tap that reads only padding is kept where its weight is not finite: inf x 0 is NaN, as the
+    reference computes it."""
+    case = OUTER_TAPS["centre-only"]
+    inputs, expected = conv_case(
+        GROUPS["plain"],
+        PAD.NONE,
+        case["pads"],
+        case["strides"],
+        case["dilations"],
+        False,
+        nna.FuseCode.NONE,
+        hw=case["hw"],
+        kernel=case["kernel"],
+        seed=13,
+    )
+    w = inputs[1].value.copy()
+    w[1, 0, 0, 0] = np.inf
+    inputs[1] = Const(w)
+    x = inputs[0].value
+    expected = conv2d_ref(x, w, None, case["pads"], case["strides"], case["dilations"], 1)
+    assert np.isnan(expected[:, 1]).all()
+    check_op(OP.CONV_2D, inputs, expected, rtol=RTOL, atol=ATOL)
