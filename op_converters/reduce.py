@@ -330,6 +330,7 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     dtype = index_dtype(args, "return_indices_dtype")
     if isinstance(k, int) and (k < 1 or (isinstance(shape[axis], int) and k > shape[axis])):
         args.fail(f"k {k} is out of range [1, {shape[axis]}] (the size of axis {axis})", "k")
+    k_expr = k
     if not isinstance(k, int):
         in_range = tirx.And(k >= 1, shape[axis] >= k)
         x = args.require(x, in_range, f"k {k} is out of range [1, {shape[axis]}] at execution", "k")
@@ -340,8 +341,21 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     if key is None and str(x.ty.dtype) in _FLOAT_KEY_BITS:
         key = args.emit_te(_float_order_key, x, primfunc_name_hint="top_k_key")
     if not isinstance(k, int):
-        # TVM's topk takes k as an attribute: sort the whole axis (stably: ties by smaller index) instead.
-        order = args.emit(relax.op.argsort(x if key is None else key, axis, descending=largest, dtype="int64"))
+        ranked = x if key is None else key
+        bound = _k_bound(k_expr)
+        if bound is not None and np.dtype(str(ranked.ty.dtype)).kind in "iu":
+            # TVM's topk takes k as an attribute: take the top ``bound`` of the axis padded with ``bound``
+            # elements that rank below every real one (ties among equals go by index, and the pads come
+            # last), then the first k; k <= the axis size, so all k are real elements.
+            pads = list(args.shape(ranked))
+            pads[axis] = bound
+            info = np.iinfo(str(ranked.ty.dtype))
+            sentinel = relax.op.full(pads, relax.const(info.min if largest else info.max, str(ranked.ty.dtype)))
+            padded = relax.op.concat([ranked, sentinel], axis)
+            order = args.emit(relax.op.topk(padded, bound, axis, "indices", largest, "int64"))
+        else:
+            # Sort the whole axis (stably: ties by smaller index) instead.
+            order = args.emit(relax.op.argsort(ranked, axis, descending=largest, dtype="int64"))
         indices = args.emit(relax.op.strided_slice(order, axes=[axis], begin=[0], end=[k], assume_inbound=True))
         values = relax.op.gather_elements(x, indices, axis)
         return [values, relax.op.astype(indices, dtype) if dtype != "int64" else indices]
@@ -351,6 +365,17 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     indices = args.emit(relax.op.topk(key, k, axis, "indices", largest, "int64"))
     values = relax.op.gather_elements(x, indices, axis)
     return [values, relax.op.astype(indices, dtype) if dtype != "int64" else indices]
+
+
+# The largest constant bound on a k known only at execution that TOP_K pads the axis by (a detector's
+# min(1000, anchors): 1000); beyond it, or with no bound, it sorts the whole axis.
+_K_BOUND_LIMIT = 1 << 16
+
+
+def _k_bound(k: tirx.PrimExpr) -> int | None:
+    """A constant upper bound of ``k`` (an expression over the symbolic dimensions) up to _K_BOUND_LIMIT."""
+    bound = tvm.sym.Analyzer().const_int_bound(k).max_value
+    return int(bound) if 1 <= bound <= _K_BOUND_LIMIT else None
 
 
 def _size_of_its_own(args: OpArgs, value: tirx.PrimExpr, name: str) -> tirx.PrimExpr:

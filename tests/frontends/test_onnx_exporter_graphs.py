@@ -157,6 +157,39 @@ def test_top_k_of_a_count_computed_from_dimensions(largest: int) -> None:
     )
 
 
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_top_k_of_a_computed_count_with_extremes(largest: int, dtype: str) -> None:
+    """The computed k of a detector (min(cap, L)) takes the top ``cap`` of the axis padded with elements
+    that rank below every real one, then the first k: NaN, infinities and the type's extremes among the
+    values must still come out as a sort of the real elements would give them (ties by smaller index)."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["length"], start=1, end=2),
+        helper.make_node("Concat", ["cap", "length"], ["both"], axis=0),
+        helper.make_node("ReduceMin", ["both"], ["k"], keepdims=1),
+        helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1, largest=largest),
+    ]
+    elem = TensorProto.FLOAT if dtype == "float32" else TensorProto.INT32
+    x = helper.make_tensor_value_info("x", elem, ["N", "L"])
+    outputs = [
+        helper.make_tensor_value_info("values", elem, None),
+        helper.make_tensor_value_info("indices", TensorProto.INT64, None),
+    ]
+    inits = [numpy_helper.from_array(np.array([7], "int64"), "cap")]
+    rng = np.random.default_rng(4)
+    feeds = []
+    for shape in [(2, 5), (3, 30)]:
+        v = rng.integers(-3, 4, shape).astype(dtype)
+        if dtype == "float32":
+            v[0, :3] = [np.nan, -np.inf, np.inf]
+            v[1, -2:] = [-np.inf, -np.inf]
+        else:
+            info = np.iinfo(np.int32)
+            v[0, :3] = [info.min, info.max, info.min]
+        feeds.append({"x": v})
+    _check(_model(nodes, [x], outputs, inits, opset=17), feeds)
+
+
 def test_top_k_of_the_scores_above_a_threshold() -> None:
     """SSD's post-processing: the scores above a threshold (NonZero, GatherND: a count known only from the
     data), then the best min(cap, count) of them."""
