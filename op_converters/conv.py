@@ -58,7 +58,7 @@ def conv_2d(args: OpArgs) -> relax.Expr:
     integer = integer_conv_2d(args, strides, group, dilations, pads, c_out)
     if integer is not None:
         return fuse(args, integer)
-    pruned = _without_outer_taps(args, x_dims, w_dims, strides, dilations, pads)
+    pruned = _without_outer_taps(args, w, x_dims, w_dims, strides, dilations, pads)
     if pruned is not None:
         w, dilations, pads = pruned
     y = relax.op.nn.conv2d(x, w, strides=strides, padding=relax_padding(pads), dilation=dilations, groups=group)
@@ -76,7 +76,7 @@ def _live_taps(size: int, taps: int, stride: int, dilation: int, before: int, af
 
 
 def _without_outer_taps(
-    args: OpArgs, x_dims: list, w_dims: list, strides: list[int], dilations: list[int], pads: list[int]
+    args: OpArgs, w: relax.Expr, x_dims: list, w_dims: list, strides: list[int], dilations: list[int], pads: list[int]
 ) -> tuple[relax.Expr, list[int], list[int]] | None:
     """(filter, dilations, pads) without the outer tap rows and columns that read only padding, for every
     output position: a dilated convolution on a small map (DeepLabV3's ASPP, dilation 36 on 14x14, reads
@@ -100,7 +100,7 @@ def _without_outer_taps(
     if min(new_pads) < 0:
         return None
     weight = args.value("filter")
-    if weight.dtype.kind != "f" or str(weight.dtype) != str(args.tensor("filter").ty.dtype):
+    if weight.dtype.kind != "f" or str(weight.dtype) != str(w.ty.dtype):
         return None  # a quantized filter: the kernel reads it dequantized
     kept = weight[:, :, cuts[0][0] : cuts[0][1] + 1, cuts[1][0] : cuts[1][1] + 1]
     dropped = np.ones(weight.shape[2:], bool)

@@ -330,10 +330,11 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
     dtype = index_dtype(args, "return_indices_dtype")
     if isinstance(k, int) and (k < 1 or (isinstance(shape[axis], int) and k > shape[axis])):
         args.fail(f"k {k} is out of range [1, {shape[axis]}] (the size of axis {axis})", "k")
-    k_expr = k
+    bound = None
     if not isinstance(k, int):
         in_range = tirx.And(k >= 1, shape[axis] >= k)
         x = args.require(x, in_range, f"k {k} is out of range [1, {shape[axis]}] at execution", "k")
+        bound = _k_bound(k)  # of the expression: the variable of its own below has no bound
         k = _size_of_its_own(args, k, "top_k")
     elif not isinstance(shape[axis], int):
         x = args.require(x, shape[axis] >= k, f"k {k} exceeds the size of axis {axis} at execution", "k")
@@ -342,7 +343,6 @@ def top_k(args: OpArgs) -> list[relax.Expr]:
         key = args.emit_te(_float_order_key, x, primfunc_name_hint="top_k_key")
     if not isinstance(k, int):
         ranked = x if key is None else key
-        bound = _k_bound(k_expr)
         if bound is not None and np.dtype(str(ranked.ty.dtype)).kind in "iu":
             # TVM's topk takes k as an attribute: take the top ``bound`` of the axis padded with ``bound``
             # elements that rank below every real one (ties among equals go by index, and the pads come

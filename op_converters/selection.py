@@ -378,10 +378,10 @@ def _overlap(a, b) -> tuple:
     return (iy0, ix0, iy1, ix1), tirx.all(ix1 > ix0, iy1 > iy0)
 
 
-def _suppresses(a, b, iou_threshold) -> tirx.PrimExpr:
-    """onnx.reference's suppress_by_iou for boxes that intersect (``_overlap``): IoU > threshold, false for
-    empty boxes.  ``a`` and ``b`` are (ymin, xmin, ymax, xmax, area)."""
-    (iy0, ix0, iy1, ix1), _ = _overlap(a, b)
+def _suppresses(a, b, intersection: tuple, iou_threshold) -> tirx.PrimExpr:
+    """onnx.reference's suppress_by_iou for boxes that intersect: IoU > threshold, false for empty boxes.
+    ``a`` and ``b`` are (ymin, xmin, ymax, xmax, area), ``intersection`` their ``_overlap``."""
+    iy0, ix0, iy1, ix1 = intersection
     area_a, area_b = a[4], b[4]
     inter = (ix1 - ix0) * (iy1 - iy0)
     union = area_a + area_b - inter
@@ -439,8 +439,9 @@ def _nms_select_ir(ins, outs, *, params, center):
                         candidate = [cand[j] for j in range(5)]
                         # Most pairs are disjoint (a detector's classes are offset apart): a predictable
                         # branch skips the division for them, as onnxruntime's early return does.
-                        with T.If(_overlap(selected, candidate)[1]), T.Then():
-                            hit = _suppresses(selected, candidate, iou_threshold)
+                        intersection, overlaps = _overlap(selected, candidate)
+                        with T.If(overlaps), T.Then():
+                            hit = _suppresses(selected, candidate, intersection, iou_threshold)
                             keep[0] = tirx.Select(hit, tirx.const(0, I64), keep[0])
                         t[0] = t[0] + 1
                     with T.If(keep[0] == 1), T.Then():

@@ -289,8 +289,7 @@ def _orders(segment: CompiledSegment, graph: ImportedGraph) -> tuple | None:
             return None
     in_order = tuple(graph_in.index(v) for v in seg_in)
     out_order = tuple(seg_out.index(v) for v in graph_out)
-    identity = tuple(range(len(seg_in))), tuple(range(len(seg_out)))
-    return (None if in_order == identity[0] else in_order), (None if out_order == identity[1] else out_order)
+    return tuple(None if order == tuple(range(len(order))) else order for order in (in_order, out_order))
 
 
 class _Expected:

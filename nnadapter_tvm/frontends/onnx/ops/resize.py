@@ -89,7 +89,9 @@ def _candidates(linear: bool, scales: tuple[float, float] | None) -> list[dict]:
     return found
 
 
-def _probe_inputs(ctx: NodeContext, probe: np.ndarray) -> list[np.ndarray | None]:
+def _probe_inputs(ctx: NodeContext, probe: np.ndarray, sizes: np.ndarray | None = None) -> list[np.ndarray | None]:
+    """The node's inputs for ONNX's reference on ``probe``: its constants, an empty roi where the roi is
+    computed, and ``sizes`` in place of a sizes input computed at run time."""
     arrays: list[np.ndarray | None] = [probe]
     for i in range(1, ctx.input_count):
         v = ctx.optional(i)
@@ -98,6 +100,9 @@ def _probe_inputs(ctx: NodeContext, probe: np.ndarray) -> list[np.ndarray | None
             continue
         if i == 1 and ctx.op_type == "Resize" and ctx.opset >= 11 and not v.is_const:
             arrays.append(np.zeros([0], F32))  # roi: read by tf_crop_and_resize only, which goes to RESIZE_ONNX
+            continue
+        if i == 3 and sizes is not None:
+            arrays.append(sizes)
             continue
         array = ctx.const(i)  # the output size depends on it
         if ctx.op_type == "Resize" and i == 3 and array.size == 4 and ctx.attr("axes", None) is None:
@@ -280,12 +285,7 @@ def _resize_to_computed_sizes(ctx: NodeContext, x: Value, dims: tuple, linear: b
     if not all(isinstance(d, int) and d > 0 for d in (h, w, out_h, out_w)):
         return _resize_onnx(ctx, x, f"{what}: sizes known only at execution (ONNX's arithmetic for every pair)")
     image = np.random.default_rng(0).random((1, 1, h, w)).astype(F32)
-    arrays = [image] + [None] * (ctx.input_count - 1)
-    for i in (1, 2):  # roi and scales given as constants (empty ones included: FPN's)
-        arrays[i] = ctx.const(i) if ctx.has(i) and ctx.input(i).is_const else None
-    if ctx.has(1) and arrays[1] is None:
-        arrays[1] = np.zeros([0], F32)  # a computed roi: only tf_crop_and_resize reads it
-    arrays[3] = np.asarray([1, 1, out_h, out_w], "int64")
+    arrays = _probe_inputs(ctx, image, np.asarray([1, 1, out_h, out_w], "int64"))
     expected = host.evaluate(ctx.node, arrays, ctx.opset)[0]
     for config in _candidates(linear, None):
         if np.allclose(_mirror(image, (out_h, out_w), config), expected, rtol=0, atol=2e-6 if linear else 0):
