@@ -31,6 +31,7 @@ float kernels; beyond that bound, TVM's own integer lowering.
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import tvm
@@ -123,10 +124,21 @@ _KINDS = {
     # sdot (ARMv8.2 dot product): 4 int8 x int8 products a lane, 4 lanes; a uint8 input shifted by 128.
     "sdot": (DotProduct(4, 4, "int8", "int8", "nna_dot_i8i8_4x4_sdot"), "llvm.aarch64.neon.sdot.v4i32.v16i8", True),
 }
-for _dot, _llvm, _accumulates in _KINDS.values():
-    s_tir.TensorIntrin.register(
-        _dot.intrinsic, *_intrinsic(_dot.lanes, _dot.group, _dot.input_dtype, _dot.weight_dtype, _llvm, _accumulates)
-    )
+_REGISTERED: set[str] = set()
+_REGISTERING = threading.Lock()
+
+
+def _tensor_intrinsic(dot: DotProduct) -> str:
+    """``dot``'s tensor intrinsic, registered on first use: parsing the ten TVMScript functions took 1.2 s
+    of every process's first compile (TVMScript's parser walks the caller's stack, and every frame's
+    module lookup scans ``sys.modules``), float models included."""
+    with _REGISTERING:
+        if dot.intrinsic not in _REGISTERED:
+            llvm, accumulates = next((k[1], k[2]) for k in _KINDS.values() if k[0].intrinsic == dot.intrinsic)
+            desc_impl = _intrinsic(dot.lanes, dot.group, dot.input_dtype, dot.weight_dtype, llvm, accumulates)
+            s_tir.TensorIntrin.register(dot.intrinsic, *desc_impl)
+            _REGISTERED.add(dot.intrinsic)
+    return dot.intrinsic
 
 
 def dot_product(target: tvm.target.Target, input_dtype: str = "uint8") -> DotProduct | None:
@@ -291,7 +303,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     parallel(sch, [jo, *outer, mo], min_elements=1, work=None)
     init = sch.decompose_reduction(block, rg)
     sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(jl, dot.intrinsic)
+    sch.tensorize(jl, _tensor_intrinsic(dot))
     sch.unroll(jv)
     sch.unroll(mi)
 
@@ -318,7 +330,7 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
     parallel(sch, [b, oo, y], min_elements=1, work=None)
     init = sch.decompose_reduction(block, rh)
     sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(ol, dot.intrinsic)
+    sch.tensorize(ol, _tensor_intrinsic(dot))
     sch.unroll(ov)
     sch.unroll(xi)
 
