@@ -125,7 +125,7 @@ class Model:
             f"({t.element_count()} x {t.dtype} for dimensions {t.dimensions})",
         )
         if copy:
-            operand._value = np.frombuffer(bytes(view), dtype=t.dtype).copy()
+            operand._value = np.frombuffer(view, dtype=t.dtype).copy()  # one copy (bytes(view) made a second)
             t.lifetime = L.CONSTANT_COPY
         else:
             operand._value = view

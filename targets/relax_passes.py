@@ -468,7 +468,7 @@ class _LiftConstants(relax.PyExprMutator):
         if not weights.liftable(str(value.dtype), value.shape):
             return const
         self.index[const] = len(self.arrays)
-        self.arrays.append(value.numpy())
+        self.arrays.append(np.from_dlpack(value))  # a view: the blob (runtime.weights.pack) copies it once
         self.vars.append(relax.Var(f"weight{len(self.vars)}", const.ty))
         return self.vars[-1]
 

@@ -236,10 +236,13 @@ def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
         pad = -position % BLOB_ALIGNMENT
         pieces += [bytes(pad), blob]
         position += pad + n
-    payload = b"".join(pieces)
-    header = _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest())
-    data = header + payload
-    return data + SIGNATURE_MAGIC + _signature(key, header) if key else data
+    # Hashed piece by piece and joined once: the weights (hundreds of MB) are copied only into the result.
+    digest = hashlib.sha256()
+    for piece in pieces:
+        digest.update(piece)
+    header = _HEADER.pack(MAGIC, FORMAT_VERSION, position - _HEADER.size, digest.digest())
+    trailer = [SIGNATURE_MAGIC, _signature(key, header)] if key else []
+    return b"".join([header, *pieces, *trailer])
 
 
 def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[memoryview, int, bytes, int]:

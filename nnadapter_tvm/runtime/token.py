@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+import numpy as np
+
 from nnadapter_tvm import extensions
 from nnadapter_tvm.context import Context
 from nnadapter_tvm.model import Model
@@ -39,7 +41,7 @@ def model_token(model: Model, context: Context, extra: dict | None = None) -> st
             ]
         )
         if operand.is_constant:
-            h.update(operand.value().tobytes())
+            h.update(np.ascontiguousarray(operand.value()).reshape(-1).view(np.uint8))  # its bytes, not a copy
     for op in model.operations:
         put(["operation", int(op.type), [o.index for o in op.inputs], [o.index for o in op.outputs]])
     used = extensions.used_by([op.type for op in model.operations])

@@ -67,9 +67,11 @@ def pack(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, list[list]]:
     """The arrays in one aligned uint8 buffer (the cache's blob), and their records."""
     size, records = layout(arrays)
     buffer = aligned_empty(size)
-    buffer[:] = 0  # the padding too: the cache's bytes are a function of the model
+    end = 0
     for array, (_, _, offset) in zip(arrays, records):
-        buffer[offset : offset + array.nbytes] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        buffer[end:offset] = 0  # the padding: the cache's bytes are a function of the model
+        end = offset + array.nbytes
+        buffer[offset:end] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     return buffer, records
 
 
