@@ -48,12 +48,14 @@ class ConvertBlockBuilder(relax.BlockBuilder):
         # execution names it (RuntimeCheck.numbered reads k from TVM's "(d vs. d + k)").
         self.checks: list | None = None
         self.operation_checks_from = 0
+        # The value each match_cast of this builder cast (``lookup_binding`` finds only plain bindings).
+        self.cast_values: dict[relax.Var, relax.Expr] = {}
 
     def match_cast(self, value: relax.Expr, ty: relax.Type, name_hint: str = "") -> relax.Var:
         value = self.normalize(value)
         pattern, found = _dims(ty), _dims(value.ty)
         if pattern is None or found is None or len(pattern) != len(found):
-            return super().match_cast(value, ty, name_hint)
+            return self._cast(value, ty, name_hint)
         guarded, cyclic = list(pattern), False
         recorded = len(self.checks) if self.checks is not None else 0
         offset = recorded if recorded > self.operation_checks_from else GUARD_OFFSET
@@ -67,11 +69,16 @@ class ConvertBlockBuilder(relax.BlockBuilder):
                 # CanonicalizeBindings keeps a variable's first binding (later ones are checked against it).
                 self._bound.setdefault(p, f)
         if not cyclic:
-            return super().match_cast(value, ty, name_hint)
-        checked = super().match_cast(value, _with_dims(ty, guarded))
+            return self._cast(value, ty, name_hint)
+        checked = self._cast(value, _with_dims(ty, guarded))
         if isinstance(ty, relax.ShapeType):
             return self.emit(relax.ShapeExpr(pattern), name_hint)
         return self.emit(relax.op.memory.view(checked, relax.ShapeExpr(pattern)), name_hint)
+
+    def _cast(self, value: relax.Expr, ty: relax.Type, name_hint: str = "") -> relax.Var:
+        var = super().match_cast(value, ty, name_hint)
+        self.cast_values[var] = value
+        return var
 
     def _leads_to(self, dim: tirx.PrimExpr, var: tirx.Var) -> bool:
         """Whether ``dim``, with the bindings made so far substituted (transitively), mentions ``var``."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 from collections.abc import Sequence
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax, tirx
 
 from nnadapter_tvm import op_converters
@@ -30,6 +32,8 @@ class ConvertContext:
         self.checks: list[RuntimeCheck] = []
         # Values of small integer tensors known as expressions over symbolic dimensions (shape_values).
         self.known: dict[int, list[tirx.PrimExpr]] = {}
+        # Each condition ``require`` guarded, with the guarded results (``_already_guarded``).
+        self._guarded: list[tuple[tirx.PrimExpr, list[relax.Var]]] = []
 
     def require(self, expr: relax.Expr, condition: tirx.PrimExpr, message: str) -> relax.Expr:
         """``expr`` (a tensor of known rank), guarded: the execution fails before anything that uses the
@@ -48,11 +52,46 @@ class ConvertContext:
         if not dims:
             flat = self.bb.emit(relax.op.memory.view(expr, relax.ShapeExpr([1])))
             return self.bb.emit(relax.op.memory.view(self.require(flat, condition, message), relax.ShapeExpr([])))
+        if self._already_guarded(expr, condition):
+            return expr
         d0 = dims[0]
         guard = [tirx.Select(condition, d0, d0 + len(self.checks) + 1), *dims[1:]]
         checked = self.bb.match_cast(expr, relax.TensorType(guard, dtype))
         self.checks.append(RuntimeCheck(condition, message))
-        return self.bb.emit(relax.op.memory.view(checked, relax.ShapeExpr(dims)))
+        result = self.bb.emit(relax.op.memory.view(checked, relax.ShapeExpr(dims)))
+        same = self._guards_of(condition)
+        if same is None:
+            self._guarded.append((condition, [result]))
+        else:
+            same.append(result)
+        return result
+
+    def _guards_of(self, condition: tirx.PrimExpr) -> list[relax.Var] | None:
+        return next((vs for c, vs in self._guarded if tvm_ffi.structural_equal(c, condition)), None)
+
+    def _already_guarded(self, expr: relax.Expr, condition: tirx.PrimExpr) -> bool:
+        """Whether ``expr`` is computed from a result already guarded by ``condition``: that guard then
+        runs before ``expr`` in every order of the bindings (data dependencies are kept), and fails first.
+        Each guard costs TVM's Relax passes about 3 ms (re-deriving its view's shape through the guard's
+        select); a BERT's reshapes repeated the same three conditions 60 times in 80 guards."""
+        guarded = self._guards_of(condition)
+        if not guarded:
+            return False
+        targets = set(guarded)
+        seen: set[relax.Var] = set()
+        todo = collections.deque([expr])  # breadth first: the latest guard is usually a few bindings up
+        while todo:
+            for var in relax.analysis.free_vars(todo.popleft()):
+                if var in targets:
+                    return True
+                if var not in seen:
+                    seen.add(var)
+                    bound = self.bb.lookup_binding(var)
+                    if bound is None:
+                        bound = getattr(self.bb, "cast_values", {}).get(var)
+                    if bound is not None:
+                        todo.append(bound)
+        return False
 
     def bind(self, operand: Operand, expr: relax.Expr) -> None:
         self._exprs[operand.index] = expr

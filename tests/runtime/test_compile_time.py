@@ -11,6 +11,7 @@ import pytest
 import tvm
 import tvm_ffi
 from onnx import TensorProto, helper, numpy_helper
+from oputil import execute
 from tvm import relax, tirx
 
 import nnadapter_tvm as nna
@@ -343,3 +344,47 @@ def test_elementwise_constant_kernels_fold_by_numpy_to_foldconstants_bits(monkey
     assert tvm_ffi.structural_equal(ours, theirs)
     bindings = [b.value for block in ours["main"].body.blocks for b in block.bindings]
     assert sum(isinstance(b, relax.Call) for b in bindings) == 2  # x's cast and the product: all else folded
+
+
+def _reshape(model: nna.Model, x, dims: list[int], out_dims: list[int]):
+    shape = model.add_operand(nna.OperandType(nna.Precision.INT32, [len(dims)]))
+    model.set_operand_value(shape, np.array(dims, "int32"))
+    out = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, out_dims))
+    model.add_operation(nna.OperationType.RESHAPE, [x, shape], [out])
+    return out
+
+
+def test_a_condition_already_guarded_upstream_is_not_guarded_again():
+    """Each run-time guard costs TVM's Relax passes milliseconds (a BERT export repeated three reshape
+    conditions 60 times); a RESHAPE computed from a result already guarded by the same condition needs
+    no guard of its own (that guard runs first in every order of the bindings), while one on a parallel
+    branch keeps its own.  The execution still fails, naming a RESHAPE, where the condition does not hold."""
+    U = nna.UNKNOWN
+    model = nna.Model()
+    x = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, [U, 6]))
+    r1 = _reshape(model, x, [0, -1, 3], [U, U, 3])  # guarded: the -1 is ambiguous when N is 0
+    back = _reshape(model, r1, [0, 6], [U, 6])
+    fuse = model.add_operand(nna.OperandType(nna.Precision.INT32, [1]))
+    model.set_operand_value(fuse, np.array([0], "int32"))
+    s = model.add_operand(nna.OperandType(nna.Precision.FLOAT32, [U, 6]))
+    model.add_operation(nna.OperationType.ADD, [x, back, fuse], [s])
+    r2 = _reshape(model, s, [0, -1, 3], [U, U, 3])  # the same condition, computed from r1: not guarded again
+    r3 = _reshape(model, x, [0, -1, 3], [U, U, 3])  # the same condition beside r1: guarded
+    model.identify_inputs_and_outputs([x], [r2, r3])
+    model.finish()
+
+    checks = []
+    convert_subgraph(model.inputs, model.outputs, model.operations, checks)
+    ambiguous = [c for c in checks if "ambiguous" in c.message]
+    assert len(ambiguous) == 2, [c.message for c in checks]
+
+    compilation = nna.Compilation(model, nna.Context([nna.Device.acquire("llvm")]))
+    compilation.finish()
+    x2 = RNG.standard_normal((2, 6)).astype("float32")
+    got2, got3 = execute(compilation, [x2])
+    np.testing.assert_allclose(got2, (x2 + x2).reshape(2, 2, 3), rtol=1e-6)
+    np.testing.assert_array_equal(got3, x2.reshape(2, 2, 3))
+    with pytest.raises(nna.NNAdapterError) as info:
+        execute(compilation, [np.zeros((0, 6), "float32")])
+    assert info.value.code == nna.ResultCode.INVALID_DIMENSIONS
+    assert "RESHAPE" in str(info.value) and "ambiguous" in str(info.value)
