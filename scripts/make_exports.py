@@ -16,8 +16,8 @@ is skipped, saying so.  The files go to ``--out`` (``$NNADAPTER_TVM_EXPORTS`` or
 ``<model>.<exporter>.onnx`` with its batch (and sequence, image size) axes symbolic, and a
 ``<model>.<exporter>.json`` beside it names two input sizes to feed it at (``sizes``: a list of
 ``--shape`` option lists for ``nnadapter-tvm bench`` / ``profile``) and how its outputs compare with
-onnxruntime's (``scripts/check_exports.py``).  ``--light``: the small set the test suite checks on
-every run (tests/frontends/test_exports.py).
+onnxruntime's (``scripts/check_exports.py``).  ``--light``: a small set for a quick local run of
+tests/frontends/test_exports.py (CI builds and checks the whole set).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=_out_dir(), help="where the files go (%(default)s)")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated (%(default)s)")
-    parser.add_argument("--light", action="store_true", help="only the light set CI checks on every run")
+    parser.add_argument("--light", action="store_true", help="only a small set, for a quick local run")
     parser.add_argument("--exporters", default="ts,dynamo,skl2onnx,tf2onnx,ultralytics", help="those to use")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

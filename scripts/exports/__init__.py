@@ -25,7 +25,7 @@ class Export:
     exporters: tuple[str, ...] = ("ts", "dynamo")
     needs: tuple[str, ...] = ("torch", "onnxscript")
     compare: str = "tensors"
-    light: bool = False  # in the set CI builds and checks on every run
+    light: bool = False  # in the small set for a quick local run (--light)
 
 
 def _torchvision(name: str) -> Export:
