@@ -21,6 +21,10 @@ from nnadapter_tvm.runtime.builder import ConvertBlockBuilder
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, UNKNOWN, OperandType, ResultCode, is_quantized
 
+# How many values ``_already_guarded`` looks through before it guards anyway (always correct): a graph of
+# many parallel branches guarded alike would otherwise search the whole graph for each.
+_GUARD_SEARCH_LIMIT = 4096
+
 
 class ConvertContext:
     """The state of one conversion: the block builder and the expression of each operand."""
@@ -80,7 +84,7 @@ class ConvertContext:
         targets = set(guarded)
         seen: set[relax.Var] = set()
         todo = collections.deque([expr])  # breadth first: the latest guard is usually a few bindings up
-        while todo:
+        while todo and len(seen) < _GUARD_SEARCH_LIMIT:
             for var in relax.analysis.free_vars(todo.popleft()):
                 if var in targets:
                     return True
