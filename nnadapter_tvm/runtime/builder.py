@@ -48,8 +48,8 @@ class ConvertBlockBuilder(relax.BlockBuilder):
         # execution names it (RuntimeCheck.numbered reads k from TVM's "(d vs. d + k)").
         self.checks: list | None = None
         self.operation_checks_from = 0
-        # The value each match_cast of this builder cast (``lookup_binding`` finds only plain bindings).
-        self.cast_values: dict[relax.Var, relax.Expr] = {}
+        # The value each match_cast of this builder cast (``bound_value``).
+        self._cast_values: dict[relax.Var, relax.Expr] = {}
 
     def match_cast(self, value: relax.Expr, ty: relax.Type, name_hint: str = "") -> relax.Var:
         value = self.normalize(value)
@@ -77,8 +77,14 @@ class ConvertBlockBuilder(relax.BlockBuilder):
 
     def _cast(self, value: relax.Expr, ty: relax.Type, name_hint: str = "") -> relax.Var:
         var = super().match_cast(value, ty, name_hint)
-        self.cast_values[var] = value
+        self._cast_values[var] = value
         return var
+
+    def bound_value(self, var: relax.Var) -> relax.Expr | None:
+        """The value ``var`` was bound to in this builder, by a plain binding or a match_cast
+        (``lookup_binding`` finds only the former), or None (a parameter)."""
+        bound = self.lookup_binding(var)
+        return bound if bound is not None else self._cast_values.get(var)
 
     def _leads_to(self, dim: tirx.PrimExpr, var: tirx.Var) -> bool:
         """Whether ``dim``, with the bindings made so far substituted (transitively), mentions ``var``."""

@@ -21,7 +21,7 @@ from nnadapter_tvm.runtime.builder import ConvertBlockBuilder
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.types import QUANT_PER_CHANNEL, UNKNOWN, OperandType, ResultCode, is_quantized
 
-# How many values ``_already_guarded`` looks through before it guards anyway (always correct): a graph of
+# How many values ``_computed_from`` looks through before it guards anyway (always correct): a graph of
 # many parallel branches guarded alike would otherwise search the whole graph for each.
 _GUARD_SEARCH_LIMIT = 4096
 
@@ -29,14 +29,14 @@ _GUARD_SEARCH_LIMIT = 4096
 class ConvertContext:
     """The state of one conversion: the block builder and the expression of each operand."""
 
-    def __init__(self, bb: relax.BlockBuilder):
+    def __init__(self, bb: ConvertBlockBuilder):
         self.bb = bb
         self._exprs: dict[int, relax.Expr] = {}
         self._dequantized: dict[int, relax.Expr] = {}
         self.checks: list[RuntimeCheck] = []
         # Values of small integer tensors known as expressions over symbolic dimensions (shape_values).
         self.known: dict[int, list[tirx.PrimExpr]] = {}
-        # Each condition ``require`` guarded, with the guarded results (``_already_guarded``).
+        # Each condition ``require`` guarded, with the guarded results (``_computed_from``).
         self._guarded: list[tuple[tirx.PrimExpr, list[relax.Var]]] = []
 
     def require(self, expr: relax.Expr, condition: tirx.PrimExpr, message: str) -> relax.Expr:
@@ -56,43 +56,35 @@ class ConvertContext:
         if not dims:
             flat = self.bb.emit(relax.op.memory.view(expr, relax.ShapeExpr([1])))
             return self.bb.emit(relax.op.memory.view(self.require(flat, condition, message), relax.ShapeExpr([])))
-        if self._already_guarded(expr, condition):
+        guarded = next((vs for c, vs in self._guarded if tvm_ffi.structural_equal(c, condition)), None)
+        if guarded is not None and self._computed_from(expr, set(guarded)):
             return expr
         d0 = dims[0]
         guard = [tirx.Select(condition, d0, d0 + len(self.checks) + 1), *dims[1:]]
         checked = self.bb.match_cast(expr, relax.TensorType(guard, dtype))
         self.checks.append(RuntimeCheck(condition, message))
         result = self.bb.emit(relax.op.memory.view(checked, relax.ShapeExpr(dims)))
-        same = self._guards_of(condition)
-        if same is None:
+        if guarded is None:
             self._guarded.append((condition, [result]))
         else:
-            same.append(result)
+            guarded.append(result)
         return result
 
-    def _guards_of(self, condition: tirx.PrimExpr) -> list[relax.Var] | None:
-        return next((vs for c, vs in self._guarded if tvm_ffi.structural_equal(c, condition)), None)
-
-    def _already_guarded(self, expr: relax.Expr, condition: tirx.PrimExpr) -> bool:
-        """Whether ``expr`` is computed from a result already guarded by ``condition``: that guard then
-        runs before ``expr`` in every order of the bindings (data dependencies are kept), and fails first.
-        Each guard costs TVM's Relax passes about 3 ms (re-deriving its view's shape through the guard's
-        select); a BERT's reshapes repeated the same three conditions 60 times in 80 guards."""
-        guarded = self._guards_of(condition)
-        if not guarded:
-            return False
-        targets = set(guarded)
+    def _computed_from(self, expr: relax.Expr, guarded: set[relax.Var]) -> bool:
+        """Whether ``expr`` is computed from one of ``guarded``, results already guarded by the condition
+        ``require`` asserts: that guard then runs before ``expr`` in every order of the bindings (data
+        dependencies are kept), and fails first.  Each guard costs TVM's Relax passes about 3 ms
+        (re-deriving its view's shape through the guard's select); a BERT's reshapes repeated the same
+        three conditions 60 times in 80 guards."""
         seen: set[relax.Var] = set()
         todo = collections.deque([expr])  # breadth first: the latest guard is usually a few bindings up
         while todo and len(seen) < _GUARD_SEARCH_LIMIT:
             for var in relax.analysis.free_vars(todo.popleft()):
-                if var in targets:
+                if var in guarded:
                     return True
                 if var not in seen:
                     seen.add(var)
-                    bound = self.bb.lookup_binding(var)
-                    if bound is None:
-                        bound = getattr(self.bb, "cast_values", {}).get(var)
+                    bound = self.bb.bound_value(var)
                     if bound is not None:
                         todo.append(bound)
         return False

@@ -41,7 +41,7 @@ def model_token(model: Model, context: Context, extra: dict | None = None) -> st
             ]
         )
         if operand.is_constant:
-            h.update(np.ascontiguousarray(operand.value()).reshape(-1).view(np.uint8))  # its bytes, not a copy
+            h.update(np.ascontiguousarray(operand.value()))  # its buffer: tobytes() copied it
     for op in model.operations:
         put(["operation", int(op.type), [o.index for o in op.inputs], [o.index for o in op.outputs]])
     used = extensions.used_by([op.type for op in model.operations])
