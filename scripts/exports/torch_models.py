@@ -145,7 +145,9 @@ def write_torch(build: Callable, opset: int = 17) -> Callable[[Path, str], None]
                     opset_version=opset, dynamo=False,
                 )  # fmt: skip
             else:
-                shapes = [{a: torch.export.Dim.DYNAMIC for a in axes.get(n, {})} or None for n in inputs]
+                shapes = _by_signature(
+                    model, [{a: torch.export.Dim.DYNAMIC for a in axes.get(n, {})} or None for n in inputs]
+                )
                 program = torch.onnx.export(
                     model, args, input_names=inputs, output_names=outputs, dynamic_shapes=shapes, dynamo=True,
                     external_data=False,
@@ -153,6 +155,21 @@ def write_torch(build: Callable, opset: int = 17) -> Callable[[Path, str], None]
                 program.save(str(path), external_data=False)
 
     return write
+
+
+def _by_signature(model, shapes: list) -> tuple:
+    """``shapes`` (one per flat input) grouped as ``model.forward``'s parameters: torch.export wants a
+    ``*args`` parameter's shapes as one tuple (GPT-2's step takes its past that way)."""
+    import inspect
+
+    grouped: list = []
+    for param in inspect.signature(model.forward).parameters.values():
+        if len(grouped) == len(shapes):
+            break
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            return (*grouped, tuple(shapes[len(grouped) :]))
+        grouped.append(shapes[len(grouped)])
+    return tuple(grouped)
 
 
 def gpt2_shapes(past: int) -> list[str]:
