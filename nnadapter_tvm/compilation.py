@@ -64,7 +64,8 @@ class Compilation:
         self.load_seconds: float | None = None
         # Per subgraph built with the kernel cache: the kernels it found and built (runtime.kernel_cache).
         self.kernel_stats: list[kernel_cache.Stats] = []
-        self._buffer: bytes | mmap.mmap | None = None  # a cache file loaded stays mapped, not copied
+        # A cache file loaded stays mapped, not copied; a compile's container stays in pieces, not joined.
+        self._buffer: bytes | mmap.mmap | cache.Pieces | None = None
         self._steps: list[Step] = []
         self._model_inputs: list[int] = []
         self._model_outputs: list[int] = []

@@ -32,6 +32,7 @@ import stat
 import struct
 import tempfile
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import tvm_ffi
@@ -225,24 +226,45 @@ def _signed(data: memoryview, end: int, version: int) -> memoryview:
     return data[: _HEADER.size] if version >= 2 else data[:end]
 
 
-def pack(meta: dict, blobs: list[bytes], key: bytes | None = None) -> bytes:
-    """The container bytes; signed with HMAC-SHA256 when ``key`` is given."""
-    lengths = [memoryview(b).nbytes for b in blobs]
+class Pieces(list):
+    """A container as the buffers it is made of, in order: hashed and written (``write_atomic``) without
+    being joined, since a model's weights are hundreds of MB; ``bytes(pieces)`` joins them for a caller
+    that wants one buffer."""
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(memoryview(piece).nbytes for piece in self)
+
+
+def pack_pieces(meta: dict, blobs: Sequence[bytes | list], key: bytes | None = None) -> Pieces:
+    """The container as ``Pieces``; signed with HMAC-SHA256 when ``key`` is given. A blob is a bytes-like
+    object or a list of them (written one after the other: ``runtime.weights.pack``)."""
+    blobs = [blob if isinstance(blob, list) else [blob] for blob in blobs]
+    lengths = [sum(memoryview(piece).nbytes for piece in blob) for blob in blobs]
     meta = dict(meta, format_version=FORMAT_VERSION, blob_lengths=lengths)
     meta_bytes = json.dumps(meta, sort_keys=True).encode()
-    pieces: list = [struct.pack("<I", len(meta_bytes)), meta_bytes]
+    pieces = Pieces([struct.pack("<I", len(meta_bytes)), meta_bytes])
     position = _HEADER.size + 4 + len(meta_bytes)
     for blob, n in zip(blobs, lengths):
         pad = -position % BLOB_ALIGNMENT
-        pieces += [bytes(pad), blob]
+        pieces += [bytes(pad), *blob]
         position += pad + n
-    # Hashed piece by piece and joined once: the weights (hundreds of MB) are copied only into the result.
     digest = hashlib.sha256()
     for piece in pieces:
         digest.update(piece)
     header = _HEADER.pack(MAGIC, FORMAT_VERSION, position - _HEADER.size, digest.digest())
-    trailer = [SIGNATURE_MAGIC, _signature(key, header)] if key else []
-    return b"".join([header, *pieces, *trailer])
+    pieces.insert(0, header)
+    if key:
+        pieces += [SIGNATURE_MAGIC, _signature(key, header)]
+    return pieces
+
+
+def pack(meta: dict, blobs: Sequence[bytes | list], key: bytes | None = None) -> bytes:
+    """The container's bytes (``pack_pieces``, joined)."""
+    return bytes(pack_pieces(meta, blobs, key))
 
 
 def _frame(data: bytes | mmap.mmap, source: str, key: bytes | None) -> tuple[memoryview, int, bytes, int]:
@@ -395,7 +417,7 @@ def map_file(path: str) -> mmap.mmap | bytes:
             os.close(fd)
 
 
-def write_atomic(path: str, data: bytes, sync: bool = True) -> None:
+def write_atomic(path: str, data: bytes | Pieces, sync: bool = True) -> None:
     """Write to a temporary file beside ``path``, fsync (unless ``sync`` is False: an index entry,
     whose loss or truncation in a crash only fails its checksum and costs the shortcut), then rename
     over it."""
@@ -404,7 +426,8 @@ def write_atomic(path: str, data: bytes, sync: bool = True) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for piece in data if isinstance(data, Pieces) else [data]:
+                f.write(piece)
             f.flush()
             if sync:
                 os.fsync(f.fileno())

@@ -82,10 +82,10 @@ def compile_model(
             checks=checks,
         )
         if lifted:
-            packed, record.weights = weights.pack(lifted)
+            pieces, record.weights = weights.pack(lifted)
             record.weights_blob = len(blobs)
-            blobs.append(packed)
-            step.weights = weights.views(packed, record.weights)
+            blobs.append(pieces)
+            step.weights = list(lifted)
         records.append(record)
     input_types = [o.type.copy() for o in model.inputs]
     output_types = [o.type.copy(dimensions=out_dims.get(o.index, o.type.dimensions)) for o in model.outputs]
@@ -111,11 +111,11 @@ def compile_model(
         extensions=extensions.used_by([op.type for op in model.operations]),
     )
     with phases.phase(phases.CACHE):
-        compiled.buffer = cache.pack(manifest.to_json(), blobs, key=context.cache_key)
+        compiled.buffer = cache.pack_pieces(manifest.to_json(), blobs, key=context.cache_key)
     return compiled
 
 
-def write_cache(path: str, data: bytes) -> None:
+def write_cache(path: str, data: bytes | cache.Pieces) -> None:
     """The ``.nnc`` written to ``path`` whole or not at all (``cache.write_atomic``)."""
     try:
         with phases.phase(phases.CACHE):

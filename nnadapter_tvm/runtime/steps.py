@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nnadapter_tvm.errors import TVM_ERRORS, fail, tvm_error_text
+from nnadapter_tvm.runtime import cache
 from nnadapter_tvm.runtime.runtime_check import RuntimeCheck
 from nnadapter_tvm.targets import Driver, Program
 from nnadapter_tvm.types import NNAdapterError, OperandType, ResultCode
@@ -76,7 +77,7 @@ class CompiledModel:
     model_outputs: list[int]
     input_types: list[OperandType]
     output_types: list[OperandType]
-    buffer: bytes | mmap.mmap  # the .nnc: packed by a compile, the file or buffer a load read
+    buffer: bytes | mmap.mmap | cache.Pieces  # the .nnc: packed by a compile, the file or buffer a load read
     compile_seconds: float | None = None
 
 

@@ -63,16 +63,20 @@ def layout(arrays: Sequence[np.ndarray]) -> tuple[int, list[list]]:
     return size, records
 
 
-def pack(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, list[list]]:
-    """The arrays in one aligned uint8 buffer (the cache's blob), and their records."""
-    size, records = layout(arrays)
-    buffer = aligned_empty(size)
+def pack(arrays: Sequence[np.ndarray]) -> tuple[list, list[list]]:
+    """The arrays laid out as the cache's blob, as the pieces to write one after the other (``cache.pack``
+    takes such a list as one blob), and their records. Nothing is copied: a model's weights (hundreds of
+    MB) are read once to hash and once to write them; the padding is zeros, so the bytes are a function
+    of the model."""
+    _, records = layout(arrays)
+    pieces: list = []
     end = 0
     for array, (_, _, offset) in zip(arrays, records):
-        buffer[end:offset] = 0  # the padding: the cache's bytes are a function of the model
+        if offset > end:
+            pieces.append(bytes(offset - end))
+        pieces.append(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
         end = offset + array.nbytes
-        buffer[offset:end] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-    return buffer, records
+    return pieces, records
 
 
 def check_records(records: object, blob_size: int) -> list[list]:

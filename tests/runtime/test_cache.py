@@ -7,7 +7,7 @@ import pytest
 from conftest import add_relu_ref, build_add_relu
 
 import nnadapter_tvm as nna
-from nnadapter_tvm.runtime import cache
+from nnadapter_tvm.runtime import cache, weights
 from nnadapter_tvm.runtime.token import model_token
 
 TOKEN = "0123456789abcdefABCDEF0123456789"
@@ -175,3 +175,24 @@ def test_format_2_signs_the_header_whose_digest_covers_the_payload():
     damaged[20] ^= 1  # in the header's digest: the signature no longer matches
     with pytest.raises(cache.CacheError, match="signature mismatch"):
         cache.unpack(bytes(damaged), "test", key=key)
+
+
+def test_a_container_in_pieces_is_written_as_its_joined_bytes(tmp_path):
+    """A compile's container stays in pieces (its weights blob a list of arrays and their padding): hashed
+    and written piece by piece, it must be byte for byte the container of the joined blobs, and unpack to
+    them."""
+    arrays = [np.arange(5000, dtype="float32"), np.arange(77, dtype="int8"), np.ones((130, 7), "float64")]
+    pieces, records = weights.pack(arrays)
+    joined = b"".join(bytes(memoryview(p)) for p in pieces)
+    assert len(joined) == weights.layout(arrays)[0]
+    for key in (None, b"k" * 32):
+        split = cache.pack_pieces({"k": 1}, [b"module", pieces], key=key)
+        whole = cache.pack({"k": 1}, [b"module", joined], key=key)
+        assert bytes(split) == whole and split.nbytes == len(whole)
+        path = str(tmp_path / f"{key is None}.nnc")
+        cache.write_atomic(path, split)
+        with open(path, "rb") as f:
+            assert f.read() == whole
+        blob = cache.unpack(whole, "test", key=key).blobs[1]
+        for got, want in zip(weights.views(blob, records), arrays):
+            np.testing.assert_array_equal(got, want)
