@@ -139,12 +139,16 @@ def key(source: bytes | mmap.mmap | None, context: Context, options: dict) -> st
     if source is None:
         return None
     h = hashlib.sha256()
-    # Two passes over the model (575 MB for vgg19): the hash releases the GIL, so it runs in a thread
-    # while this one looks for external data. find(), not `in`: `in` on an mmap tests it byte by byte.
-    hashing = threading.Thread(target=h.update, args=(source,), daemon=True)
-    hashing.start()
-    external = source.find(_EXTERNAL_DATA) >= 0
-    hashing.join()
+    # Two passes over the model (575 MB for vgg19), chunk by chunk (``cache.chunks``: a mapped file's pages
+    # leave the resident set once read): the hash releases the GIL, so it runs in a thread while this one
+    # looks for external data. find(), not `in`: `in` on an mmap tests it byte by byte.
+    external, position, overlap = False, 0, len(_EXTERNAL_DATA) - 1
+    for chunk in cache.chunks(source):
+        hashing = threading.Thread(target=h.update, args=(chunk,), daemon=True)
+        hashing.start()
+        external = external or source.find(_EXTERNAL_DATA, position, position + len(chunk) + overlap) >= 0
+        hashing.join()
+        position += len(chunk)
     if external:
         return None
     h.update(_setup(context, options))

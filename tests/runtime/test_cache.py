@@ -196,3 +196,30 @@ def test_a_container_in_pieces_is_written_as_its_joined_bytes(tmp_path):
         blob = cache.unpack(whole, "test", key=key).blobs[1]
         for got, want in zip(weights.views(blob, records), arrays):
             np.testing.assert_array_equal(got, want)
+
+
+def _rss_file_kb() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssFile:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the resident set from Linux's /proc")
+def test_a_checksum_through_a_mapping_leaves_its_pages_out_of_the_resident_set(tmp_path, monkeypatch):
+    """A cached load verifies the whole file through its mapping; the pages it read must not stay resident
+    (only those the kernels read later should), and a damaged byte must still be found."""
+    monkeypatch.setattr(cache, "RELEASE_CHUNK", 1 << 20)
+    blob = np.random.default_rng(0).integers(0, 255, 48 << 20, dtype=np.uint8)
+    path = str(tmp_path / "big.nnc")
+    cache.write_atomic(path, cache.pack_pieces({"k": 1}, [[blob]]))
+    mapped = cache.map_file(path)
+    before = _rss_file_kb()
+    cache.verify(mapped, path)
+    assert _rss_file_kb() - before < 16 << 10  # KB: 48 MB were read
+    assert bytes(cache.unpack(mapped, path).blobs[0][:4096]) == blob[:4096].tobytes()  # read again from the file
+    with open(path, "r+b") as f:
+        f.seek(30 << 20)
+        byte = f.read(1)[0]
+        f.seek(30 << 20)
+        f.write(bytes([byte ^ 1]))
+    with pytest.raises(cache.CacheError, match="checksum mismatch"):
+        cache.verify(cache.map_file(path), path)
