@@ -19,9 +19,13 @@ inputs come from an ``.npz``. Printed per model, medians over the runs: the proc
 ``exec`` to exit (interpreter start included), the time from the first line of the script to the end
 of the first run (what ``nnadapter-tvm bench`` reports), the process's CPU time (user + system: this
 machine is shared, wall times drift), and with ``--steps`` the split into imports, Predictor and first
-run. Any module among ``tvm``, ``onnx`` and the converters found imported is printed. ``--by-hash``
-deletes the cache's ``.nnf`` identity entries before each run: the load of a model file changed in the
-last minute (or loaded for the first time), which finds its entry by hashing the file's bytes.
+run. Beside each run, onnxruntime in a fresh process of its own (its defaults, 2 threads): a session on the
+same file and one run of the same inputs; both processes' peak resident memory (``ru_maxrss``: the mapped
+cache's pages that were read count, as do onnxruntime's copies of the weights) and onnxruntime's script
+time are printed with ours. Any module among ``tvm``, ``onnx`` and the converters found imported is
+printed. ``--by-hash`` deletes the cache's ``.nnf`` identity entries before each run: the load of a model
+file changed in the last minute (or loaded for the first time), which finds its entry by hashing the
+file's bytes.
 """
 
 from __future__ import annotations
@@ -53,9 +57,24 @@ usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({
     "from_cache": bool(p.loaded_from_cache), "import_s": imported - start, "predictor_s": loaded - imported,
     "first_run_s": done - loaded, "script_s": done - start, "cpu_s": usage.ru_utime + usage.ru_stime,
-    "max_error": error,
+    "max_error": error, "peak_mb": usage.ru_maxrss / 1024,
     "imported": [m for m in ("tvm", "tvm.relax", "onnx", "nnadapter_tvm.op_converters") if m in sys.modules],
 }))
+"""
+
+# The peer: onnxruntime at its defaults (2 intra-op threads, as ours), the same file and inputs, one run.
+PEER_CHILD = r"""
+import time
+start = time.perf_counter()
+import json, resource, sys
+import numpy as np
+import onnxruntime as ort
+options = ort.SessionOptions()
+options.intra_op_num_threads = 2
+session = ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+session.run(None, dict(np.load(sys.argv[2])))
+done = time.perf_counter()
+print(json.dumps({"script_s": done - start, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
@@ -117,9 +136,15 @@ def measure(
             sample["process_s"] = time.perf_counter() - start
             if not sample["from_cache"]:
                 raise SystemExit(f"{name}: not loaded from the cache (run prepare first, with this version)")
+            peer = subprocess.run(
+                [sys.executable, "-c", PEER_CHILD, path, inputs], capture_output=True, text=True, check=True
+            )
+            peer_sample = json.loads(peer.stdout.strip().splitlines()[-1])
+            sample["peer_script_s"], sample["peer_peak_mb"] = peer_sample["script_s"], peer_sample["peak_mb"]
             samples.append(sample)
         row = {"model": name, "runs": runs}
-        for key in ("process_s", "script_s", "cpu_s", "import_s", "predictor_s", "first_run_s", "max_error"):
+        keys = ("process_s", "script_s", "cpu_s", "import_s", "predictor_s", "first_run_s", "max_error", "peak_mb")
+        for key in (*keys, "peer_script_s", "peer_peak_mb"):
             row[key] = statistics.median(s[key] for s in samples)
         row["min_script_s"] = min(s["script_s"] for s in samples)
         row["imported"] = sorted({m for s in samples for m in s["imported"]})
@@ -127,6 +152,8 @@ def measure(
         line = (
             f"{name:12s} process {row['process_s']:.3f} s  script {row['script_s']:.3f} s "
             f"(min {row['min_script_s']:.3f})  cpu {row['cpu_s']:.3f} s  max error {row['max_error']:.1e}"
+            f"  peak {row['peak_mb']:.0f} MB; onnxruntime: script {row['peer_script_s']:.3f} s, "
+            f"peak {row['peer_peak_mb']:.0f} MB (ours {row['peak_mb'] / row['peer_peak_mb']:.2f}x)"
         )
         if steps:
             line += (
