@@ -10,6 +10,8 @@ declares every batch, height, width or sequence dimension ``nna.UNKNOWN``, chann
 
 - ``conv64``: one 64 -> 64 3x3 CONV_2D with bias and ReLU (issue 12's example: 2.97 ms static, 117.6 ms
   with H, W unknown before the schedules handled symbolic extents).
+- ``conv256`` / ``conv512``: two 3x3 CONV_2D + ReLU of 256 channels at 14x14 / 512 at 7x7 (resnet18's last
+  stages: many channels, small maps).
 - ``resnet``: a ResNet stage, two basic blocks 64 -> 64 (3x3 conv + ReLU, 3x3 conv, residual add +
   ReLU) and a downsampling block 64 -> 128 (3x3 stride 2, 1x1 stride-2 projection).
 - ``mobilenet``: inverted residual blocks: 1x1 expand 32 -> 96 + ReLU6, 3x3 depthwise + ReLU6, 1x1
@@ -135,6 +137,12 @@ def conv64(net: Net, size: tuple[int, ...]):
     return [x], [net.conv(x, 64, 3)]
 
 
+def deep_convs(net: Net, size: tuple[int, ...]):
+    n, c, h, w = size
+    x = net.tensor([n, c, h, w], (0, 2, 3))
+    return [x], [net.conv(net.conv(x, c, 3), c, 3)]
+
+
 def resnet(net: Net, size: tuple[int, ...]):
     n, h, w = size
     x = net.tensor([n, 64, h, w], (0, 2, 3))
@@ -198,6 +206,9 @@ def transformer(net: Net, size: tuple[int, ...]):
 NETS: dict[str, tuple[Callable, list[tuple[int, ...]], Callable[[tuple[int, ...]], tuple[int, ...]]]] = {
     # name: (builder, fed sizes, input shape of a size)
     "conv64": (conv64, [(1, 56, 56), (1, 40, 72)], lambda s: (s[0], 64, s[1], s[2])),
+    # resnet18's last two stages: 3x3 convolutions of many channels on small maps.
+    "conv256": (deep_convs, [(1, 256, 14, 14), (1, 256, 10, 18)], lambda s: (s[0], s[1], s[2], s[3])),
+    "conv512": (deep_convs, [(1, 512, 7, 7), (1, 512, 5, 9)], lambda s: (s[0], s[1], s[2], s[3])),
     "resnet": (resnet, [(1, 56, 56), (1, 40, 72)], lambda s: (s[0], 64, s[1], s[2])),
     "mobilenet": (mobilenet, [(1, 56, 56), (1, 48, 80)], lambda s: (s[0], 32, s[1], s[2])),
     "classifier": (classifier, [(1, 64, 64), (4, 96, 128)], lambda s: (s[0], 3, s[1], s[2])),
