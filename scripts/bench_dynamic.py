@@ -143,6 +143,12 @@ def deep_convs(net: Net, size: tuple[int, ...]):
     return [x], [net.conv(net.conv(x, c, 3), c, 3)]
 
 
+def narrow(net: Net, size: tuple[int, ...]):
+    n, h, w = size
+    x = net.tensor([n, 64, h, w], (0, 2, 3))
+    return [x], [net.conv(x, 24, 1)]
+
+
 def resnet(net: Net, size: tuple[int, ...]):
     n, h, w = size
     x = net.tensor([n, 64, h, w], (0, 2, 3))
@@ -209,6 +215,7 @@ NETS: dict[str, tuple[Callable, list[tuple[int, ...]], Callable[[tuple[int, ...]
     # resnet18's last two stages: 3x3 convolutions of many channels on small maps.
     "conv256": (deep_convs, [(1, 256, 14, 14), (1, 256, 10, 18)], lambda s: (s[0], s[1], s[2], s[3])),
     "conv512": (deep_convs, [(1, 512, 7, 7), (1, 512, 5, 9)], lambda s: (s[0], s[1], s[2], s[3])),
+    "narrow": (narrow, [(1, 56, 56), (1, 40, 72)], lambda s: (s[0], 64, s[1], s[2])),
     "resnet": (resnet, [(1, 56, 56), (1, 40, 72)], lambda s: (s[0], 64, s[1], s[2])),
     "mobilenet": (mobilenet, [(1, 56, 56), (1, 48, 80)], lambda s: (s[0], 32, s[1], s[2])),
     "classifier": (classifier, [(1, 64, 64), (4, 96, 128)], lambda s: (s[0], 3, s[1], s[2])),

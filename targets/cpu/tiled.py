@@ -14,6 +14,7 @@ A register tile along a symbolic axis runs whole tiles past the end (the compute
 from __future__ import annotations
 
 import contextlib
+import math
 
 import tvm
 from tvm import s_tir, tirx
@@ -30,6 +31,8 @@ from nnadapter_tvm.targets.cpu.simd import (
     vector_registers,
 )
 
+#: The name TOPI gives a strided slice's block (Relax's legalization of ``strided_slice``).
+SLICE = "T_strided_slice"
 #: A convolution with symbolic rows parallelizes over its channel blocks (not its rows) from this many.
 SYMBOLIC_CHANNEL_TASKS = 8
 
@@ -243,6 +246,18 @@ def _consumers(sch: s_tir.Schedule, block) -> set[str]:
     return consumers
 
 
+def _sliced_channels(sch: s_tir.Schedule, block, inner) -> int | None:
+    """The channels ``block`` writes where its innermost loop ``inner`` (the tile's channel block) runs
+    past them (the epilogue of a product or convolution whose padded channels a slice dropped: 72 of 80),
+    else None."""
+    extent = loop_extent(sch, inner)
+    shape = sch.get(block).writes[0].source.shape if sch.get(block).writes else []
+    valid = shape[-1] if shape else None
+    if extent is None or not isinstance(valid, tirx.IntImm) or int(valid) % extent == 0:
+        return None
+    return int(valid) if math.gcd(int(valid), extent) >= 2 else None
+
+
 def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
     """The blocks that follow ``block`` in its function (its fused epilogue), in order."""
     after = _blocks_around(sch, block)[1]
@@ -260,11 +275,14 @@ def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: i
 
     Each epilogue block keeps its own stage (not inlined: see ``generic.schedule_generic``), on the tile,
     except after a padded symbolic tile (below)."""
-    if any(sch.get(b).name_hint.startswith(CROP) for b in epilogue[:-1]):
+    sliced = any(sch.get(b).name_hint.startswith(SLICE) for b in epilogue[:-1])
+    if sliced or any(sch.get(b).name_hint.startswith(CROP) for b in epilogue[:-1]):
         # A padded symbolic tile (see ``compute.padded``): the crop and the epilogue stages before the
         # last are inlined into it.  As stages of their own on the tile, their buffers were a whole row of
         # symbolic size (the crop's), or min(tile, width) elements: a run-time sized array, kept in
-        # memory, not registers (1.2-1.35x slower on a relu6 epilogue).
+        # memory, not registers (1.2-1.35x slower on a relu6 epilogue).  Likewise after a slice of the
+        # padded channels (72 of 80): each stage after it is guarded per lane, which scalarizes its loop,
+        # and three such stages (slice, bias, ReLU) made a 1x1 convolution 2.5x slower than one.
         for stage in list(epilogue[:-1]):
             with contextlib.suppress(Exception):
                 sch.compute_inline(stage)
@@ -275,8 +293,17 @@ def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: i
         sch.set_scope(main, 0, "local")
     for consumer in epilogue:
         sch.reverse_compute_at(consumer, tile_loop, preserve_unit_loops=True)
+        inner = sch.get_loops(consumer)[-1]
+        valid = _sliced_channels(sch, consumer, inner) if sliced else None
+        if valid:
+            # The tile's last channel block is partly past the slice (72 of 80 channels): in vectors of
+            # gcd(72, 16) = 8 lanes the slice's guard is the same for every lane of a vector, a branch
+            # around a whole vector store; per lane it scalarized every store of every block.
+            _, inner = sch.split(inner, [None, math.gcd(valid, lanes)])
+            sch.vectorize(inner)
+            continue
         # Vectors as wide as the tile's (a 32-wide tile stored by 16-wide vectors stayed an array in
         # memory instead of becoming vector registers: 2x slower).
-        vectorize_inner(sch, sch.get_loops(consumer)[-1], lanes)
+        vectorize_inner(sch, inner, lanes)
     for consumer in epilogue[:-1]:
         sch.set_scope(consumer, 0, "local")
