@@ -74,16 +74,22 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
 def schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None:
     """A depthwise convolution (``compute.depthwise_nhwc``): output columns x a channel block per register
     tile, the kernel rows and columns reduced outside it; batch x rows parallel."""
-    lanes, regs, epilogue = _start(sch, block, target)
+    lanes, regs, epilogue = _start(sch, block, target, pad_per_row=True)
     b, y, x, o, rh, rw = sch.get_loops(block)
     oc = loop_extent(sch, o)
     ob = channel_block(oc, lanes) if oc else 1
     oo, oi, xo, xi = _split_tile(sch, o, ob, x, regs, lanes)
-    sch.reorder(b, y, xo, oo, rh, rw, xi, oi)
+    rows = _rows_per_pad(sch, block, y)
+    if rows > 1:
+        y, yi = sch.split(y, [None, rows])
+        sch.reorder(b, y, yi, xo, oo, rh, rw, xi, oi)
+    else:
+        sch.reorder(b, y, xo, oo, rh, rw, xi, oi)
     sch.unroll(xi)
     sch.vectorize(oi)
     tile_epilogue(sch, block, epilogue, oo, lanes)
-    parallel(sch, [b, y], min_elements=1)
+    tasks = parallel(sch, [b, y], min_elements=1)
+    _pad_at(sch, block, (tasks if tasks is not None else y) if rows else None, lanes)
     sch.decompose_reduction(block, rh)
 
 
@@ -135,14 +141,83 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     sch.decompose_reduction(block, k)
 
 
-def _start(sch: s_tir.Schedule, block, target: tvm.target.Target) -> tuple[int, int, list]:
-    """A convolution's lanes, registers and epilogue blocks; its padding stage scheduled as a copy."""
+def _start(sch: s_tir.Schedule, block, target: tvm.target.Target, pad_per_row: bool = False) -> tuple[int, int, list]:
+    """A convolution's lanes, registers and epilogue blocks; its padding stage scheduled as a copy (left
+    for ``_pad_per_row`` with ``pad_per_row``)."""
     lanes, regs = vector_lanes(target), vector_registers(target)
     inline_side_inputs(sch, block)
     epilogue = epilogue_blocks(sch, block)
-    for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
-        schedule_spatial(sch, pad, lanes)
+    if not pad_per_row:
+        for pad in _pads(sch, block):
+            schedule_spatial(sch, pad, lanes)
     return lanes, regs, epilogue
+
+
+def _pads(sch: s_tir.Schedule, block) -> list:
+    return [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]
+
+
+def _pad_at(sch: s_tir.Schedule, block, loop, lanes: int) -> None:
+    """A depthwise convolution's padding computed inside ``loop`` (a task of output rows): the input rows
+    those rows read, padded while they are in cache, instead of a padded copy of the whole input written
+    and read back (mobilenet_v3's stride-2 3x3 at 112x112x64: 3.3 MB each way); with ``loop`` None, the
+    whole copy."""
+    for pad in _pads(sch, block):
+        try:
+            if loop is None:
+                raise s_tir.ScheduleError
+            sch.compute_at(pad, loop, preserve_unit_loops=True)
+        except s_tir.ScheduleError:
+            schedule_spatial(sch, pad, lanes)
+            continue
+        vectorize_inner(sch, sch.get_loops(pad)[-1], lanes)
+
+
+def _rows_per_pad(sch: s_tir.Schedule, block, y) -> int:
+    """Output rows per task of a depthwise convolution whose padding is computed per task (``_pad_at``),
+    0 for one padded copy of the whole input. A task pads the (rows - 1) x stride + kernel input rows it
+    reads, so neighbouring tasks pad the overlap twice: rows are grouped until that is at most half again
+    the input (a 3x3 stride-2 kernel: 1 row; 3x3 stride 1: 4; 5x5 stride 1: 8) while 8 tasks a batch
+    remain; where no grouping does (small maps, whose whole copy stays in cache anyway), or a symbolic
+    height whose overlap is over 2x, the whole copy."""
+    pads = _pads(sch, block)
+    if not pads:
+        return 0
+    window = _row_window(sch, block, sch.get(pads[0]).name_hint)
+    if window is None:
+        return 0
+    stride, span = window
+    height = loop_extent(sch, y)
+    if height is None:
+        return 1 if span <= 2 * stride else 0
+    choices = [r for r in range(1, max(1, height // 8) + 1) if height % r == 0]
+    return next((r for r in choices if (r - 1) * stride + span <= 1.5 * r * stride), 0)
+
+
+def _row_window(sch: s_tir.Schedule, block, pad_name: str) -> tuple[int, int] | None:
+    """(stride, rows spanned by the kernel) of ``block``'s read of the padded input: the row index's
+    step per output row, and its range over the kernel rows (dilation included)."""
+    stmt = sch.get(block)
+    region = next((r for r in stmt.reads if r.source.name == pad_name), None)
+    if region is None or len(stmt.iter_vars) < 5:
+        return None
+    row = region.region[1].min
+    out_row, kernel_row = stmt.iter_vars[1], stmt.iter_vars[4]
+    dtype = str(row.ty)
+
+    def at(y: int, r: int) -> int | None:
+        analyzer = tvm.sym.Analyzer()
+        for iv in stmt.iter_vars:
+            value = y if iv.var.same_as(out_row.var) else r if iv.var.same_as(kernel_row.var) else 0
+            analyzer.bind(iv.var, tirx.const(value, dtype))
+        value = analyzer.simplify(row)
+        return int(value) if isinstance(value, tirx.IntImm) else None
+
+    kh = kernel_row.dom.extent
+    first, step, last = at(0, 0), at(1, 0), at(0, int(kh) - 1) if isinstance(kh, tirx.IntImm) else None
+    if None in (first, step, last) or step - first < 1:
+        return None
+    return step - first, last - first + 1
 
 
 def _split_tile(sch: s_tir.Schedule, channels, ob: int, columns, regs: int, lanes: int) -> tuple:

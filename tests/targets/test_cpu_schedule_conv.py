@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
-from schedutil import RNG, TARGET, check, const, conv, module, run
+from schedutil import RNG, TARGET, check, const, conv, module, run, scheduled_function
 from tvm import relax
 
 import nnadapter_tvm as nna
@@ -34,6 +34,11 @@ CONV_CASES = {
     "groups-20-3x3": ((1, 40, 6, 5), dict(oc=60, k=3, groups=2, stride=2)),
     "depthwise": ((1, 20, 9, 7), dict(oc=20, k=3, groups=20)),
     "depthwise-multiplier": ((1, 4, 6, 6), dict(oc=8, k=3, groups=4)),
+    # Padding computed per task of output rows (tiled._rows_per_pad): 1 row at stride 2, 4 rows at 3x3
+    # stride 1 (32 rows), 8 rows dilated (64 rows).
+    "depthwise-stride2-pad-per-row": ((1, 20, 11, 9), dict(oc=20, k=3, groups=20, stride=2)),
+    "depthwise-pad-per-4-rows": ((1, 16, 32, 7), dict(oc=16, k=3, groups=16)),
+    "depthwise-dilated-pad-per-8-rows": ((1, 8, 64, 6), dict(oc=8, k=3, groups=8, dilation=2, pad=(2, 2, 2, 2))),
     "channels-padded": ((1, 8, 5, 5), dict(oc=1000 // 8 + 3, k=1, pad=(0, 0, 0, 0))),
     "no-epilogue": ((1, 16, 5, 5), dict(oc=16, k=3, epilogue=False)),
 }
@@ -45,6 +50,20 @@ def test_conv2d_matches_unscheduled(name):
     groups = kwargs.get("groups", 1)
     rule = DEPTHWISE if groups > 1 and groups == shape[1] else CONV
     check(module([shape], lambda bb, x: conv(bb, x, **kwargs)), [shape], rule)
+
+
+@pytest.mark.parametrize(("shape", "stride", "per_task"), [((1, 16, 64, 8), 2, True), ((1, 16, 12, 8), 1, False)])
+def test_depthwise_padding_is_computed_inside_its_row_tasks(shape, stride, per_task):
+    """A depthwise convolution on a large map pads, inside each parallel task of output rows, only the input
+    rows the task reads (no padded copy of the whole input before it); a small map whose tasks would pad
+    their overlap over again keeps the whole copy."""
+    mod = module([shape], lambda bb, x: conv(bb, x, shape[1], 3, stride=stride, groups=shape[1]))
+    script = scheduled_function(mod, "fused_" + DEPTHWISE)
+    pad, update = script.index('T.sblock("nna_pad")'), script.index(f'T.sblock("{DEPTHWISE}_update")')
+    # Per task: the pad inside the convolution's parallel loop, which starts before it; else the
+    # convolution's parallel loop starts between the two.
+    inside = "T.parallel(" in script[:pad] and "T.parallel(" not in script[pad:update]
+    assert inside == per_task, script
 
 
 def test_conv_chain_with_pool_and_concat_stays_nhwc():
