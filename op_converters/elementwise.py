@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import tvm
 from tvm import relax, te, tirx
 
@@ -42,6 +43,8 @@ def binary(args: OpArgs) -> relax.Expr:
     y = _unify_unknown_dims(args, x, y)
     if args.type == O.POW and str(x.ty.dtype).startswith(("int", "uint")):
         return fuse(args, _int_power(args, x, y))
+    if args.type == O.POW and (power := _small_power(args, x, y)) is not None:
+        return fuse(args, power)
     if args.type in (O.SUB, O.DIV) and same_float_operand(args):
         return fuse(args, _self_difference(x) if args.type == O.SUB else _self_ratio(x))
     if args.type in (O.MAX, O.MIN) and str(x.ty.dtype).startswith(("float", "bfloat")):
@@ -50,6 +53,25 @@ def binary(args: OpArgs) -> relax.Expr:
         out = relax.op.where(relax.op.isnan(y), y, _BINARY[args.type](y, x))
         return fuse(args, out)
     return fuse(args, _BINARY[args.type](x, y))
+
+
+def _small_power(args: OpArgs, x: relax.Expr, y: relax.Expr) -> relax.Expr | None:
+    """x * x, x * x * x or (x * x) * (x * x) where the exponent is the constant 2, 3 or 4 (one element, of a
+    rank no higher than x's, so that the product has the output's shape), else None. As onnxruntime
+    computes them; TVM's ``pow`` for an exponent of 3 or more warned at every compile (GPT-2's GELU: 40
+    times) and goes through exp and log."""
+    operand = args.operand("input1")
+    if not operand.is_constant or not operand.type.is_static() or operand.type.element_count() != 1:
+        return None
+    if len(args.shape(y)) > len(args.shape(x)) or not str(x.ty.dtype).startswith("float"):
+        return None
+    exponent = float(np.asarray(args.value("input1"), dtype="float64").reshape(-1)[0])
+    if exponent not in (2.0, 3.0, 4.0):
+        return None
+    square = args.emit(relax.op.multiply(x, x))
+    if exponent == 2.0:
+        return square
+    return relax.op.multiply(square, x if exponent == 3.0 else square)
 
 
 def _self_difference(x: relax.Expr) -> relax.Expr:

@@ -161,6 +161,20 @@ def test_pow_special_cases():
     check_op(OP.POW, [In(a), In(b), fuse(0)], expected, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("exponent_shape", [(), (1,), (1, 1)], ids=lambda s: f"exponent{list(s)}")
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 4.0, 2.5])
+def test_pow_by_a_constant_small_integer(exponent, exponent_shape):
+    """A constant exponent of 2, 3 or 4 (computed as products) against numpy's power in float64: signs,
+    -0, infinities and NaN kept; an exponent of higher rank than the base broadcasts it; 2.5 stays pow."""
+    a = np.array([[-2.5, -1.0, -0.0, 0.0, 0.3, 1.7, 11.0, -np.inf, np.inf, np.nan]], "float32")
+    if len(exponent_shape) > 1:
+        a = a.reshape(-1)  # rank 1 against a [1, 1] exponent: the output is [1, 10]
+    b = np.full(exponent_shape, exponent, "float32")
+    with np.errstate(invalid="ignore"):
+        expected = np.power(a.astype("float64"), b.astype("float64")).astype("float32")
+    check_op(OP.POW, [In(a), Const(b), fuse(0)], expected, rtol=1e-6, atol=0)
+
+
 # -- FLOOR_DIV -----------------------------------------------------------------
 
 
