@@ -89,7 +89,9 @@ def schedule_depthwise(sch: s_tir.Schedule, block, target: tvm.target.Target) ->
     sch.vectorize(oi)
     tile_epilogue(sch, block, epilogue, oo, lanes)
     tasks = parallel(sch, [b, y], min_elements=1)
-    _pad_at(sch, block, (tasks if tasks is not None else y) if rows else None, lanes)
+    if tasks is None:
+        tasks = y
+    _pad_at(sch, block, tasks if rows else None, lanes)
     sch.decompose_reduction(block, rh)
 
 
@@ -143,7 +145,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
 
 def _start(sch: s_tir.Schedule, block, target: tvm.target.Target, pad_per_row: bool = False) -> tuple[int, int, list]:
     """A convolution's lanes, registers and epilogue blocks; its padding stage scheduled as a copy (left
-    for ``_pad_per_row`` with ``pad_per_row``)."""
+    for ``_pad_at`` with ``pad_per_row``)."""
     lanes, regs = vector_lanes(target), vector_registers(target)
     inline_side_inputs(sch, block)
     epilogue = epilogue_blocks(sch, block)
@@ -163,14 +165,15 @@ def _pad_at(sch: s_tir.Schedule, block, loop, lanes: int) -> None:
     and read back (mobilenet_v3's stride-2 3x3 at 112x112x64: 3.3 MB each way); with ``loop`` None, the
     whole copy."""
     for pad in _pads(sch, block):
-        try:
-            if loop is None:
-                raise s_tir.ScheduleError
-            sch.compute_at(pad, loop, preserve_unit_loops=True)
-        except s_tir.ScheduleError:
-            schedule_spatial(sch, pad, lanes)
-            continue
-        vectorize_inner(sch, sch.get_loops(pad)[-1], lanes)
+        if loop is not None:
+            try:
+                sch.compute_at(pad, loop, preserve_unit_loops=True)
+            except s_tir.ScheduleError:
+                pass
+            else:
+                vectorize_inner(sch, sch.get_loops(pad)[-1], lanes)
+                continue
+        schedule_spatial(sch, pad, lanes)
 
 
 def _rows_per_pad(sch: s_tir.Schedule, block, y) -> int:
@@ -321,16 +324,17 @@ def _consumers(sch: s_tir.Schedule, block) -> set[str]:
     return consumers
 
 
-def _sliced_channels(sch: s_tir.Schedule, block, inner) -> int | None:
-    """The channels ``block`` writes where its innermost loop ``inner`` (the tile's channel block) runs
-    past them (the epilogue of a product or convolution whose padded channels a slice dropped: 72 of 80),
-    else None."""
+def _slice_vector(sch: s_tir.Schedule, block, inner, lanes: int) -> int | None:
+    """Where ``block`` writes fewer channels than its innermost loop ``inner`` (the tile's channel block)
+    runs over (the epilogue of a product or convolution whose padded channels a slice dropped: 72 of 80),
+    the widest vector that divides both counts and ``lanes`` (8 there), else None (also where that is 1)."""
     extent = loop_extent(sch, inner)
     shape = sch.get(block).writes[0].source.shape if sch.get(block).writes else []
     valid = shape[-1] if shape else None
     if extent is None or not isinstance(valid, tirx.IntImm) or int(valid) % extent == 0:
         return None
-    return int(valid) if math.gcd(int(valid), extent) >= 2 else None
+    width = math.gcd(int(valid), extent, lanes)
+    return width if width >= 2 else None
 
 
 def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
@@ -369,12 +373,12 @@ def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: i
     for consumer in epilogue:
         sch.reverse_compute_at(consumer, tile_loop, preserve_unit_loops=True)
         inner = sch.get_loops(consumer)[-1]
-        valid = _sliced_channels(sch, consumer, inner) if sliced else None
-        if valid:
+        width = _slice_vector(sch, consumer, inner, lanes) if sliced else None
+        if width:
             # The tile's last channel block is partly past the slice (72 of 80 channels): in vectors of
             # gcd(72, 16) = 8 lanes the slice's guard is the same for every lane of a vector, a branch
             # around a whole vector store; per lane it scalarized every store of every block.
-            _, inner = sch.split(inner, [None, math.gcd(valid, lanes)])
+            _, inner = sch.split(inner, [None, width])
             sch.vectorize(inner)
             continue
         # Vectors as wide as the tile's (a 32-wide tile stored by 16-wide vectors stayed an array in
