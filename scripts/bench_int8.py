@@ -2,17 +2,19 @@
 
     python scripts/bench_int8.py [--models squeezenet resnet50 inception_v1 vgg19] [--onnx FILE ...]
                                  [--dynamic FILE ...] [--shape INPUT=DIMS ...]
-                                 [--threads 2] [--block 5] [--rounds 4] [--opset 13] [--json out.json]
+                                 [--threads 2] [--block 5] [--rounds 4] [--opset 13] [--format qdq]
+                                 [--json out.json]
 
 Each model (onnx's light models by name, or an ONNX file of float32) is written at ``--opset`` with its
 weights as initializers (``tools/benchmark.optimizable``), then quantized by ``onnxruntime.quantization.
 quantize_static`` as its documentation recommends for CNNs on x86: QDQ format, int8 weights per channel,
-uint8 activations, calibrated (MinMax) on 8 seeded random inputs.  Files given with ``--dynamic``
-(transformers: a BERT exported by ``scripts/make_exports.py``) are quantized by ``quantize_dynamic`` instead,
-as onnxruntime recommends for them: int8 weights per tensor, activations quantized at run time.  ``--shape``
-sets the inputs' sizes (``input_ids=1x128``; unknown dims are 1 otherwise).  Four runners, each in its own process
-(``tools/benchmark.Worker``): onnxruntime and nnadapter-tvm, each on the float32 and the int8 file, timed
-in alternating blocks.  A row shows:
+uint8 activations, calibrated (MinMax) on 8 seeded random inputs (``--format qoperator``: the same
+quantization written in onnxruntime's QOperator form, QLinearConv and com.microsoft's QLinear operators).
+Files given with ``--dynamic`` (transformers: a BERT exported by ``scripts/make_exports.py``) are quantized by
+``quantize_dynamic`` instead, as onnxruntime recommends for them: int8 weights per tensor, activations
+quantized at run time.  ``--shape`` sets the inputs' sizes (``input_ids=1x128``; unknown dims are 1
+otherwise).  Four runners, each in its own process (``tools/benchmark.Worker``): onnxruntime and
+nnadapter-tvm, each on the float32 and the int8 file, timed in alternating blocks.  A row shows:
 
 - ``int8 / f32`` for each runtime: how much faster its int8 build runs than its own float32 (< 1: faster);
 - ``ours / ort (int8)``: our int8 time over onnxruntime's, per round, median and min-max;
@@ -74,8 +76,9 @@ def float_model(source: str, opset: int, out: str) -> str:
     return out
 
 
-def quantize(f32: str, out: str, samples: int = 8) -> str:
-    """onnxruntime's static quantization of ``f32`` (QDQ, per-channel int8 weights, uint8 activations)."""
+def quantize(f32: str, out: str, samples: int = 8, form: str = "qdq") -> str:
+    """onnxruntime's static quantization of ``f32`` (QDQ or QOperator ``form``, per-channel int8 weights,
+    uint8 activations)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -99,7 +102,7 @@ def quantize(f32: str, out: str, samples: int = 8) -> str:
         pre,
         out,
         Reader(),
-        quant_format=QuantFormat.QDQ,
+        quant_format=QuantFormat.QOperator if form == "qoperator" else QuantFormat.QDQ,
         per_channel=True,
         weight_type=QuantType.QInt8,
         activation_type=QuantType.QUInt8,
@@ -210,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--opset", type=int, default=13)
+    parser.add_argument("--format", choices=["qdq", "qoperator"], default="qdq", help="quantize_static's format")
     parser.add_argument("--json", default=None)
     # Four runners' idle thread pools: onnxruntime's spin a while after a call (0.1 s, the bench command's
     # pause between two runners, left onnxruntime's in-benchmark times up to 5x its time alone here).
@@ -225,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
             source, how = source if isinstance(source, tuple) else (source, "static")
             name = os.path.splitext(os.path.basename(source))[0]
             f32 = float_model(source, args.opset, os.path.join(workdir, f"{name}_f32.onnx"))
-            quantizer = quantize_dynamically if how == "dynamic" else quantize
-            files = {"f32": f32, "int8": quantizer(f32, os.path.join(workdir, f"{name}_int8.onnx"))}
+            int8 = os.path.join(workdir, f"{name}_int8.onnx")
+            int8 = quantize_dynamically(f32, int8) if how == "dynamic" else quantize(f32, int8, form=args.format)
+            files = {"f32": f32, "int8": int8}
             rows.append(bench(name, files, args, workdir))
             print(report(rows[-1:], args.threads).splitlines()[-1], file=sys.stderr, flush=True)
     print(report(rows, args.threads))

@@ -15,7 +15,7 @@ import onnx.shape_inference
 from onnx import numpy_helper
 
 from nnadapter_tvm.errors import fail
-from nnadapter_tvm.frontends.onnx import function_bodies, host, rank_rules, shape_elements
+from nnadapter_tvm.frontends.onnx import function_bodies, host, qoperator, rank_rules, shape_elements
 from nnadapter_tvm.frontends.onnx.node_context import NodeContext
 from nnadapter_tvm.frontends.onnx.registry import get_converter, get_fold_note, get_graph_importer
 from nnadapter_tvm.frontends.onnx.value_info import dim_names, type_of
@@ -138,6 +138,11 @@ class ImportedGraph:
             if name not in self.values:
                 fail(f"{label}: input '{name}' is not produced by any earlier node (the graph is not sorted?)")
             inputs.append(self.values[name])
+        quantized = qoperator.expand(node, index, inputs, opset)
+        if quantized is not None:  # onnxruntime's QOperator form, imported as its QDQ form
+            for sub in quantized[0]:
+                self._import_node(index, sub, quantized[1])
+            return
         unit = Unit(node, index, [v for v in inputs if v is not None], [])
         default_domain = node.domain in ("", "ai.onnx")
         # Ops of other domains convert where a converter is registered as "<domain>.<op_type>".
