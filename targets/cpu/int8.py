@@ -3,7 +3,8 @@ weight into int32, what ``op_converters/quant_integer.py`` emits for a quantized
 on the CPU's integer multiply-add instructions (``DotProduct``, chosen from the target's features):
 
 - ``vpdpbusd`` (AVX-512 VNNI on 512-bit vectors, AVX-VNNI on 256): 4 uint8 x int8 products added to each
-  32-bit lane, 4 multiply-adds per lane where float32's FMA does 1;
+  32-bit lane, 4 multiply-adds per lane where float32's FMA does 1; an int8 input is shifted by +128 into
+  uint8 and ``128 * sum(w[o])`` taken off in the epilogue;
 - ``sdot`` (aarch64 ``+dotprod``): 4 int8 x int8 products a lane, 4 lanes; a uint8 input is shifted by 128
   in the kernel's input stage and ``128 * sum(w[o])`` added back in the epilogue;
 - ``pmaddwd`` on 16-bit values (AVX-512BW, AVX2): 2 products a lane, exact (vpmaddubsw's uint8 x int8
@@ -143,13 +144,17 @@ def _tensor_intrinsic(dot: DotProduct) -> str:
 
 def dot_product(target: tvm.target.Target, input_dtype: str = "uint8") -> DotProduct | None:
     """The target's integer multiply-add for 8-bit inputs of ``input_dtype`` by int8 weights, or None:
-    vpdpbusd on 512-bit vectors (AVX-512 VNNI) or 256 (AVX-VNNI) for uint8 inputs, else pmaddwd on 16-bit
-    values (AVX-512BW, AVX2), which also takes int8 inputs."""
-    if input_dtype == "uint8":
-        if _has("avx512vnni", target) and _has("avx512bw", target):
-            return _KINDS["vnni512"][0]
-        if _has("avxvnni", target) or (_has("avx512vnni", target) and _has("avx512vl", target)):
-            return _KINDS["vnni256"][0]
+    vpdpbusd on 512-bit vectors (AVX-512 VNNI) or 256 (AVX-VNNI), whose first operand is unsigned (an int8
+    input shifted by +128 into uint8), else pmaddwd on 16-bit values (AVX-512BW, AVX2)."""
+    vnni = None
+    if _has("avx512vnni", target) and _has("avx512bw", target):
+        vnni = _KINDS["vnni512"][0]
+    elif _has("avxvnni", target) or (_has("avx512vnni", target) and _has("avx512vl", target)):
+        vnni = _KINDS["vnni256"][0]
+    if vnni is not None and input_dtype in ("uint8", "int8"):
+        # onnxruntime's quantize_static writes int8 activations by default (S8S8): x + 128 is the uint8 the
+        # instruction multiplies, and 128 * sum(w[o]) comes off in the epilogue.
+        return vnni if input_dtype == "uint8" else dataclasses.replace(vnni, shift=-128)
     if _has("dotprod", target):
         sdot = _KINDS["sdot"][0]
         return dataclasses.replace(sdot, shift=128) if input_dtype == "uint8" else sdot

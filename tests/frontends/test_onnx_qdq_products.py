@@ -17,9 +17,15 @@ from nnadapter_tvm.op_converters import matmul as matmul_converter
 
 X_SCALE, X_ZERO = 0.02, 128
 Y_SCALE, Y_ZERO = 0.05, 3
+# Activations: (type, x's zero point, y's). onnxruntime's quantize_static writes int8 ones by default (S8S8),
+# with zero points (stored shifted to uint8, Value.shifted), or symmetric with ActivationSymmetric.
+ACTIVATIONS = {"uint8": ("uint8", X_ZERO, Y_ZERO), "int8": ("int8", -7, -20), "int8-symmetric": ("int8", 0, 0)}
 
 
-def _qdq_conv_model(c: int, oc: int, group: int, per_channel: bool, residual: bool, dims: list) -> bytes:
+def _qdq_conv_model(
+    c: int, oc: int, group: int, per_channel: bool, residual: bool, dims: list, act: str = "uint8"
+) -> bytes:
+    dtype, x_zero, y_zero = ACTIVATIONS[act]
     rng = np.random.default_rng(c * oc + group)
     w = rng.integers(-127, 128, (oc, c // group, 3, 3)).astype("int8")
     w_scale = rng.uniform(0.002, 0.01, oc).astype("float32") if per_channel else np.array(0.005, "float32")
@@ -31,9 +37,9 @@ def _qdq_conv_model(c: int, oc: int, group: int, per_channel: bool, residual: bo
 
     inits = [
         numpy_helper.from_array(scalar(X_SCALE, "float32"), "x_scale"),
-        numpy_helper.from_array(scalar(X_ZERO, "uint8"), "x_zero"),
+        numpy_helper.from_array(scalar(x_zero, dtype), "x_zero"),
         numpy_helper.from_array(scalar(Y_SCALE, "float32"), "y_scale"),
-        numpy_helper.from_array(scalar(Y_ZERO, "uint8"), "y_zero"),
+        numpy_helper.from_array(scalar(y_zero, dtype), "y_zero"),
         numpy_helper.from_array(w, "w_q"),
         numpy_helper.from_array(w_scale, "w_scale"),
         numpy_helper.from_array(np.zeros(w_scale.shape, "int8"), "w_zero"),
@@ -75,13 +81,14 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("act", list(ACTIVATIONS))
 @pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_qdq_conv_sums_integers_like_onnxruntime(case: str, symbolic: bool, monkeypatch) -> None:
+def test_qdq_conv_sums_integers_like_onnxruntime(case: str, symbolic: bool, act: str, monkeypatch) -> None:
     kwargs = CASES[case]
     c = kwargs["c"]
     dims = ["N", c, "H", "W"] if symbolic else [2, c, 9, 10]
-    model = _qdq_conv_model(dims=dims, **kwargs)
+    model = _qdq_conv_model(dims=dims, act=act, **kwargs)
     routes = []
 
     def spy(*args, **kw):
@@ -105,8 +112,9 @@ def test_qdq_conv_sums_integers_like_onnxruntime(case: str, symbolic: bool, monk
         assert np.mean(steps > 0.5) < 0.02
 
 
-def _qdq_product_model(op: str, k: int, n: int, per_channel: bool, dims: list) -> bytes:
+def _qdq_product_model(op: str, k: int, n: int, per_channel: bool, dims: list, act: str = "uint8") -> bytes:
     """x -> Q/DQ -> Gemm (transB=1, weight [N, K], int32 bias) or MatMul (weight [K, N]) -> Relu -> Q/DQ."""
+    dtype, x_zero, y_zero = ACTIVATIONS[act]
     rng = np.random.default_rng(k * n)
     shape = (n, k) if op == "Gemm" else (k, n)
     axis = 0 if op == "Gemm" else 1
@@ -114,9 +122,9 @@ def _qdq_product_model(op: str, k: int, n: int, per_channel: bool, dims: list) -
     w_scale = rng.uniform(0.002, 0.01, n).astype("float32") if per_channel else np.array(0.005, "float32")
     inits = [
         numpy_helper.from_array(np.array(X_SCALE, "float32"), "x_scale"),
-        numpy_helper.from_array(np.array(X_ZERO, "uint8"), "x_zero"),
+        numpy_helper.from_array(np.array(x_zero, dtype), "x_zero"),
         numpy_helper.from_array(np.array(Y_SCALE, "float32"), "y_scale"),
-        numpy_helper.from_array(np.array(Y_ZERO, "uint8"), "y_zero"),
+        numpy_helper.from_array(np.array(y_zero, dtype), "y_zero"),
         numpy_helper.from_array(w, "w_q"),
         numpy_helper.from_array(w_scale, "w_scale"),
         numpy_helper.from_array(np.zeros(w_scale.shape, "int8"), "w_zero"),
@@ -162,10 +170,11 @@ PRODUCT_CASES = {
 }
 
 
+@pytest.mark.parametrize("act", list(ACTIVATIONS))
 @pytest.mark.parametrize("case", list(PRODUCT_CASES))
-def test_qdq_products_sum_integers_like_onnxruntime(case: str, monkeypatch) -> None:
+def test_qdq_products_sum_integers_like_onnxruntime(case: str, act: str, monkeypatch) -> None:
     op, dims, n, per_channel = PRODUCT_CASES[case]
-    model = _qdq_product_model(op, dims[-1], n, per_channel, dims)
+    model = _qdq_product_model(op, dims[-1], n, per_channel, dims, act)
     routes = []
 
     def spy(*args, **kw):

@@ -250,9 +250,11 @@ def test_direct_ops_on_quantized_tensors(case: str) -> None:
     _check(model.SerializeToString(), [{"x": [1, 4, 6, 5]}], steps=X_SCALE / Y_SCALE, apart_share=share)
 
 
-def test_quantize_static_qoperator_model_matches_its_qdq_twin(tmp_path) -> None:
-    """A small CNN quantized by onnxruntime's quantize_static in both formats: the QOperator file answers
-    as onnxruntime does, within a step of the QDQ file's answer by us."""
+@pytest.mark.parametrize("activations", ["uint8", "int8"])
+def test_quantize_static_qoperator_model_matches_its_qdq_twin(tmp_path, activations: str) -> None:
+    """A small CNN quantized by onnxruntime's quantize_static in both formats (uint8 activations, and int8
+    ones with zero points, its default): the QOperator file answers as onnxruntime does, within a step of
+    the QDQ file's answer by us."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     rng = np.random.default_rng(0)
@@ -308,7 +310,7 @@ def test_quantize_static_qoperator_model_matches_its_qdq_twin(tmp_path) -> None:
             quant_format=fmt,
             per_channel=True,
             weight_type=QuantType.QInt8,
-            activation_type=QuantType.QUInt8,
+            activation_type=QuantType.QUInt8 if activations == "uint8" else QuantType.QInt8,
         )
     ops = {n.op_type for n in onnx.load(files[QuantFormat.QOperator]).graph.node}
     assert {"QLinearConv", "QLinearAdd", "QGemm"} <= ops, ops

@@ -61,7 +61,7 @@ def _reference(x: np.ndarray, w: np.ndarray, stride: int, pads: tuple, dilation:
 
 def _build(x: np.ndarray, w: np.ndarray, offset: np.ndarray, stride, pads, dilation, target):
     bb = relax.BlockBuilder()
-    xv = relax.Var("x", relax.TensorType(x.shape, "uint8"))
+    xv = relax.Var("x", relax.TensorType(x.shape, str(x.dtype)))
     with bb.function("main", [xv]):
         with bb.dataflow():
             y = bb.emit(
@@ -79,17 +79,26 @@ def _build(x: np.ndarray, w: np.ndarray, offset: np.ndarray, stride, pads, dilat
     return pipeline.build(bb.finalize(), target)
 
 
+def _inputs(shape, dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Random 8-bit inputs, the first row all at the extreme whose products with -128 are largest (255 x -128
+    for uint8; -128 x -128 for int8, whose +128 shift onto vpdpbusd's unsigned operand makes it 0)."""
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+    x.reshape(-1, shape[-1])[0] = info.max if dtype == "uint8" else info.min
+    return x
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("target_name", list(TARGETS))
 @pytest.mark.parametrize("case", list(CASES))
-def test_int8_conv_sums_exactly(case: str, target_name: str) -> None:
+def test_int8_conv_sums_exactly(case: str, target_name: str, dtype: str) -> None:
+    """uint8 inputs (zero points) and int8 ones (onnxruntime's default S8S8 quantization)."""
     if not RUNNABLE[target_name]:
         pytest.skip(f"this machine cannot run code built for {target_name}")
     c, h, wd, oc, k, stride, pads, dilation = CASES[case]
     target = TARGETS[target_name]
     rng = np.random.default_rng(len(case))
-    x = rng.integers(0, 256, (2, c, h, wd)).astype("uint8")
-    # Extreme values included: 255 x -128 in every product of a row.
-    x[0, :, 0, :] = 255
+    x = _inputs((2, c, h, wd), dtype, rng)
     w = rng.integers(-128, 128, (oc, c, k, k)).astype("int8")
     w[0] = -128
     offset = rng.integers(-1000, 1000, oc).astype("int32")
@@ -98,7 +107,7 @@ def test_int8_conv_sums_exactly(case: str, target_name: str) -> None:
     want = _reference(x, w, stride, pads, dilation) + offset.reshape(1, -1, 1, 1)
     np.testing.assert_array_equal(got, want)
     rules = set(report.values())
-    if int8.dot_product(target, "uint8") is not None:
+    if int8.dot_product(target, dtype) is not None:
         assert int8.INT8_CONV in rules, report
     elif int8.exact_in_float32(w):
         assert CONV in rules, report  # the float route's kernel
@@ -124,23 +133,23 @@ DENSE_CASES = {
 }
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("target_name", list(TARGETS))
 @pytest.mark.parametrize("case", list(DENSE_CASES))
-def test_int8_matmul_sums_exactly(case: str, target_name: str) -> None:
-    """``matmul`` of uint8 by a constant int8 [K, N] into int32 (a quantized FULLY_CONNECTED's product)."""
+def test_int8_matmul_sums_exactly(case: str, target_name: str, dtype: str) -> None:
+    """``matmul`` of 8-bit by a constant int8 [K, N] into int32 (a quantized FULLY_CONNECTED's product)."""
     if not RUNNABLE[target_name]:
         pytest.skip(f"this machine cannot run code built for {target_name}")
     shape, n = DENSE_CASES[case]
     target = TARGETS[target_name]
     rng = np.random.default_rng(len(case))
-    a = rng.integers(0, 256, shape).astype("uint8")
-    a.reshape(-1, shape[-1])[0] = 255
+    a = _inputs(shape, dtype, rng)
     w = rng.integers(-128, 128, (shape[-1], n)).astype("int8")
     w[:, 0] = -128
-    executable, report = pipeline.build(_matmul_module(list(shape[:-1]), shape[-1], w), target)
+    executable, report = pipeline.build(_matmul_module(list(shape[:-1]), shape[-1], w, dtype), target)
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(a)).numpy()
     np.testing.assert_array_equal(got, a.astype("int64") @ w.astype("int64"))
-    if int8.dot_product(target, "uint8") is not None:
+    if int8.dot_product(target, dtype) is not None:
         assert int8.INT8_DENSE in set(report.values()), report
 
 
@@ -247,3 +256,12 @@ def test_dequantization_runs_in_the_int8_products_kernel(rows_known: bool) -> No
         acc64 = (a.astype("int64") - z) @ w.astype("int64")
         want = acc64.astype("float32") * s + bias
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5, err_msg=str(size))
+
+
+def test_int8_inputs_take_vpdpbusd_shifted_into_uint8() -> None:
+    """vpdpbusd multiplies unsigned by signed bytes: an int8 input (onnxruntime's default S8S8) is shifted by
+    +128 onto it (exactness: the int8 cases above), not sent to pmaddwd's half rate."""
+    for name in ("avx-vnni-256",):
+        dot = int8.dot_product(TARGETS[name], "int8")
+        assert dot.group == 4 and dot.input_dtype == "uint8" and dot.shift == -128, dot
+    assert int8.dot_product(TARGETS["avx2"], "int8").group == 2

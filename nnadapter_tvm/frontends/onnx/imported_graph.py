@@ -83,6 +83,13 @@ class ImportedGraph:
         # Graph inputs that values a converter needed as constants derive from (shape parameters fed at run time).
         self.needs_constant: list[str] = []
         self._sources: dict[int, list[Value]] = {}  # a node output -> the node's inputs
+        self._readers: dict[str, list[onnx.NodeProto | None]] = {}  # None: read inside a subgraph
+        for node in graph.node:
+            for name in node.input:
+                self._readers.setdefault(name, []).append(node)
+            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+                for name in _names([node]):
+                    self._readers.setdefault(name, []).append(None)
         for index, node in enumerate(graph.node):
             self._import_node(index, node)
         if self.errors:
@@ -205,6 +212,15 @@ class ImportedGraph:
                 value.elements = known
         self.note_sources(unit)
         self.units.append(unit)
+
+    def read_as_quantized(self, name: str) -> bool:
+        """Whether ``name`` is read only as a quantized tensor (by DequantizeLinear or onnxruntime's QOperator
+        operators, which dequantize it) and is no graph output: how it is stored is then the importer's
+        choice (``Value.shifted``)."""
+        readers = self._readers.get(name)  # None: a value of a subgraph or an expansion, not known here
+        return bool(readers) and name not in self.declared_outputs and all(
+            r is not None and (r.op_type == "DequantizeLinear" or qoperator.reads_quantized(r)) for r in readers
+        )
 
     def _shape_elements(self, node: onnx.NodeProto, inputs: list[Value | None]) -> list | None:
         """The elements of the node's (small integer) outputs that follow from static dimensions."""
@@ -466,7 +482,8 @@ def _check_inferred(node: onnx.NodeProto, i: int, value: Value, inferred: tuple 
         return
     dtype, shape = inferred
     where = f"{node.op_type} '{node.name or node.output[0]}' output {i}"
-    if dtype is not None and value.dtype is not None and np.dtype(dtype) != np.dtype(value.dtype):
+    stored = np.dtype("int8") if value.shifted else value.dtype  # Value.shifted: int8 stored as uint8
+    if dtype is not None and stored is not None and np.dtype(dtype) != np.dtype(stored):
         fail(f"{where}: the conversion gives {value.dtype}, ONNX infers {dtype}", ResultCode.DEVICE_INTERNAL_ERROR)
     if shape is None or value.shape is None:
         if value.shape is None and shape is not None:

@@ -262,15 +262,18 @@ def _direct(w: _Writer, keeps: Sequence[int] | None) -> bool:
     ``keeps`` (None: all) quantized again with the input's own scale and zero point.  Max, moves and index
     results give the same integers that onnxruntime computes on the 8-bit values; Resize's interpolation
     rounds once, at the end, as onnxruntime's does.  A Pad's constant value is an 8-bit one too."""
-    q = w.value(0).quant
+    x = w.value(0)
+    q = x.quant
     scale = w.constant(np.array(q.scale, "float32"), "scale")
-    zero = w.constant(np.array(q.zero_point or 0, w.value(0).dtype), "zero")
+    # The zero point as the file types it (an int8 stored as uint8 is dequantized by its int8 one).
+    zero_point = (q.zero_point or 0) - x.shifted
+    zero = w.constant(np.array(zero_point, "int8" if x.shifted else x.dtype), "zero")
     inputs = [w.add("DequantizeLinear", [w.arg(0), scale, zero]), *w.node.input[1:]]
     if w.node.op_type == "Pad" and w.arg(2):
         value = _const(w.value(2))
         if value is None:
             return False
-        real = (np.float32(value.reshape(-1)[0]) - np.float32(q.zero_point or 0)) * np.float32(q.scale)
+        real = (np.float32(value.reshape(-1)[0]) - np.float32(zero_point)) * np.float32(q.scale)
         inputs[2] = w.constant(np.array(real, "float32"), "pad")
     outputs = []
     for k, out in enumerate(w.node.output):
@@ -294,6 +297,14 @@ def _quantized_input(node: onnx.NodeProto, inputs: Sequence[Value | None]) -> bo
         and node.domain in ("", "ai.onnx")
         and (node.op_type in _DIRECT or node.op_type in _MOVES)
     )
+
+
+def reads_quantized(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is a QOperator-form operator, which reads its 8-bit inputs as quantized values."""
+    domain = "" if node.domain in ("", "ai.onnx") else node.domain
+    if (domain, node.op_type) in _REWRITES:
+        return True
+    return domain == "" and (node.op_type in _DIRECT or node.op_type in _MOVES)
 
 
 def expand(node: onnx.NodeProto, index: int, inputs: Sequence[Value | None], opset: int) -> Expansion | None:

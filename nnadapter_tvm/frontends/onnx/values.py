@@ -46,6 +46,10 @@ class Value:
     # A float tensor that a DequantizeLinear made of a quantized one (a value with ``quant``, or such a
     # constant): that value, so that an operation on it can compute on the integers (a QDQ Conv).
     dequantized: Value | None = None
+    # An int8 tensor with a zero point (what onnxruntime's quantize_static writes for int8 activations by
+    # default), which no NNAdapter precision holds, stored as the uint8 ``q + 128`` with zero point ``z + 128``
+    # (the same real values: QUANT_UINT8_ASYMM_PER_LAYER): 128 here, 0 for a value stored as ONNX types it.
+    shifted: int = 0
 
     @property
     def is_const(self) -> bool:

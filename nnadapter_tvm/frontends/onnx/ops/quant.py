@@ -142,6 +142,14 @@ def _quant_of(dtype, scales: np.ndarray, zeros: np.ndarray, axis: int | None) ->
     return Quant(pair[1], tuple(float(s) for s in scales), 0, axis)
 
 
+def _shiftable(ctx: NodeContext, scale: Value, zp: Value | None) -> bool:
+    """An int8 QuantizeLinear with constant parameters whose result is only ever dequantized (the default
+    of onnxruntime's quantize_static: int8 activations with zero points) may store it shifted to uint8."""
+    if zp is None or not zp.is_const or not scale.is_const or scale.const.size != 1 or scale.dtype != np.float32:
+        return False
+    return float(scale.const.reshape(-1)[0]) > 0 and ctx.graph.read_as_quantized(ctx.node.output[0])
+
+
 @onnx_op("QuantizeLinear")
 def quantize_linear(ctx: NodeContext) -> Value:
     """QuantizeLinear -> QUANTIZE to a quantized type (uint8 per tensor, int8 symmetric per tensor or
@@ -152,10 +160,18 @@ def quantize_linear(ctx: NodeContext) -> Value:
     dtype = _out_type(ctx)
     layout = _Layout(ctx, x, scale)
     quant = _native_quant(ctx, layout, scale, zp, dtype)
+    shifted = 0
+    if quant is None and dtype == np.int8 and layout.per_tensor and _shiftable(ctx, scale, zp):
+        # int8 with a zero point: stored as the uint8 q + 128 (Value.shifted), which NNAdapter quantizes.
+        shifted, dtype = 128, np.dtype("uint8")
+        zero_point = int(zp.const.reshape(-1)[0]) + shifted
+        quant = Quant(Precision.QUANT_UINT8_ASYMM_PER_LAYER, float(scale.const.reshape(-1)[0]), zero_point)
     if quant is not None:
         axis = ctx.i32(layout.axis)
-        zero = ctx.i32(np.zeros([1], "int32") if zp is None else zp.const.astype("int32").reshape(-1))
-        return ctx.emit(O.QUANTIZE, [x, axis, ctx.constant(scale.const.reshape(-1)), zero], dtype=dtype, quant=quant)
+        zero = ctx.i32(np.zeros([1], "int32") if zp is None else zp.const.astype("int32").reshape(-1) + shifted)
+        y = ctx.emit(O.QUANTIZE, [x, axis, ctx.constant(scale.const.reshape(-1)), zero], dtype=dtype, quant=quant)
+        y.shifted = shifted
+        return y
     data = layout.data(x)
     t = binary(ctx, O.DIV, data, layout.param(scale), shape=data.shape)
     r = _round_half_even(ctx, t)
@@ -175,7 +191,8 @@ def dequantize_linear(ctx: NodeContext) -> Value:
     if x.quant is not None:
         q = x.quant
         same_scale = scale.is_const and np.allclose(scale.const.reshape(-1), np.reshape(q.scale, -1), rtol=0, atol=0)
-        same_zero = (zp.const.reshape(-1) if zp is not None and zp.is_const else np.zeros(1)) == (q.zero_point or 0)
+        zero = zp.const.reshape(-1).astype("int64") if zp is not None and zp.is_const else np.zeros(1, "int64")
+        same_zero = zero + x.shifted == (q.zero_point or 0)
         if not (same_scale and np.all(same_zero) and out == np.float32):
             ctx.unsupported("DequantizeLinear of a quantized value with other parameters than its own")
         y = ctx.emit(O.DEQUANTIZE, [x], dtype="float32")
