@@ -373,7 +373,8 @@ def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: i
     for consumer in epilogue:
         sch.reverse_compute_at(consumer, tile_loop, preserve_unit_loops=True)
         inner = sch.get_loops(consumer)[-1]
-        width = _slice_vector(sch, consumer, inner, lanes) if sliced else None
+        # (The integer kernels inline their slice before this: ``int8._inline_epilogue``.)
+        width = _slice_vector(sch, consumer, inner, lanes)
         if width:
             # The tile's last channel block is partly past the slice (72 of 80 channels): in vectors of
             # gcd(72, 16) = 8 lanes the slice's guard is the same for every lane of a vector, a branch

@@ -5,6 +5,8 @@ float route where there is none (SSE)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -265,3 +267,46 @@ def test_int8_inputs_take_vpdpbusd_shifted_into_uint8() -> None:
         dot = int8.dot_product(TARGETS[name], "int8")
         assert dot.group == 4 and dot.input_dtype == "uint8" and dot.shift == -128, dot
     assert int8.dot_product(TARGETS["avx2"], "int8").group == 2
+
+
+def _lowered(mod: tvm.IRModule, target: tvm.target.Target) -> str:
+    """Every kernel of ``mod`` after TVM's TIR pipeline (vectorization done), as text."""
+    with target, tvm.transform.PassContext(opt_level=3):
+        prepared, _ = pipeline.prepare(mod, target)
+        texts = []
+        for gv, f in prepared.functions_items():
+            if isinstance(f, tvm.tirx.PrimFunc):
+                m = tvm.IRModule({"main": f.with_attr("global_symbol", gv.name_hint)})
+                m = tvm.tirx.transform.BindTarget(target.with_host(target))(m)
+                texts.append(tvm.tirx.get_default_tir_pipeline(target)[0](m)["main"].script())
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize("oc", [32, 24], ids=["whole-blocks", "sliced-channels"])
+def test_requantizing_epilogue_is_vectorized(oc: int) -> None:
+    """The requantization after an integer convolution (round half to even, clip, uint8) runs in vectors,
+    also where the tile's last channel block is partly sliced off (24 of 32): TVM scalarized any loop that
+    held ``nearbyint`` (registered without TVectorizable) lane by lane, and the slice's per-lane guard did
+    the same; both made every 8-bit kernel's epilogue scalar.  The results equal numpy's."""
+    rng = np.random.default_rng(oc)
+    x = rng.integers(0, 256, (1, 16, 6, 7)).astype("uint8")
+    w = rng.integers(-128, 128, (oc, 16, 1, 1)).astype("int8")
+    scale = rng.uniform(1e-3, 3e-3, oc).astype("float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(x.shape, "uint8"))
+    with bb.function("main", [xv]):
+        with bb.dataflow():
+            acc = bb.emit(relax.op.nn.conv2d(xv, relax.const(w), out_dtype="int32"))
+            real = bb.emit(relax.op.multiply(relax.op.astype(acc, "float32"), relax.const(scale.reshape(1, -1, 1, 1))))
+            q = bb.emit(relax.op.round(relax.op.add(real, relax.const(np.float32(100.0)))))
+            lo, hi = relax.const(np.float32(0.0)), relax.const(np.float32(255.0))
+            out = bb.emit_output(relax.op.astype(relax.op.minimum(relax.op.maximum(q, lo), hi), "uint8"))
+        bb.emit_func_output(out)
+    mod = bb.finalize()
+    text = _lowered(mod, HOST)
+    assert not re.search(r"for \w+_s\b|, \w+_s in", text), "a loop was scalarized lane by lane"
+    executable, _ = pipeline.build(mod, HOST)
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    acc = np.einsum("nchw,oc->nohw", x.astype("int64"), w[:, :, 0, 0].astype("int64")).astype("float32")
+    want = np.clip(np.rint(acc * scale.reshape(1, -1, 1, 1) + np.float32(100.0)), 0, 255).astype("uint8")
+    np.testing.assert_array_equal(got, want)
