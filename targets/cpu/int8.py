@@ -43,7 +43,13 @@ from nnadapter_tvm.targets.cpu.compute import CROP, PACK, PAD, _zero_past, crop,
 from nnadapter_tvm.targets.cpu.generic import schedule_spatial
 from nnadapter_tvm.targets.cpu.loops import loop_extent, parallel
 from nnadapter_tvm.targets.cpu.simd import _has, row_tile, tile_budget, vector_registers
-from nnadapter_tvm.targets.cpu.tiled import epilogue_blocks, inline_side_inputs, tile_epilogue, tile_rows
+from nnadapter_tvm.targets.cpu.tiled import (
+    epilogue_blocks,
+    inline_epilogue,
+    inline_side_inputs,
+    tile_epilogue,
+    tile_rows,
+)
 
 INT8_CONV = "nna_conv2d_nhwc_int8"
 INT8_DENSE = "nna_dense_int8"
@@ -289,7 +295,7 @@ def schedule_dense(sch: s_tir.Schedule, block, target: tvm.target.Target) -> Non
     dot = _packed_dot(sch, block, target)
     regs = vector_registers(target)
     inline_side_inputs(sch, block)
-    epilogue = _inline_epilogue(sch, epilogue_blocks(sch, block))
+    epilogue = inline_epilogue(sch, epilogue_blocks(sch, block))
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, dot.lanes)
     *rows, j, rg, ri = sch.get_loops(block)
@@ -320,7 +326,7 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
     dot = _packed_dot(sch, block, target)
     regs = vector_registers(target)
     inline_side_inputs(sch, block)
-    epilogue = _inline_epilogue(sch, epilogue_blocks(sch, block))
+    epilogue = inline_epilogue(sch, epilogue_blocks(sch, block))
     for pad in [b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith(PAD)]:
         schedule_spatial(sch, pad, dot.lanes)
     b, y, x, o, rh, rw, rg, ri = sch.get_loops(block)
@@ -338,18 +344,3 @@ def schedule_conv(sch: s_tir.Schedule, block, target: tvm.target.Target) -> None
     sch.tensorize(ol, _tensor_intrinsic(dot))
     sch.unroll(ov)
     sch.unroll(xi)
-
-
-def _inline_epilogue(sch: s_tir.Schedule, epilogue: list) -> list:
-    """The epilogue's stages inlined into its last one, where TVM allows: a requantization, its
-    dequantization for the next operation (a residual addition) and the next requantization are some
-    twenty element-wise stages; each a buffer of the whole tile, they cost more than the products of a
-    1x1 convolution over 64 channels.  Casts and roundings stay as written (inlining changes no
-    arithmetic: TVM folds no float operation across them)."""
-    kept = []
-    for stage in epilogue[:-1]:
-        try:
-            sch.compute_inline(stage)
-        except Exception:  # a stage TVM cannot inline stays one of its own
-            kept.append(stage)
-    return [*kept, epilogue[-1]] if epilogue else epilogue

@@ -18,10 +18,12 @@ import numpy as np
 import tvm
 from tvm import relax, te, tirx, topi
 
+from nnadapter_tvm.targets import relax_passes
 from nnadapter_tvm.targets.cpu import compute, int8, softmax, vmath, winograd
 from nnadapter_tvm.targets.cpu.concat import legalize_concat
 from nnadapter_tvm.targets.cpu.simd import (
     channel_block,
+    has_fma,
     symbolic_tile,
     tile_budget,
     vector_lanes,
@@ -87,7 +89,7 @@ class Lowering:
             "relax.nn.conv2d": self.conv2d,
             "relax.matmul": self.matmul,
             "relax.concat": legalize_concat,
-            **vmath.legalize_map(),
+            **vmath.legalize_map(relax_passes.legalize_map()["relax.divide"], fma=has_fma(self.target)),
             **softmax.legalize_map(self.lanes),
         }
 

@@ -28,6 +28,12 @@ def vector_lanes(target: tvm.target.Target, dtype_bits: int = 32) -> int:
     return max(bits // dtype_bits, 1)
 
 
+def has_fma(target: tvm.target.Target) -> bool:
+    """Fused multiply-add on vectors: x86's FMA3 (AVX2 machines on), every aarch64."""
+    mtriple = str(target.attrs.get("mtriple", ""))
+    return _has("fma", target) or mtriple.startswith(("aarch64", "arm64"))
+
+
 def vector_registers(target: tvm.target.Target) -> int:
     """Architectural SIMD registers (32 on AVX-512 and aarch64, 16 on AVX2/SSE)."""
     if _has("avx512f", target) or _has("neon", target):

@@ -17,11 +17,19 @@ import contextlib
 import math
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 
 from nnadapter_tvm.targets.cpu.compute import CROP, PAD, row_axis
 from nnadapter_tvm.targets.cpu.generic import schedule_spatial
-from nnadapter_tvm.targets.cpu.loops import child_blocks, loop_extent, parallel, static_product, vectorize_inner
+from nnadapter_tvm.targets.cpu.loops import (
+    BUFFER_LOAD,
+    child_blocks,
+    loop_extent,
+    parallel,
+    static_product,
+    vectorize_inner,
+)
 from nnadapter_tvm.targets.cpu.simd import (
     channel_block,
     row_tile,
@@ -349,11 +357,67 @@ def epilogue_blocks(sch: s_tir.Schedule, block) -> list:
     return after
 
 
+def reads(sch: s_tir.Schedule, stage) -> int:
+    """How many times the blocks that consume ``stage`` read its output (loads in their bodies): a stage
+    read twice, inlined, is computed twice."""
+    buffer = sch.get(stage).writes[0].source
+    loads = []
+
+    def visit(node: object) -> None:
+        if node.source.same_as(buffer):
+            loads.append(node)
+
+    for consumer in sch.get_consumers(stage):
+        tvm_ffi.structural_walk(sch.get(consumer).body, [(BUFFER_LOAD, visit)], order="pre")
+    return len(loads)
+
+
+def inline_epilogue(sch: s_tir.Schedule, epilogue: list) -> list:
+    """The epilogue's stages inlined into its last one, where TVM allows (the integer kernels', and any
+    epilogue that requantizes): a requantization, its dequantization for the next operation (a residual
+    addition) and the next requantization are some twenty element-wise stages; each a buffer of the whole
+    tile, they cost more than the products of a 1x1 convolution over 64 channels.  A stage read twice
+    stays one of its own: inlined, it is computed twice (a QDQ SiLU reads its dequantized input in the
+    sigmoid and in the product: the requantization of the convolution's output, and everything before
+    it, ran twice).  Casts and roundings stay as written (inlining changes no arithmetic: TVM folds no
+    float operation across them)."""
+    kept = []
+    for stage in epilogue[:-1]:
+        try:
+            if reads(sch, stage) > 1:
+                kept.append(stage)
+                continue
+            sch.compute_inline(stage)
+        except Exception:  # a stage TVM cannot inline stays one of its own
+            kept.append(stage)
+    return [*kept, epilogue[-1]] if epilogue else epilogue
+
+
+def _requantizes(sch: s_tir.Schedule, epilogue: list) -> bool:
+    """Whether an epilogue stage rounds to integers (a requantization: ``nearbyint``)."""
+    found = []
+
+    def visit(node: object) -> None:
+        if getattr(node.op, "name", "") == "tirx.nearbyint":
+            found.append(node)
+
+    for stage in epilogue:
+        tvm_ffi.structural_walk(sch.get(stage).body, [(tvm.ir.expr.Call, visit)], order="pre")
+        if found:
+            return True
+    return False
+
+
 def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: int) -> None:
     """Compute the epilogue on the tile right after its reduction, while the tile is in registers.
 
     Each epilogue block keeps its own stage (not inlined: see ``generic.schedule_generic``), on the tile,
     except after a padded symbolic tile (below)."""
+    if len(epilogue) > 2 and _requantizes(sch, epilogue):
+        # A quantized model's epilogue (the float route of an 8-bit depthwise convolution): twenty stages,
+        # each a tile-sized buffer the registers cannot hold (efficientnet_b0 int8's 3x3 depthwise at
+        # 56x56x144: 0.9 ms against the float kernel's 0.3).
+        epilogue = inline_epilogue(sch, epilogue)
     sliced = any(sch.get(b).name_hint.startswith(SLICE) for b in epilogue[:-1])
     if sliced or any(sch.get(b).name_hint.startswith(CROP) for b in epilogue[:-1]):
         # A padded symbolic tile (see ``compute.padded``): the crop and the epilogue stages before the
@@ -363,6 +427,8 @@ def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: i
         # padded channels (72 of 80): each stage after it is guarded per lane, which scalarizes its loop,
         # and three such stages (slice, bias, ReLU) made a 1x1 convolution 2.5x slower than one.
         for stage in list(epilogue[:-1]):
+            if reads(sch, stage) > 1:  # computed once, on the tile (a QDQ SiLU's dequantized input)
+                continue
             with contextlib.suppress(Exception):
                 sch.compute_inline(stage)
                 epilogue = [b for b in epilogue if not b.same_as(stage)]
@@ -373,7 +439,7 @@ def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: i
     for consumer in epilogue:
         sch.reverse_compute_at(consumer, tile_loop, preserve_unit_loops=True)
         inner = sch.get_loops(consumer)[-1]
-        # (The integer kernels inline their slice before this: ``int8._inline_epilogue``.)
+        # (The integer kernels inline their slice before this: ``inline_epilogue``.)
         width = _slice_vector(sch, consumer, inner, lanes)
         if width:
             # The tile's last channel block is partly past the slice (72 of 80 channels): in vectors of

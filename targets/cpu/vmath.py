@@ -20,6 +20,7 @@ it vectorizes. ``tanh`` (GPT-2's GELU) likewise took libm's ``tanhf`` per elemen
 
 from __future__ import annotations
 
+import numpy as np
 import tvm
 from tvm import relax, te, tirx
 
@@ -182,6 +183,101 @@ def _elementwise(op: str, fn, name: str):
     return legalize
 
 
+def _fma(a: tirx.PrimExpr, b: tirx.PrimExpr, c: tirx.PrimExpr) -> tirx.PrimExpr:
+    """a * b + c rounded once (LLVM's fma: vfmadd, fmla)."""
+    return tirx.call_llvm_pure_intrin(_F32, "llvm.fma", a, b, c)
+
+
+def quotient_f32(x: tirx.PrimExpr, c: tirx.PrimExpr, r: tirx.PrimExpr) -> tirx.PrimExpr:
+    """x / c correctly rounded, from ``r`` = RN(1 / c), by multiplications (Markstein's theorem: with ``q``
+    within an ulp of x / c, the residual ``x - q c`` is exact by one fma and ``RN(q + residual r)`` is the
+    correctly rounded quotient; the Handbook of Floating-Point Arithmetic, section 4.7).  A vector division
+    costs 5-16 cycles, these three FMA-unit operations 1.5; the requantizations of an 8-bit kernel's
+    epilogue divide each element by a scale two or three times.  Where ``q`` is not finite (x infinite or
+    NaN, or a quotient at the very top of the range) it is the result; the sign is ``q``'s (a zero keeps
+    its sign).  A quotient below the normal range (|x / c| < 1.2e-38) may be an ulp off."""
+
+    def correct(q: tirx.PrimExpr) -> tirx.PrimExpr:
+        exact = _fma(_fma(-q, c, x), r, q)
+        signed = tirx.call_llvm_pure_intrin(_F32, "llvm.copysign", exact, q)
+        return tirx.Select(magnitude_bits(q) < tirx.const(INF_BITS, "int32"), signed, q)
+
+    return _let(x * r, correct, "quotient")
+
+
+def _broadcast_index(t: te.Tensor, index: tuple, shape: list) -> tuple:
+    """``t``'s element for output ``index`` (of ``shape``) under numpy broadcasting: a static 1 against a
+    larger output dimension reads index 0 (only there: TVM's pattern analysis calls a read at 0 of a
+    dimension the output shares a broadcast, which no convolution's epilogue fuses)."""
+    lead = len(shape) - len(t.shape)
+
+    def unit(d) -> bool:
+        return isinstance(d, tirx.IntImm) and int(d) == 1
+
+    return tuple(
+        tirx.const(0, "int64") if unit(d) and not unit(shape[lead + k]) else index[lead + k]
+        for k, d in enumerate(t.shape)
+    )
+
+
+def _constant_value(bb: relax.BlockBuilder, expr: relax.Expr) -> np.ndarray | None:
+    """``expr``'s value where it is a constant, or a variable bound to one transposed by the layout change
+    (NCHW -> NHWC moves a per-channel [1, C, 1, 1] to [1, 1, 1, C]: with at most one dimension above 1, a
+    transpose keeps the elements' order, a reshape); else None."""
+    if isinstance(expr, tvm.ir.expr.Constant):
+        return expr.value.numpy()
+    bound = bb.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+    if not isinstance(bound, relax.Call) or not bound.op.same_as(tvm.ir.Op.get("relax.call_tir")):
+        return None
+    args = bound.args[1].fields if isinstance(bound.args[1], relax.Tuple) else []
+    out = getattr(getattr(bound.ty, "shape", None), "values", None)
+    if len(args) != 1 or not isinstance(args[0], tvm.ir.expr.Constant) or out is None:
+        return None
+    value = args[0].value.numpy()
+    if not all(isinstance(d, tirx.IntImm) for d in out) or sum(d > 1 for d in value.shape) > 1:
+        return None
+    shape = [int(d) for d in out]
+    if int(np.prod(shape)) != value.size or sum(d > 1 for d in shape) > 1:
+        return None
+    name = bound.args[0].name_hint if isinstance(bound.args[0], tvm.ir.GlobalVar) else ""
+    return value.reshape(shape) if name.startswith("transpose") else None
+
+
+def divide_legalization(default, fma: bool):
+    """``relax.divide``'s lowering: float32 by a constant of normal, finite values as ``quotient_f32`` where
+    the target has FMA (x86's FMA3, aarch64), ``default`` (the project's rule over TVM's) otherwise."""
+    tiny = float(np.finfo(np.float32).tiny)
+
+    def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        x, c = call.args
+        divisor = _constant_value(bb, c) if fma and getattr(x.ty, "dtype", None) == _F32 else None
+        x_shape = getattr(getattr(x.ty, "shape", None), "values", None)
+        if divisor is None or divisor.dtype != np.float32 or x_shape is None or divisor.ndim > len(x_shape):
+            return default(bb, call)
+        with np.errstate(divide="ignore", over="ignore"):
+            reciprocal = (np.float32(1.0) / divisor).astype(np.float32)
+        normal = np.abs(divisor) >= tiny
+        if not (np.all(np.isfinite(divisor)) and np.all(normal) and np.all(np.abs(reciprocal) >= tiny)):
+            return default(bb, call)
+
+        def compute(t: te.Tensor, ct: te.Tensor, rt: te.Tensor) -> te.Tensor:
+            rank = len(t.shape)
+            lead = rank - len(ct.shape)
+            shape = [
+                t.shape[k] if k < lead or int(ct.shape[k - lead]) == 1 else ct.shape[k - lead] for k in range(rank)
+            ]
+
+            def body(*i):
+                at = _broadcast_index(ct, i, shape)
+                return quotient_f32(t(*_broadcast_index(t, i, shape)), ct(*at), rt(*at))
+
+            return te.compute(shape, body, name="divide")
+
+        return bb.call_te(compute, x, relax.const(divisor), relax.const(reciprocal), primfunc_name_hint="divide")
+
+    return legalize
+
+
 def _is_inf(x: tirx.PrimExpr) -> tirx.PrimExpr:
     return magnitude_bits(x) == tirx.const(INF_BITS, "int32")
 
@@ -190,12 +286,14 @@ def _is_finite(x: tirx.PrimExpr) -> tirx.PrimExpr:
     return magnitude_bits(x) < tirx.const(INF_BITS, "int32")
 
 
-def legalize_map() -> dict:
+def legalize_map(divide, fma: bool = False) -> dict:
     """``LegalizeOps`` rules: float32 exp, sigmoid, erf and tanh as ``exp_f32`` / ``sigmoid_f32`` /
     ``erf_f32`` / ``tanh_f32``; float32 isnan, isinf and isfinite as integer compares of the bits
     (``magnitude_bits``): TVM's ``isnan`` comes out of LLVM as a compare and a branch per element, 6x the
-    time of the vector compare (where(isnan(x), 0, x) of 98k elements: 73 us, 12 us); other dtypes TVM's."""
+    time of the vector compare (where(isnan(x), 0, x) of 98k elements: 73 us, 12 us); with ``fma``, a
+    float32 division by a constant as ``quotient_f32`` (else ``divide``); other dtypes TVM's."""
     return {
+        "relax.divide": divide_legalization(divide, fma),
         "relax.exp": _elementwise("relax.exp", exp_f32, "exp"),
         "relax.sigmoid": _elementwise("relax.sigmoid", sigmoid_f32, "sigmoid"),
         "relax.erf": _elementwise("relax.erf", erf_f32, "erf"),

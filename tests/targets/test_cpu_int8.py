@@ -310,3 +310,46 @@ def test_requantizing_epilogue_is_vectorized(oc: int) -> None:
     acc = np.einsum("nchw,oc->nohw", x.astype("int64"), w[:, :, 0, 0].astype("int64")).astype("float32")
     want = np.clip(np.rint(acc * scale.reshape(1, -1, 1, 1) + np.float32(100.0)), 0, 255).astype("uint8")
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_stage_read_twice_is_computed_once() -> None:
+    """A QDQ SiLU after an integer convolution reads its dequantized input twice (in the sigmoid and in the
+    product): that stage stays one of its own on the tile, so the convolution's requantization runs once
+    per element (inlined, it ran twice: two of its three roundings); the results equal numpy's."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 256, (1, 16, 5, 6)).astype("uint8")
+    w = rng.integers(-128, 128, (32, 16, 1, 1)).astype("int8")
+    f32 = np.float32
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(x.shape, "uint8"))
+
+    def requantize(v, scale: float, zero: float):
+        rounded = relax.op.round(relax.op.divide(v, relax.const(f32(scale))))
+        shifted = relax.op.add(rounded, relax.const(f32(zero)))
+        clipped = relax.op.minimum(relax.op.maximum(shifted, relax.const(f32(0))), relax.const(f32(255)))
+        return relax.op.astype(clipped, "uint8")
+
+    with bb.function("main", [xv]):
+        with bb.dataflow():
+            acc = bb.emit(relax.op.nn.conv2d(xv, relax.const(w), out_dtype="int32"))
+            real = relax.op.multiply(relax.op.astype(acc, "float32"), relax.const(f32(0.002)))
+            q = bb.emit(requantize(real, 0.05, 100))
+            dq = bb.emit(
+                relax.op.multiply(
+                    relax.op.subtract(relax.op.astype(q, "float32"), relax.const(f32(100))), relax.const(f32(0.05))
+                )
+            )
+            silu = bb.emit(relax.op.multiply(dq, relax.op.sigmoid(dq)))
+            out = bb.emit_output(requantize(silu, 0.04, 10))
+        bb.emit_func_output(out)
+    mod = bb.finalize()
+    text = _lowered(mod, HOST)
+    assert text.count("nearbyint") == 2, text.count("nearbyint")
+    executable, _ = pipeline.build(mod, HOST)
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    acc = np.einsum("nchw,oc->nohw", x.astype("int64"), w[:, :, 0, 0].astype("int64")).astype("float32")
+    q = np.clip(np.rint(acc * f32(0.002) / f32(0.05)) + 100, 0, 255)
+    dq = (q.astype("float32") - f32(100)) * f32(0.05)
+    silu = dq / (f32(1) + np.exp(-dq))
+    want = np.clip(np.rint(silu / f32(0.04)) + 10, 0, 255).astype("uint8")
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1  # the sigmoid's float32 ulps

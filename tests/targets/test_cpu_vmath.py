@@ -10,6 +10,7 @@ import tvm
 from tvm import relax
 
 from nnadapter_tvm.targets.cpu import pipeline
+from nnadapter_tvm.targets.cpu.simd import has_fma
 from nnadapter_tvm.targets.llvm import LlvmDriver
 
 TARGET = LlvmDriver().tvm_target({})
@@ -141,3 +142,38 @@ def test_float_class_tests_as_integer_compares(op, reference):
     got, lowered = _run(op, values)
     np.testing.assert_array_equal(got, reference(values))
     assert "T.isnan(" not in lowered.script(show_meta=False)
+
+
+@pytest.mark.skipif(not has_fma(TARGET), reason="this CPU has no FMA: the division keeps TVM's lowering")
+@pytest.mark.parametrize("layout", ["per-channel", "scalar"])
+def test_division_by_a_constant_is_correctly_rounded(layout: str) -> None:
+    """x / c by a constant c as RN(1/c) and two fmas (``quotient_f32``): equal to numpy's float32 division
+    element for element, on quotients one ulp from half-integers (where a requantization's rounding
+    turns), IEEE's special values (inf / c = inf, NaN, -0 keeps its sign), and on the scale of a
+    requantization (x / 0.0235...)."""
+    rng = np.random.default_rng(1)
+    channels = 16 if layout == "per-channel" else 1
+    c = (rng.uniform(1e-3, 3.0, channels) * 2.0 ** rng.integers(-6, 6, channels)).astype("float32")
+    n = 4096
+    halves = (rng.integers(-300, 300, (n, channels)) + 0.5).astype("float32")
+    near = np.nextafter((halves * c).astype("float32"), rng.choice([-np.inf, np.inf], (n, channels)).astype("float32"))
+    wide = rng.standard_normal((n, channels)).astype("float32") * np.float32(10.0) ** rng.integers(-20, 20, (n, 1))
+    special = np.tile(np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-30], "float32")[:, None], (1, channels))
+    values = np.concatenate([near, wide.astype("float32"), special]).astype("float32")
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(list(values.shape), "float32"))
+    divisor = c.reshape(1, channels) if layout == "per-channel" else c.reshape(())
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.divide(x, relax.const(divisor))))
+        bb.emit_func_output(out)
+    mod = bb.finalize()
+    executable, _ = pipeline.build(mod, TARGET)
+    with TARGET:
+        assert "llvm.fma" in pipeline.lower(mod, TARGET).script(), "the division kept TVM's lowering"
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(values)).numpy()
+    want = values / divisor
+    normal = ~np.isfinite(want) | (np.abs(want) >= np.finfo(np.float32).tiny) | (want == 0)
+    np.testing.assert_array_equal(got[normal], want[normal])
+    assert np.array_equal(np.signbit(got[normal]), np.signbit(want[normal]))
