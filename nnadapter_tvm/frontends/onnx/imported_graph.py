@@ -218,8 +218,12 @@ class ImportedGraph:
         operators, which dequantize it) and is no graph output: how it is stored is then the importer's
         choice (``Value.shifted``)."""
         readers = self._readers.get(name)  # None: a value of a subgraph or an expansion, not known here
-        return bool(readers) and name not in self.declared_outputs and all(
-            r is not None and (r.op_type == "DequantizeLinear" or qoperator.reads_quantized(r)) for r in readers
+        return (
+            bool(readers)
+            and name not in self.declared_outputs
+            and all(
+                r is not None and (r.op_type == "DequantizeLinear" or qoperator.reads_quantized(r)) for r in readers
+            )
         )
 
     def _shape_elements(self, node: onnx.NodeProto, inputs: list[Value | None]) -> list | None:
