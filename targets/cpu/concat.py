@@ -16,6 +16,9 @@ direct one's time to compile and is the same for every layer of one shape, but w
 becomes one kernel per offset (densenet121: 18 kernels instead of 2, 4 s of its compile, against copies of
 [1, 28, 28, 32] that take microseconds).
 
+Element-wise steps after a concatenation (a QDQ model's requantization of it) would fuse with it into a
+kernel of its own: before legalization, ``elementwise_into_concat`` moves them onto its inputs.
+
 Concatenations are recognized by the attribute ``CONCAT_AXIS`` that ``legalize_concat`` puts on the
 kernel TVM's legalization makes; only static shapes are rewritten (the offsets are constants), and a
 concatenation with no such producer among its inputs keeps TOPI's kernel.
@@ -23,6 +26,7 @@ concatenation with no such producer among its inputs keeps TOPI's kernel.
 
 from __future__ import annotations
 
+import numpy as np
 import tvm
 from tvm import relax, tirx
 from tvm.script import from_source
@@ -245,3 +249,98 @@ def write_concat_in_place(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) ->
     # The producers' fused functions that only the rewritten calls used.
     kept = {g: f for g, f in mod.functions_items() if g in called or not is_primitive(f)}
     return tvm.IRModule(kept, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
+# Element-wise operations that commute with a concatenation: unary ones, and binary ones by a constant of one
+# value (a per-tensor requantization's scale, zero point and bounds).
+_UNARY = ("relax.round", "relax.astype", "relax.nn.relu", "relax.floor", "relax.ceil", "relax.abs")
+_BY_SCALAR = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum")
+
+
+def _uniform(expr: relax.Expr, lookup) -> relax.Expr | None:
+    """``expr`` as a rank-0 constant where it is a constant whose elements are all equal (a per-tensor
+    scale the converter spread along the channels), also one that the layout change transposed
+    (``lookup``: a variable's bound value); else None."""
+    if isinstance(expr, relax.Var):
+        bound = lookup(expr)
+        if not isinstance(bound, relax.Call) or getattr(bound.op, "name", "") != "relax.permute_dims":
+            return None
+        expr = bound.args[0]
+    if not isinstance(expr, tvm.ir.expr.Constant):
+        return None
+    value = expr.value.numpy()
+    if value.size == 0 or not np.all(value == value.reshape(-1)[0]):
+        return None
+    return relax.const(value.reshape(-1)[0], str(value.dtype))
+
+
+def _moved_args(call: relax.Expr, lookup) -> list | None:
+    """The arguments after the first of an element-wise ``call`` that is the same applied to each part of a
+    concatenation (as rank-0 constants), or None where it is not one."""
+    if not isinstance(call, relax.Call) or not isinstance(call.op, tvm.ir.Op) or not call.args:
+        return None
+    name = call.op.name
+    if name in _UNARY and len(call.args) == 1:
+        return []
+    if name in _BY_SCALAR and len(call.args) == 2:
+        scalar = _uniform(call.args[1], lookup)
+        return None if scalar is None else [scalar]
+    return None
+
+
+@relax.expr_functor.mutator
+class _IntoConcat(relax.PyExprMutator):
+    """``f(concat(a, b))`` -> ``concat(f(a), f(b))`` for the element-wise ``f`` above, where the concatenation
+    is read by ``f`` alone."""
+
+    def __init__(self, mod: tvm.IRModule, uses: dict) -> None:
+        super().__init__(mod)
+        self.uses = uses
+        self.parts: dict[relax.Var, tuple[list[relax.Expr], object]] = {}
+
+    def _bound(self, var: relax.Var) -> relax.Expr | None:
+        return self.lookup_binding(self.visit_expr(var))
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        value = binding.value
+        concat = tvm.ir.Op.get("relax.concat")
+        if isinstance(value, relax.Call) and value.op.same_as(concat) and isinstance(value.args[0], relax.Tuple):
+            self.parts[binding.var] = ([self.visit_expr(f) for f in value.args[0].fields], value.attrs)
+        elif (
+            isinstance(value, relax.Call)
+            and value.args
+            and value.args[0] in self.parts
+            and self.uses.get(value.args[0], 0) == 1
+            and (rest := _moved_args(value, self._bound)) is not None
+        ):
+            fields, attrs = self.parts[value.args[0]]
+            moved = [self.builder_.emit(relax.Call(value.op, [f, *rest], value.attrs, value.ty_args)) for f in fields]
+            self.parts[binding.var] = (moved, attrs)
+            combined = relax.Call(concat, [relax.Tuple(moved)], attrs)
+            self.builder_.emit_normalized(relax.VarBinding(binding.var, self.builder_.normalize(combined)))
+            return
+        super().visit_var_binding_(binding)
+
+
+@tvm.transform.module_pass(opt_level=0, name="nnadapter_tvm.ElementwiseIntoConcat")
+def elementwise_into_concat(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Before legalization: element-wise operations after a concatenation moved onto its inputs.  A QDQ model
+    requantizes every concatenation's result (squeezenet's fire modules, inception's branches), which fused
+    the concatenation with its requantization into a kernel of its own; moved onto the inputs, each
+    requantization joins the epilogue of the convolution that made the input, and the concatenation, a
+    plain copy again, is written in place by them (``write_concat_in_place``).  The same values: each part
+    goes through the same element-wise steps."""
+    for gvar, func in list(mod.functions_items()):
+        if not isinstance(func, relax.Function) or is_primitive(func):
+            continue
+        uses = _uses(func)
+        if not any(
+            isinstance(b.value, relax.Call) and b.value.op.same_as(tvm.ir.Op.get("relax.concat"))
+            for block in func.body.blocks
+            for b in block.bindings
+        ):
+            continue
+        rewritten = _IntoConcat(mod, uses).visit_expr(func)
+        if not rewritten.same_as(func):
+            mod[gvar] = relax.analysis.remove_all_unused(rewritten)
+    return mod

@@ -15,7 +15,7 @@ from nnadapter_tvm.runtime import phases
 from nnadapter_tvm.runtime.kernel_cache import KernelCache
 from nnadapter_tvm.targets.constant_folding import FoldConstantCalls
 from nnadapter_tvm.targets.cpu import codegen
-from nnadapter_tvm.targets.cpu.concat import write_concat_in_place
+from nnadapter_tvm.targets.cpu.concat import elementwise_into_concat, write_concat_in_place
 from nnadapter_tvm.targets.cpu.groups import pad_groups
 from nnadapter_tvm.targets.cpu.layout import to_nhwc
 from nnadapter_tvm.targets.cpu.lowering import Lowering
@@ -47,7 +47,7 @@ def lower(mod: tvm.IRModule, target: tvm.target.Target, winograd: bool = True) -
 
 def _lower(mod: tvm.IRModule, target: tvm.target.Target, winograd: bool) -> tvm.IRModule:
     lowering = Lowering(target, winograd)
-    mod = pad_groups(lowering.lanes)(to_nhwc(mod))
+    mod = elementwise_into_concat(pad_groups(lowering.lanes)(to_nhwc(mod)))
     return tvm.transform.Sequential(
         [
             relax.backend.DispatchSampling(),

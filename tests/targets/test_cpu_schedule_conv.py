@@ -187,6 +187,30 @@ def test_concatenation_written_in_place(name, then, axis):
         assert len(writes) == (3 if name == "three-reordered" else 2) and not concat_kernels, names
 
 
+def test_requantized_concatenation_is_written_in_place():
+    """A QDQ model requantizes a concatenation's result (squeezenet's fire modules): the element-wise steps
+    (a division by a per-tensor scale spread over the channels, rounding, clipping, the uint8 cast and back)
+    move onto each input (``elementwise_into_concat``), join the producing convolutions' epilogues, and the
+    concatenation is written in place; the same numbers as TVM's unscheduled loops."""
+    shape = (1, 16, 6, 5)
+    f32 = np.float32
+
+    def body(bb, x):
+        y = bb.emit(relax.op.concat([conv(bb, x, 8, 3), conv(bb, x, 8, 1, pad=(0, 0, 0, 0))], axis=1))
+        y = bb.emit(relax.op.divide(y, relax.const(np.full((1, 16, 1, 1), 0.05, "float32"))))
+        y = bb.emit(relax.op.round(y))
+        y = bb.emit(relax.op.minimum(bb.emit(relax.op.maximum(y, relax.const(f32(-128)))), relax.const(f32(127))))
+        y = bb.emit(relax.op.astype(bb.emit(relax.op.astype(y, "int8")), "float32"))
+        return conv(bb, y, 8, 3)
+
+    mod = module([shape], body)
+    check(mod, [shape], CONV)
+    with TARGET:
+        names = [g.name_hint for g in pipeline.lower(mod, TARGET).get_global_vars()]
+    assert not [n for n in names if "concatenate" in n], names
+    assert len([n for n in names if "_into_concat" in n]) == 2, names
+
+
 def test_concatenation_of_a_tensor_used_elsewhere():
     """A concatenation's input that another op also reads is copied (densenet's running concatenation), and
     the in-place chain leaves that input intact for its other reader."""
