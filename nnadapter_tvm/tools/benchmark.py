@@ -3,7 +3,7 @@
     nnadapter-tvm bench [MODEL.onnx ...]   (or python scripts/benchmark.py ...)
                         [--threads 2] [--block 8] [--rounds 4] [--tuning-db [MODEL=]DIR ...]
                         [--tvm-frontend] [--as-shipped] [--shape [INPUT=]DIMS ...]
-                        [--json out.json] [--png out.png]
+                        [--properties "KEY=VALUE;..."] [--json out.json] [--png out.png]
 
 Without models it runs the nine light models of onnx's backend test data.  A model whose input dims are
 unknown (a detector's height and width) stays compiled that way by every runner; ``--shape`` gives the
@@ -356,9 +356,13 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
     tuning_db = tuning_dbs(args.tuning_db)
     database = tuning_db.get(name, tuning_db.get(None))
     cache_dir = os.path.join(workdir, "cache")
-    runners = {PEER: ("onnxruntime", ""), "nnadapter-tvm": ("nnadapter-tvm", "")}
+    ours = getattr(args, "properties", "").strip()
+    if ours:
+        ours += "" if ours.endswith(";") else ";"
+        row["properties"] = ours  # which build of ours the row measured
+    runners = {PEER: ("onnxruntime", ""), "nnadapter-tvm": ("nnadapter-tvm", ours)}
     if database:
-        runners["nnadapter-tvm tuned"] = ("nnadapter-tvm", f"TUNING_DATABASE={database};")
+        runners["nnadapter-tvm tuned"] = ("nnadapter-tvm", f"{ours}TUNING_DATABASE={database};")
     if args.tvm_frontend:
         runners["tvm-onnx-frontend"] = ("tvm-onnx-frontend", "")
     workers: dict[str, Worker] = {}
@@ -390,7 +394,7 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
     row[PEER]["agrees"] = abs(row[PEER]["ms"] / row[PEER]["alone_ms"] - 1) <= PEER_AGREEMENT
     if "ms" in row.get("nnadapter-tvm", {}):
         row["nnadapter-tvm"]["cached_load_first_run_s"] = cached_load_seconds(
-            prepared, args.threads, "", cache_dir, args.shape
+            prepared, args.threads, ours, cache_dir, args.shape
         )
     return row
 
@@ -512,6 +516,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="benchmark.json", help="table as JSON (%(default)s)")
     parser.add_argument("--png", default="benchmark.png", help="ratio plot (%(default)s)")
     parser.add_argument("--worker", nargs=2, metavar=("RUNNER", "MODEL"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--properties",
+        default="",
+        help='context properties of our build, e.g. "LLVM_MATTR=-avx512f;" (an AVX2 build); onnxruntime runs at '
+        "its defaults",
+    )
+    # A worker's properties (the runner's own, set by the benchmark for each process).
     parser.add_argument("--props", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

@@ -3,6 +3,7 @@ alternating blocks and their ratios, the peer checked against itself alone, and 
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
@@ -161,3 +162,32 @@ def test_bench_feeds_a_symbolic_model_the_given_shape(tmp_path):
     assert benchmark.main([*argv, "--png", str(tmp_path / "b.png")]) == 0
     (row,) = json.loads(out.read_text())["rows"]
     assert row["nnadapter-tvm"]["max_error"] < 1e-4 and row["nnadapter-tvm"]["cached_load_first_run_s"] > 0
+
+
+def test_properties_reach_our_runners_only(tmp_path, monkeypatch):
+    """``--properties`` builds our side with those context properties (an AVX2 build: "LLVM_MATTR=-avx512f;");
+    onnxruntime keeps its defaults.  (Before, the only such flag was the workers' own, which the benchmark
+    accepted and ignored: a documented AVX2 command measured the AVX-512 build.)"""
+    seen = []
+
+    class Recording:
+        def __init__(self, kind, path, threads, props="", cache_dir="", shapes=()):
+            seen.append((kind, props))
+            self.info = {}
+
+        def outputs(self, path):
+            raise RuntimeError("stop after the runners started")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(benchmark, "Worker", Recording)
+    path = tmp_path / "tiny.onnx"
+    onnx.save(_as_shipped(), path)
+    args = argparse.Namespace(
+        as_shipped=True, tuning_db=[], tvm_frontend=False, threads=1, shape=[], properties="LLVM_MATTR=-avx512f"
+    )
+    with pytest.raises(RuntimeError, match="stop after"):
+        benchmark.bench_model(str(path), args, str(tmp_path))
+    assert ("nnadapter-tvm", "LLVM_MATTR=-avx512f;") in seen
+    assert all(props == "" for kind, props in seen if kind == "onnxruntime")
