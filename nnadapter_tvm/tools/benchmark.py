@@ -359,7 +359,6 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
     ours = getattr(args, "properties", "").strip()
     if ours:
         ours += "" if ours.endswith(";") else ";"
-        row["properties"] = ours  # which build of ours the row measured
     runners = {PEER: ("onnxruntime", ""), "nnadapter-tvm": ("nnadapter-tvm", ours)}
     if database:
         runners["nnadapter-tvm tuned"] = ("nnadapter-tvm", f"{ours}TUNING_DATABASE={database};")
@@ -370,7 +369,7 @@ def bench_model(path: str, args: argparse.Namespace, workdir: str) -> dict:
         for runner, (kind, props) in runners.items():
             try:
                 workers[runner] = Worker(kind, prepared, args.threads, props, cache_dir, args.shape)
-                row[runner] = dict(workers[runner].info)
+                row[runner] = dict(workers[runner].info) | ({"properties": props} if props else {})
             except Exception as err:  # a runner that cannot start is a row entry, not the end of the benchmark
                 row[runner] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
         if PEER not in workers:
