@@ -426,12 +426,7 @@ def tile_epilogue(sch: s_tir.Schedule, main, epilogue: list, tile_loop, lanes: i
         # memory, not registers (1.2-1.35x slower on a relu6 epilogue).  Likewise after a slice of the
         # padded channels (72 of 80): each stage after it is guarded per lane, which scalarizes its loop,
         # and three such stages (slice, bias, ReLU) made a 1x1 convolution 2.5x slower than one.
-        for stage in list(epilogue[:-1]):
-            if reads(sch, stage) > 1:  # computed once, on the tile (a QDQ SiLU's dequantized input)
-                continue
-            with contextlib.suppress(Exception):
-                sch.compute_inline(stage)
-                epilogue = [b for b in epilogue if not b.same_as(stage)]
+        epilogue = inline_epilogue(sch, epilogue)
     if not epilogue:
         epilogue = [sch.cache_write(main, 0, "local")]
     else:
