@@ -321,3 +321,21 @@ def test_quantize_static_qoperator_model_matches_its_qdq_twin(tmp_path, activati
     scale = np.abs(want).max() / 127
     assert np.abs(got - want).max() <= 2 * scale, (np.abs(got - want).max(), scale)
     assert np.abs(got - twin).max() <= 2 * scale
+
+
+def test_only_the_quantized_input_of_a_reader_lets_int8_be_stored_shifted() -> None:
+    """An int8 tensor with a zero point is stored as uint8 q + 128 only where every reader dequantizes it:
+    a DequantizeLinear or a direct 8-bit operator through input 0 (which ``_direct`` rewrites), or a
+    QOperator operator; read anywhere else (a Pad's constant, a DequantizeLinear's zero point) it keeps its
+    int8 values."""
+    from nnadapter_tvm.frontends.onnx import qoperator
+
+    def node(op, inputs, domain=""):
+        return helper.make_node(op, inputs, ["out"], domain=domain)
+
+    assert qoperator.reads_quantized(node("DequantizeLinear", ["t", "s", "z"]), "t")
+    assert not qoperator.reads_quantized(node("DequantizeLinear", ["x", "s", "t"]), "t")
+    assert qoperator.reads_quantized(node("Reshape", ["t", "shape"]), "t")
+    assert not qoperator.reads_quantized(node("Pad", ["x", "pads", "t"]), "t")
+    assert qoperator.reads_quantized(node("QLinearAdd", ["x", "s", "z", "t", "s", "z", "s", "z"], MS), "t")
+    assert not qoperator.reads_quantized(node("Cast", ["t"]), "t")

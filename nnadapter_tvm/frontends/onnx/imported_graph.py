@@ -221,9 +221,7 @@ class ImportedGraph:
         return (
             bool(readers)
             and name not in self.declared_outputs
-            and all(
-                r is not None and (r.op_type == "DequantizeLinear" or qoperator.reads_quantized(r)) for r in readers
-            )
+            and all(r is not None and qoperator.reads_quantized(r, name) for r in readers)
         )
 
     def _shape_elements(self, node: onnx.NodeProto, inputs: list[Value | None]) -> list | None:

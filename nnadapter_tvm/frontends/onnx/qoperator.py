@@ -260,8 +260,9 @@ _MOVES += ("Identity", "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "Pa
 def _direct(w: _Writer, keeps: Sequence[int] | None) -> bool:
     """An operator on a quantized tensor (input 0): computed on its dequantized values, its outputs in
     ``keeps`` (None: all) quantized again with the input's own scale and zero point.  Max, moves and index
-    results give the same integers that onnxruntime computes on the 8-bit values; Resize's interpolation
-    rounds once, at the end, as onnxruntime's does.  A Pad's constant value is an 8-bit one too."""
+    results give the same integers that onnxruntime computes on the 8-bit values; Resize's interpolation is
+    rounded to nearest once, at the end (onnxruntime truncates it: one step lower in up to half the
+    elements).  A Pad's constant value is an 8-bit one too."""
     x = w.value(0)
     q = x.quant
     scale = w.constant(np.array(q.scale, "float32"), "scale")
@@ -286,25 +287,28 @@ def _direct(w: _Writer, keeps: Sequence[int] | None) -> bool:
     return True
 
 
+def _domain(node: onnx.NodeProto) -> str:
+    return "" if node.domain in ("", "ai.onnx") else node.domain
+
+
+def _is_direct(node: onnx.NodeProto) -> bool:
+    return _domain(node) == "" and (node.op_type in _DIRECT or node.op_type in _MOVES)
+
+
 def _quantized_input(node: onnx.NodeProto, inputs: Sequence[Value | None]) -> bool:
     """Input 0 is an 8-bit tensor quantized per tensor (what a QOperator file's direct operators read)."""
     x = inputs[0] if inputs else None
-    return (
-        x is not None
-        and x.quant is not None
-        and not isinstance(x.quant.scale, tuple)
-        and x.dtype in _EIGHT_BIT
-        and node.domain in ("", "ai.onnx")
-        and (node.op_type in _DIRECT or node.op_type in _MOVES)
-    )
+    quantized = x is not None and x.quant is not None and not isinstance(x.quant.scale, tuple)
+    return quantized and x.dtype in _EIGHT_BIT and _is_direct(node)
 
 
-def reads_quantized(node: onnx.NodeProto) -> bool:
-    """Whether ``node`` is a QOperator-form operator, which reads its 8-bit inputs as quantized values."""
-    domain = "" if node.domain in ("", "ai.onnx") else node.domain
-    if (domain, node.op_type) in _REWRITES:
-        return True
-    return domain == "" and (node.op_type in _DIRECT or node.op_type in _MOVES)
+def reads_quantized(node: onnx.NodeProto, name: str) -> bool:
+    """Whether ``node`` reads ``name`` as a quantized value: a DequantizeLinear or one of the operators that
+    read an 8-bit tensor directly, where ``name`` is that tensor (input 0 alone: ``_direct`` rewrites only
+    that one), or a QOperator-form operator (which dequantizes its 8-bit inputs)."""
+    if node.op_type == "DequantizeLinear" or _is_direct(node):
+        return node.input[0] == name and list(node.input).count(name) == 1
+    return (_domain(node), node.op_type) in _REWRITES
 
 
 def expand(node: onnx.NodeProto, index: int, inputs: Sequence[Value | None], opset: int) -> Expansion | None:
@@ -315,7 +319,7 @@ def expand(node: onnx.NodeProto, index: int, inputs: Sequence[Value | None], ops
     if _quantized_input(node, inputs):
         w = _Writer(node, index, inputs)
         return (w.nodes, opset) if _direct(w, _DIRECT.get(node.op_type)) else None
-    rewrite = _REWRITES.get(("" if node.domain in ("", "ai.onnx") else node.domain, node.op_type))
+    rewrite = _REWRITES.get((_domain(node), node.op_type))
     if rewrite is None:
         return None
     w = _Writer(node, index, inputs)
